@@ -1,0 +1,43 @@
+//! hane's shared vocabulary: the limits a call runs under, the policy that
+//! grants it capabilities, the receipt it leaves, and the text forms people
+//! write them in (`64Mi`, `5s`, `https://*.example.com`).
+//!
+//! This crate has no runtime dependencies (no tokio, no wasmtime) so every
+//! other part of hane — the sandbox, the store, the coordinator, the CLI —
+//! can share these types and their serialized forms.
+//!
+//! # Examples
+//!
+//! ```
+//! use hane_core::{ByteSize, Limits, LimitsSpec, OperationManifest};
+//!
+//! let manifest = OperationManifest::from_yaml("op.yaml", r#"
+//! apiVersion: operations/v1alpha1
+//! kind: Operation
+//! metadata:
+//!   name: documents.search
+//! spec:
+//!   component: builtin:documents.search
+//!   capabilities:
+//!     files:
+//!       - host: examples/documents
+//!         guest: /documents
+//!   limits:
+//!     memory: 32Mi
+//!     timeout: 2s
+//! "#).unwrap();
+//! let limits = manifest.spec.limits.apply_to(Limits::default());
+//! assert_eq!(limits.memory, ByteSize::mebibytes(32));
+//! ```
+
+mod manifest;
+mod policy;
+mod quantity;
+mod receipt;
+
+pub use manifest::{
+    ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
+};
+pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
+pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
+pub use receipt::{HostCalls, Impact, Outcome, Receipt};
