@@ -1,0 +1,57 @@
+//! Runs hane operations — WebAssembly components targeting the
+//! `hane:operation@0.1.0` world — under limits and a deny-by-default policy.
+//!
+//! One [`Sandbox`] per process owns the wasmtime engine (component model,
+//! fuel, epoch interruption from a ticker thread, a pooling allocator and
+//! copy-on-write memory images) and a disk cache of compiled components.
+//! [`Sandbox::load`] turns a component and its [`Policy`] into an
+//! [`Operation`]; every [`Operation::call`] gets a fresh instance, validates
+//! the input and output against the operation's JSON Schemas, and returns a
+//! [`Call`] with the output or a typed [`CallError`], the [`Receipt`] and the
+//! guest's logs.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use hane_core::{Limits, Policy};
+//! use hane_sandbox::{Sandbox, SandboxConfig};
+//!
+//! # async fn run() -> anyhow::Result<()> {
+//! let sandbox = Sandbox::new(&SandboxConfig::new())?;
+//! let policy = Policy {
+//!     files: vec!["examples/documents:/documents".parse()?],
+//!     ..Policy::default()
+//! };
+//! let op = sandbox
+//!     .load_file("search.wasm".as_ref(), &policy)
+//!     .await?;
+//! let call = op.call(r#"{"query": "inspection"}"#, &Limits::default()).await;
+//! println!("{:?} used {} fuel", call.result, call.receipt.fuel_consumed);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Policy`]: hane_core::Policy
+//! [`Receipt`]: hane_core::Receipt
+
+mod error;
+mod imports;
+mod operation;
+mod sandbox;
+mod schema;
+mod state;
+
+pub use error::{CallError, GuestError, Limit, LoadError, SchemaViolation, Stream};
+pub use imports::{Grant, Import};
+pub use operation::{Call, CancelToken, Descriptor, Operation};
+pub use sandbox::{Inspection, Sandbox, SandboxConfig, default_cache_dir};
+pub use state::LogRecord;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "operation",
+        imports: { default: trappable },
+        exports: { default: async },
+    });
+}

@@ -1,0 +1,336 @@
+//! The process-wide engine, its epoch ticker, linker and component cache.
+
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hane_core::{ByteSize, Limits, Policy};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings;
+use crate::error::LoadError;
+use crate::operation::Operation;
+use crate::state::CallState;
+
+/// Settings of a [`Sandbox`]. Each method documents its default.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub(crate) fuel: bool,
+    pub(crate) max_instances: u32,
+    pub(crate) max_memory: ByteSize,
+    pub(crate) epoch_tick: Duration,
+    pub(crate) cache_dir: Option<PathBuf>,
+    pub(crate) default_limits: Limits,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            fuel: true,
+            max_instances: 256,
+            max_memory: ByteSize::gibibytes(4),
+            epoch_tick: Duration::from_millis(1),
+            cache_dir: default_cache_dir(),
+            default_limits: Limits::default(),
+        }
+    }
+}
+
+/// `$HANE_CACHE_DIR`, else `$XDG_CACHE_HOME/hane/components`, else
+/// `$HOME/.cache/hane/components`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("HANE_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("hane").join("components"))
+}
+
+impl SandboxConfig {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether guests burn fuel and stop when it runs out. Default: on.
+    /// Turning it off removes the fuel limit (and its small cost); the
+    /// wall-clock limit still applies.
+    pub fn fuel(&mut self, enable: bool) -> &mut Self {
+        self.fuel = enable;
+        self
+    }
+
+    /// Instances that may be alive at once; the pooling allocator reserves
+    /// address space for this many up front. Default: 256.
+    pub fn max_instances(&mut self, n: u32) -> &mut Self {
+        self.max_instances = n.max(1);
+        self
+    }
+
+    /// The largest memory limit any call may have. Default: `4Gi` (all a
+    /// 32-bit guest can address).
+    pub fn max_memory(&mut self, size: ByteSize) -> &mut Self {
+        self.max_memory = size;
+        self
+    }
+
+    /// How often the epoch advances; the wall-clock limit and cancellation
+    /// act within about one tick. Default: 1 ms.
+    pub fn epoch_tick(&mut self, tick: Duration) -> &mut Self {
+        self.epoch_tick = tick.max(Duration::from_micros(100));
+        self
+    }
+
+    /// Where compiled components are kept, or `None` to compile in memory
+    /// on every load. Default: [`default_cache_dir`].
+    pub fn cache_dir(&mut self, dir: Option<PathBuf>) -> &mut Self {
+        self.cache_dir = dir;
+        self
+    }
+
+    /// The limits of a call that sets none. Default: [`Limits::default`].
+    pub fn default_limits(&mut self, limits: Limits) -> &mut Self {
+        self.default_limits = limits;
+        self
+    }
+}
+
+pub(crate) struct SandboxInner {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
+    pub(crate) config: SandboxConfig,
+    fingerprint: String,
+}
+
+/// The engine and everything shared by calls. Create one per process and
+/// clone it freely (it is a reference).
+#[derive(Clone)]
+pub struct Sandbox {
+    pub(crate) inner: Arc<SandboxInner>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Builds the engine (component model, fuel, epoch interruption,
+    /// pooling allocator, copy-on-write memory images), its linker and
+    /// the epoch ticker thread.
+    ///
+    /// # Errors
+    ///
+    /// The engine cannot be created, typically because the pooling
+    /// allocator cannot reserve its address space.
+    pub fn new(config: &SandboxConfig) -> Result<Self, wasmtime::Error> {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = config.max_instances;
+        pool.total_component_instances(n)
+            // A Rust component has a handful of core instances (the program,
+            // the WASI adapter and shims); room for more keeps other
+            // toolchains working.
+            .total_core_instances(n.saturating_mul(8))
+            .max_core_instances_per_component(32)
+            .total_memories(n.saturating_mul(2))
+            .max_memories_per_component(4)
+            .total_tables(n.saturating_mul(4))
+            .max_tables_per_component(8)
+            .table_elements(crate::state::MAX_TABLE_ELEMENTS)
+            .total_stacks(n)
+            .max_memory_size(config.max_memory.as_usize());
+
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .consume_fuel(config.fuel)
+            .epoch_interruption(true)
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm)?;
+
+        let mut linker = Linker::<CallState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        bindings::Operation::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
+
+        let fingerprint = {
+            let mut h = Sha256Hasher(Sha256::new());
+            std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+            hex::encode(&h.0.finalize()[..8])
+        };
+
+        let weak = engine.weak();
+        let tick = config.epoch_tick;
+        std::thread::Builder::new()
+            .name("hane-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(tick);
+                }
+            })
+            .map_err(|e| wasmtime::format_err!("cannot start the epoch ticker thread: {e}"))?;
+
+        Ok(Self {
+            inner: Arc::new(SandboxInner {
+                engine,
+                linker,
+                config: config.clone(),
+                fingerprint,
+            }),
+        })
+    }
+
+    /// The configuration this sandbox was built with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// The limits of a call that sets none.
+    pub fn default_limits(&self) -> Limits {
+        self.inner.config.default_limits
+    }
+
+    /// Whether fuel is metered.
+    pub fn fuel_enabled(&self) -> bool {
+        self.inner.config.fuel
+    }
+
+    /// Loads a component file as an operation under `policy`.
+    ///
+    /// # Errors
+    ///
+    /// See [`Sandbox::load`].
+    pub async fn load_file(&self, path: &Path, policy: &Policy) -> Result<Operation, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.load(&path.display().to_string(), &bytes, policy).await
+    }
+
+    /// Loads a component as an operation: compiles it (or reuses the
+    /// cached compilation), checks its imports against `policy`, asks it to
+    /// describe itself and compiles its schemas. `name` is used in errors.
+    ///
+    /// # Errors
+    ///
+    /// The bytes are not a component, it imports something unknown or not
+    /// granted, it does not implement the `operation` world, or its
+    /// descriptor's schemas are not valid JSON Schema.
+    pub async fn load(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        policy: &Policy,
+    ) -> Result<Operation, LoadError> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = self.compile(name, &digest, bytes)?;
+        Operation::new(self.clone(), component, format!("sha256:{digest}"), policy).await
+    }
+
+    /// Describes a component without a policy: its descriptor, digest and
+    /// imports (with the grant each needs). Nothing is refused for lack of
+    /// a grant; only components hane cannot run at all are errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::load`], except for missing grants.
+    pub async fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let component = self.compile(name, &digest, bytes)?;
+        let (imports, pre) = crate::operation::prepare(self, &component)?;
+        let descriptor = crate::operation::describe(self, &pre).await?;
+        Ok(Inspection {
+            descriptor,
+            digest: format!("sha256:{digest}"),
+            imports,
+        })
+    }
+
+    /// The compiled component for `bytes`, from the disk cache when present.
+    fn compile(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        let engine = &self.inner.engine;
+        let compile_err = |e: wasmtime::Error| LoadError::Compile {
+            name: name.to_owned(),
+            message: format!("{e:#}"),
+        };
+        let Some(dir) = &self.inner.config.cache_dir else {
+            return Component::new(engine, bytes).map_err(compile_err);
+        };
+        let path = dir.join(format!("{digest}-{}.cwasm", self.inner.fingerprint));
+        if path.exists() {
+            match load_precompiled(engine, &path) {
+                Ok(component) => return Ok(component),
+                // A truncated or foreign file is recompiled and replaced.
+                Err(_) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let compiled = engine.precompile_component(bytes).map_err(compile_err)?;
+        let cache_err = |e: std::io::Error| LoadError::Cache {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(cache_err)?;
+        let tmp = dir.join(format!(
+            ".{digest}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&tmp, &compiled).map_err(cache_err)?;
+        std::fs::rename(&tmp, &path).map_err(cache_err)?;
+        load_precompiled(engine, &path).map_err(|e| LoadError::Cache {
+            path: path.display().to_string(),
+            message: format!("{e:#}"),
+        })
+    }
+}
+
+/// What [`Sandbox::inspect`] found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Inspection {
+    /// What the component says about itself.
+    pub descriptor: crate::Descriptor,
+    /// `sha256:` digest of its bytes.
+    pub digest: String,
+    /// Its imports and the grant each needs.
+    pub imports: Vec<crate::Import>,
+}
+
+/// Maps a precompiled component written by this process's engine.
+#[expect(
+    unsafe_code,
+    reason = "deserializing trusts the file; only files this engine wrote under its own fingerprint are read"
+)]
+fn load_precompiled(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+    // SAFETY: the cache file name carries the digest of the source bytes and
+    // the engine's compatibility fingerprint, and files are written by
+    // rename from a complete temporary file, so the file is an artifact this
+    // engine configuration produced for these bytes.
+    unsafe { Component::deserialize_file(engine, path) }
+}
+
+/// Feeds `Hash` output into SHA-256, for a fingerprint stable across runs.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        let d = self.0.clone().finalize();
+        u64::from_le_bytes(d[..8].try_into().unwrap_or_default())
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
