@@ -1,0 +1,90 @@
+//! What every test shares: one sandbox per process, program loading and a
+//! tiny HTTP server on loopback.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use hane_core::Policy;
+use hane_sandbox::{Operation, Sandbox, SandboxConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The process's sandbox, with its component cache in cargo's test temp dir.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        let mut config = SandboxConfig::new();
+        config.cache_dir(Some(cache_dir())).max_instances(64);
+        Sandbox::new(&config).expect("sandbox")
+    })
+}
+
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+/// The test program `file` (such as `hostile_loop`) loaded under `policy`.
+pub async fn program(file: &str, policy: &Policy) -> Operation {
+    let path = hane_builtins::test_programs::ALL
+        .iter()
+        .find(|(name, _)| *name == file)
+        .unwrap_or_else(|| panic!("no test program {file}"))
+        .1;
+    sandbox()
+        .load_file(path.as_ref(), policy)
+        .await
+        .unwrap_or_else(|e| panic!("loading {file}: {e}"))
+}
+
+/// The built-in operation `name` loaded under `policy`.
+pub async fn builtin(name: &str, policy: &Policy) -> Operation {
+    let bytes = hane_builtins::get(name).unwrap_or_else(|| panic!("no builtin {name}"));
+    sandbox()
+        .load(name, bytes, policy)
+        .await
+        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+/// The repository's `examples/` folder.
+pub fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// Serves every request on loopback with status 200, a fixed header and
+/// `body`; returns its address. Lives as long as the runtime.
+pub async fn http_server(body: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nx-hane-test: yes\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+/// The resident set size of this process in bytes.
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("rss pages");
+    pages * 4096
+}

@@ -1,0 +1,5 @@
+//! Integration tests of hane, one binary so the heavy dependencies link once.
+
+mod harness;
+mod hostile;
+mod sandbox;
