@@ -1,0 +1,458 @@
+//! `hane op run | inspect | new`.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use hane_core::{
+    ByteSize, DirGrant, Duration, EnvGrant, HostPattern, Limits, LimitsSpec, OperationManifest,
+    Policy, Receipt,
+};
+use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
+
+/// Exit codes that tell kinds of failure apart.
+mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const OPERATION_ERROR: u8 = 3;
+    pub const LIMIT: u8 = 4;
+    pub const DENIED: u8 = 5;
+}
+
+#[derive(Subcommand)]
+pub enum OpCommand {
+    /// Run an operation once: output JSON on stdout, receipt on stderr.
+    ///
+    /// Exit codes: 0 success; 2 usage or invalid input; 3 the operation
+    /// returned its error; 4 a limit was exceeded (fuel, memory, time,
+    /// output, requests); 5 denied or refused by policy; 1 anything else.
+    Run(RunArgs),
+    /// Show an operation's descriptor, digest and imports, and which
+    /// imports need a grant.
+    Inspect(InspectArgs),
+    /// Create a new operation crate that builds to a component.
+    New(crate::scaffold::NewArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A component (.wasm), a built-in operation's name such as
+    /// `documents.search`, or an Operation manifest (.yaml).
+    component: String,
+    /// Input JSON, or @FILE to read it from a file (@- for stdin).
+    #[arg(long, short)]
+    input: String,
+    /// An Operation manifest whose capabilities and limits apply.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Grant a directory: HOST[:GUEST][:ro|:rw]; GUEST defaults to
+    /// `/` + the directory's name, access to read-only.
+    #[arg(long = "allow-dir", value_name = "HOST[:GUEST][:ro|:rw]")]
+    allow_dir: Vec<DirGrant>,
+    /// Allow outgoing HTTP to SCHEME://HOST[:PORT]; HOST may start with `*.`.
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    allow_host: Vec<HostPattern>,
+    /// Grant an environment variable: KEY passes the host's value, KEY=VALUE sets one.
+    #[arg(long, value_name = "KEY[=VALUE]")]
+    env: Vec<EnvGrant>,
+    /// Fuel units the guest may burn [default: 2000000000].
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// Memory limit, such as 64Mi [default: 64Mi].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<ByteSize>,
+    /// Wall-clock limit, such as 5s or 250ms [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<Duration>,
+    /// Print one JSON object with output, error, receipt and logs on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A component (.wasm), a built-in operation's name, or an Operation manifest (.yaml).
+    component: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(cmd: OpCommand) -> ExitCode {
+    let result = match cmd {
+        OpCommand::Run(args) => run(args),
+        OpCommand::Inspect(args) => inspect(args),
+        OpCommand::New(args) => {
+            crate::scaffold::new(args).map_err(|e| Failure::new(exit::FAILURE, e))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            if !f.reported {
+                eprintln!("error: {:#}", f.error);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// An error with the exit code it maps to.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+    /// Already printed (as part of `--json` output or the receipt).
+    reported: bool,
+}
+
+impl Failure {
+    fn new(code: u8, error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code,
+            error: error.into(),
+            reported: false,
+        }
+    }
+
+    fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self::new(exit::USAGE, error)
+    }
+}
+
+/// A component with the policy and limits its source carries.
+struct Source {
+    name: String,
+    bytes: Vec<u8>,
+    policy: Policy,
+    limits: LimitsSpec,
+}
+
+fn resolve(component: &str) -> Result<Source, Failure> {
+    let path = Path::new(component);
+    let is_manifest = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    if is_manifest {
+        let manifest = OperationManifest::from_file(path).map_err(Failure::usage)?;
+        let mut source = match manifest.component_path() {
+            Some(p) => resolve(&p.to_string_lossy())?,
+            None => resolve(&manifest.spec.component)?,
+        };
+        source.policy = manifest.spec.capabilities;
+        source.limits = manifest.spec.limits;
+        return Ok(source);
+    }
+    let builtin = component.strip_prefix("builtin:").unwrap_or(component);
+    if !path.exists() {
+        if let Some(bytes) = hane_builtins::get(builtin) {
+            return Ok(Source {
+                name: builtin.to_owned(),
+                bytes: bytes.to_vec(),
+                policy: Policy::default(),
+                limits: LimitsSpec::default(),
+            });
+        }
+        let names: Vec<_> = hane_builtins::names().collect();
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`{component}` is neither a file nor a built-in operation (built-in: {})",
+            names.join(", ")
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read `{component}`"))
+        .map_err(Failure::usage)?;
+    Ok(Source {
+        name: component.to_owned(),
+        bytes,
+        policy: Policy::default(),
+        limits: LimitsSpec::default(),
+    })
+}
+
+fn sandbox() -> Result<Sandbox, Failure> {
+    let mut config = SandboxConfig::new();
+    config.max_instances(4);
+    Sandbox::new(&config).map_err(|e| {
+        Failure::new(
+            exit::FAILURE,
+            anyhow::anyhow!("cannot start the sandbox: {e:#}"),
+        )
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(exit::FAILURE, e))
+}
+
+fn load_error_code(e: &LoadError) -> u8 {
+    match e {
+        LoadError::NotGranted { .. } | LoadError::UnknownImport { .. } => exit::DENIED,
+        LoadError::Read { .. } | LoadError::Policy(_) => exit::USAGE,
+        _ => exit::FAILURE,
+    }
+}
+
+/// The exit code of a failed call.
+pub fn call_error_code(e: &CallError) -> u8 {
+    match e {
+        CallError::InvalidInput(_) | CallError::InputNotJson(_) => exit::USAGE,
+        CallError::Operation(_) => exit::OPERATION_ERROR,
+        CallError::FuelExhausted { .. }
+        | CallError::MemoryLimit { .. }
+        | CallError::Timeout { .. }
+        | CallError::OutputTooLarge { .. }
+        | CallError::LimitExceeded(_) => exit::LIMIT,
+        CallError::Denied { .. } => exit::DENIED,
+        _ => exit::FAILURE,
+    }
+}
+
+fn read_input(input: &str) -> Result<String, Failure> {
+    match input.strip_prefix('@') {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the input from stdin")
+                .map_err(Failure::usage)?;
+            Ok(text)
+        }
+        Some(file) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the input file `{file}`"))
+            .map_err(Failure::usage),
+        None => Ok(input.to_owned()),
+    }
+}
+
+fn run(args: RunArgs) -> Result<(), Failure> {
+    let input = read_input(&args.input)?;
+    let mut source = resolve(&args.component)?;
+    if let Some(file) = &args.policy {
+        let manifest = OperationManifest::from_file(file).map_err(Failure::usage)?;
+        source.policy.merge(manifest.spec.capabilities);
+        source.limits = source.limits.overridden_by(&manifest.spec.limits);
+    }
+    source.policy.merge(Policy {
+        files: args.allow_dir,
+        env: args.env,
+        http: args.allow_host,
+    });
+    let flags = LimitsSpec {
+        fuel: args.fuel,
+        memory: args.memory,
+        timeout: args.timeout,
+        ..LimitsSpec::default()
+    };
+    let limits = source
+        .limits
+        .overridden_by(&flags)
+        .apply_to(Limits::default());
+    if let Some(missing) = source.policy.files.iter().find(|g| !g.host.is_dir()) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "granted directory `{}` does not exist or is not a directory",
+            missing.host.display()
+        )));
+    }
+
+    let sandbox = sandbox()?;
+    let rt = runtime()?;
+    let call = rt.block_on(async {
+        let op = sandbox
+            .load(&source.name, &source.bytes, &source.policy)
+            .await
+            .map_err(|e| Failure::new(load_error_code(&e), e))?;
+        Ok::<Call, Failure>(op.call(&input, &limits).await)
+    })?;
+    report(call, args.json)
+}
+
+fn report(call: Call, json: bool) -> Result<(), Failure> {
+    let code = call.result.as_ref().err().map(call_error_code);
+    if json {
+        let output = call
+            .result
+            .as_ref()
+            .ok()
+            .map(|o| serde_json::from_str::<serde_json::Value>(o).unwrap_or_default());
+        let error = call
+            .result
+            .as_ref()
+            .err()
+            .map(|e| serde_json::json!({ "outcome": e.outcome(), "message": e.to_string() }));
+        let doc = serde_json::json!({
+            "output": output,
+            "error": error,
+            "receipt": call.receipt,
+            "logs": call.logs,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        for log in &call.logs {
+            for line in log.message.lines() {
+                eprintln!("[{}] {line}", log.level);
+            }
+        }
+        match &call.result {
+            Ok(output) => match serde_json::from_str::<serde_json::Value>(output) {
+                Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+                Err(_) => println!("{output}"),
+            },
+            Err(e) => eprintln!("error: {e}"),
+        }
+        eprintln!("{}", receipt_line(&call.receipt));
+    }
+    match (code, call.result) {
+        (Some(code), Err(e)) => Err(Failure {
+            code,
+            error: e.into(),
+            reported: true,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn receipt_line(r: &Receipt) -> String {
+    format!(
+        "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} denied",
+        r.operation,
+        r.version,
+        r.outcome,
+        micros(r.wall_time_us),
+        thousands(r.fuel_consumed),
+        mebibytes(r.peak_memory_bytes),
+        r.host_calls.log,
+        r.host_calls.http_requests,
+        r.host_calls.denied
+    )
+}
+
+fn micros(us: u64) -> String {
+    if us < 1000 {
+        format!("{us} µs")
+    } else {
+        format!("{:.2} ms", us as f64 / 1000.0)
+    }
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    let source = resolve(&args.component)?;
+    let sandbox = sandbox()?;
+    let rt = runtime()?;
+    let found = rt
+        .block_on(sandbox.inspect(&source.name, &source.bytes))
+        .map_err(|e| Failure::new(load_error_code(&e), e))?;
+    if args.json {
+        let schema = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap_or_default();
+        let doc = serde_json::json!({
+            "name": found.descriptor.name,
+            "version": found.descriptor.version,
+            "description": found.descriptor.description,
+            "impact": found.descriptor.impact,
+            "input_schema": schema(&found.descriptor.input_schema),
+            "output_schema": schema(&found.descriptor.output_schema),
+            "digest": found.digest,
+            "imports": found.imports,
+            "needs_grants": needs(&found.imports),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return Ok(());
+    }
+    let d = &found.descriptor;
+    println!("{} {} ({})", d.name, d.version, d.impact);
+    for line in d.description.lines() {
+        println!("  {line}");
+    }
+    println!("digest: {}", found.digest);
+    println!("input:  {}", summarize_schema(&d.input_schema));
+    println!("output: {}", summarize_schema(&d.output_schema));
+    println!("imports:");
+    let width = found
+        .imports
+        .iter()
+        .map(|i| i.name.len())
+        .max()
+        .unwrap_or(0);
+    for import in &found.imports {
+        println!("  {:width$}  {}", import.name, import.grant.describe());
+    }
+    let needs = needs(&found.imports);
+    if needs.is_empty() {
+        println!("needs grants: none");
+    } else {
+        println!("needs grants: {}", needs.join(", "));
+    }
+    Ok(())
+}
+
+/// The grants worth giving this component, in a stable order.
+fn needs(imports: &[hane_sandbox::Import]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for (grant, name) in [
+        (Grant::Files, "files"),
+        (Grant::Env, "env"),
+        (Grant::Http, "http"),
+    ] {
+        if imports.iter().any(|i| i.grant == grant) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// `{ query: string (required), limit: integer }` from an object schema.
+fn summarize_schema(text: &str) -> String {
+    let Ok(schema) = serde_json::from_str::<serde_json::Value>(text) else {
+        return "(not JSON)".into();
+    };
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return schema
+            .get("type")
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "any".into());
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let fields: Vec<String> = props
+        .iter()
+        .map(|(name, p)| {
+            let ty = match p.get("type") {
+                Some(serde_json::Value::String(t)) => t.clone(),
+                Some(serde_json::Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                _ => "any".into(),
+            };
+            let req = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            format!("{name}{req}: {ty}")
+        })
+        .collect();
+    format!("{{ {} }}", fields.join(", "))
+}
