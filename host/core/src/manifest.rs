@@ -98,6 +98,12 @@ impl OperationManifest {
                 Some(i) => message[..i].to_owned(),
                 None => message,
             };
+            // It may also start with the field's parent path, which the
+            // error reports on its own.
+            let message = match message.split_once(": ") {
+                Some((prefix, rest)) if field.starts_with(prefix) => rest.to_owned(),
+                _ => message,
+            };
             ManifestError {
                 file: file.to_owned(),
                 line,
@@ -224,7 +230,7 @@ spec:
         let err = OperationManifest::from_yaml("op.yaml", &text).unwrap_err();
         assert_eq!(err.field, "spec.limits.fuell");
         assert_eq!(err.line, Some(15));
-        assert!(err.message.contains("unknown field `fuell`"), "{err}");
+        assert!(err.message.starts_with("unknown field `fuell`"), "{err}");
         assert!(
             err.to_string()
                 .starts_with("op.yaml:15: spec.limits.fuell: "),

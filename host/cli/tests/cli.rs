@@ -1,0 +1,374 @@
+//! The `hane` binary end to end: outputs, receipts and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use hane_builtins::test_programs;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-component-cache")
+}
+
+fn hane(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(args)
+        .current_dir(repo())
+        .env("HANE_CACHE_DIR", cache_dir())
+        .output()
+        .expect("run hane")
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exit code")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout_json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn run_prints_output_on_stdout_and_the_receipt_on_stderr() {
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.search",
+        "--input",
+        r#"{"query":"tyre tread depth"}"#,
+        "--allow-dir",
+        "examples/documents",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(
+        doc["results"][0]["path"],
+        "/documents/inspection-procedure.md"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("receipt: documents.search 0.1.0 succeeded in "),
+        "{err}"
+    );
+    assert!(err.contains("fuel "), "{err}");
+}
+
+#[test]
+fn json_mode_prints_one_object() {
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.read_pages",
+        "--input",
+        r#"{"path":"/documents/faq.md","lines":"1-2"}"#,
+        "--allow-dir",
+        "examples/documents",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["output"]["start_line"], 1);
+    assert_eq!(doc["error"], serde_json::Value::Null);
+    assert_eq!(doc["receipt"]["outcome"], "succeeded");
+    assert!(doc["receipt"]["fuel_consumed"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn exit_codes_tell_failures_apart() {
+    // 2: input that is not JSON, input that fails the schema, unknown component.
+    let out = hane(&["op", "run", "documents.search", "--input", "{oops"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("invalid input: not JSON"));
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.search",
+        "--input",
+        r#"{"query": 3}"#,
+    ]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("at `/query`"), "{}", stderr(&out));
+    let out = hane(&["op", "run", "nope.nothing", "--input", "{}"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("neither a file nor a built-in operation"));
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.search",
+        "--input",
+        "{}",
+        "--memory",
+        "64MB",
+    ]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("invalid size `64MB`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // 3: the operation's own error.
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.read_pages",
+        "--input",
+        r#"{"path":"/documents/missing.md"}"#,
+        "--allow-dir",
+        "examples/documents",
+    ]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("operation error: not found"),
+        "{}",
+        stderr(&out)
+    );
+
+    // 4: a limit.
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::HOSTILE_LOOP,
+        "--input",
+        "{}",
+        "--fuel",
+        "1000000",
+    ]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(stderr(&out).contains("fuel exhausted: the operation used all 1000000 units of fuel"));
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::HOSTILE_LOOP,
+        "--input",
+        "{}",
+        "--fuel",
+        "100000000000000",
+        "--timeout",
+        "100ms",
+    ]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(stderr(&out).contains("timeout: the operation ran longer than 100ms"));
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::HOSTILE_MEMORY,
+        "--input",
+        "{}",
+        "--memory",
+        "16Mi",
+    ]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("above the limit of 16Mi"),
+        "{}",
+        stderr(&out)
+    );
+
+    // 5: refused by policy at load, and denied at run time.
+    let out = hane(&[
+        "op",
+        "run",
+        "http.get",
+        "--input",
+        r#"{"url":"http://127.0.0.1:9/"}"#,
+    ]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("policy grants no http hosts"),
+        "{}",
+        stderr(&out)
+    );
+    let out = hane(&[
+        "op",
+        "run",
+        "http.get",
+        "--input",
+        r#"{"url":"http://127.0.0.1:9/"}"#,
+        "--allow-host",
+        "https://example.com",
+    ]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("denied: http request to http://127.0.0.1:9 is not on the allow-list")
+    );
+
+    // 1: anything else, such as a trap.
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::HOSTILE_PANIC,
+        "--input",
+        r#"{"reason":"x"}"#,
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("trap: the operation panicked: hostile panic: x"));
+}
+
+#[test]
+fn a_component_built_without_the_sdk_runs() {
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::RAW_REVERSE,
+        "--input",
+        r#"{"text":"hane"}"#,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["reversed"], "enah");
+    assert!(
+        stderr(&out).contains("[info] reversed 4 characters"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_policy_manifest_grants_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("search.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: operations/v1alpha1\nkind: Operation\nmetadata:\n  name: search\nspec:\n  component: builtin:documents.search\n  capabilities:\n    files:\n      - host: {}\n        guest: /docs\n  limits:\n    fuel: 1000\n",
+            repo().join("examples/documents").display()
+        ),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    // The manifest's fuel limit applies ...
+    let out = hane(&["op", "run", m, "--input", r#"{"query":"tyre"}"#]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    // ... until a flag overrides it; its directory grant applies too.
+    let out = hane(&[
+        "op",
+        "run",
+        m,
+        "--input",
+        r#"{"query":"tyre"}"#,
+        "--fuel",
+        "2000000000",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout_json(&out)["results"][0]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/docs/"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    std::fs::write(
+        &manifest,
+        "apiVersion: operations/v1alpha1\nkind: Operation\nmetadata:\n  name: search\nspec:\n  component: builtin:documents.search\n  limits:\n    fuell: 5\n",
+    )
+    .unwrap();
+    let out = hane(&[
+        "op",
+        "run",
+        "documents.search",
+        "--policy",
+        m,
+        "--input",
+        "{}",
+    ]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("search.yaml:8: spec.limits.fuell: unknown field `fuell`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_lists_imports_and_grants() {
+    let out = hane(&["op", "inspect", "http.get", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["name"], "http.get");
+    assert!(doc["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        doc["needs_grants"]
+            .as_array()
+            .unwrap()
+            .contains(&"http".into())
+    );
+    let imports = doc["imports"].as_array().unwrap();
+    assert!(imports.iter().any(|i| {
+        i["grant"] == "http"
+            && i["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("wasi:http/outgoing-handler@")
+    }));
+    assert_eq!(doc["input_schema"]["type"], "object");
+
+    let out = hane(&["op", "inspect", "documents.search"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("documents.search 0.1.0 (read)"), "{text}");
+    assert!(text.contains("files grant (--allow-dir)"), "{text}");
+}
+
+/// The author tutorial: new, test, build, inspect, run.
+#[test]
+fn a_new_operation_builds_tests_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("demo");
+    let out = hane(&["op", "new", "demo", "--path", crate_dir.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Guests share one target dir so dependencies compile once.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../guests");
+    let cargo = |args: &[&str]| {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(args)
+            .current_dir(&crate_dir)
+            .env("CARGO_TARGET_DIR", &target);
+        for key in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "RUSTC_WRAPPER",
+            "RUSTC_WORKSPACE_WRAPPER",
+        ] {
+            cmd.env_remove(key);
+        }
+        let out = cmd.output().expect("run cargo");
+        assert!(
+            out.status.success(),
+            "cargo {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    cargo(&["test", "--quiet"]);
+    cargo(&["build", "--release", "--target", "wasm32-wasip2"]);
+    let wasm = target.join("wasm32-wasip2/release/demo.wasm");
+    let wasm = wasm.to_str().unwrap();
+
+    let out = hane(&["op", "inspect", wasm]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("demo 0.1.0 (read)"));
+    let out = hane(&["op", "run", wasm, "--input", r#"{"text":"one two\nthree"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout_json(&out),
+        serde_json::json!({"words": 3, "lines": 2, "characters": 13})
+    );
+    let out = hane(&["op", "run", wasm, "--input", r#"{"text":""}"#]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+
+    let again = hane(&["op", "new", "demo", "--path", crate_dir.to_str().unwrap()]);
+    assert_eq!(code(&again), 1);
+    assert!(stderr(&again).contains("already exists"));
+}
