@@ -143,3 +143,23 @@ async fn concurrent_calls_do_not_share_state() {
         assert_eq!(out, format!(r#"{{"message":"m{i}","length":{len}}}"#));
     }
 }
+
+/// Every program under tests/guests is run by some test, so none rots
+/// unnoticed.
+#[test]
+fn every_guest_program_has_a_test() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = String::new();
+    for dir in [dir.join("all"), dir.join("../host/cli/tests"), dir.join("../benches")] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "rs") {
+                sources.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+            }
+        }
+    }
+    for (file, _) in hane_builtins::test_programs::ALL {
+        let by_name = sources.contains(&format!("\"{file}\""));
+        let by_const = sources.contains(&format!("test_programs::{}", file.to_uppercase()));
+        assert!(by_name || by_const, "no test runs tests/guests/src/bin/{file}.rs");
+    }
+}

@@ -99,7 +99,7 @@ impl fmt::Display for ByteSize {
     /// prints back as `64Mi` and `1500` as `1500`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (name, m) in BINARY_UNITS {
-            if self.0 >= m && self.0 % m == 0 {
+            if self.0 >= m && self.0.is_multiple_of(m) {
                 return write!(f, "{}{name}", self.0 / m);
             }
         }
@@ -194,7 +194,7 @@ impl FromStr for Duration {
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 || ms == 0 {
+        if !ms.is_multiple_of(1000) || ms == 0 {
             write!(f, "{ms}ms")
         } else {
             write!(f, "{}s", ms / 1000)

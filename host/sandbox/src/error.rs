@@ -84,7 +84,7 @@ impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Limit::HttpRequests(n) => write!(f, "outgoing request limit of {n}"),
-            Limit::ResponseBytes(n) => write!(f, "response body limit of {n} bytes"),
+            Limit::ResponseBytes(n) => write!(f, "response body limit of {}", bytes(*n)),
         }
     }
 }
@@ -159,6 +159,16 @@ impl fmt::Display for SchemaViolation {
     }
 }
 
+/// `4Ki (4096 bytes)`, or `1500 bytes` when no unit divides the size.
+fn bytes(size: ByteSize) -> String {
+    let text = size.to_string();
+    if text.ends_with('i') {
+        format!("{text} ({} bytes)", size.bytes())
+    } else {
+        format!("{text} bytes")
+    }
+}
+
 fn list(v: &[SchemaViolation]) -> String {
     v.iter()
         .map(ToString::to_string)
@@ -183,7 +193,7 @@ pub enum CallError {
     #[error("invalid output: {}", list(.0))]
     InvalidOutput(Vec<SchemaViolation>),
     /// The output or the log passed its byte limit.
-    #[error("{stream} too large: more than the limit of {limit} bytes")]
+    #[error("{stream} too large: more than the limit of {}", bytes(*.limit))]
     OutputTooLarge {
         /// Which stream.
         stream: Stream,
