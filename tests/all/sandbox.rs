@@ -71,18 +71,14 @@ async fn compiled_components_are_cached_on_disk() {
         .load("spin", &bytes, &Policy::default())
         .await
         .unwrap();
-    let digest = op.digest().trim_start_matches("sha256:").to_owned();
-    let cached: Vec<_> = std::fs::read_dir(cache_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&digest))
-        .collect();
-    assert_eq!(cached.len(), 1, "one cache file per digest and engine");
+    let cached = sandbox().cached_path(op.digest()).unwrap();
+    assert!(cached.starts_with(cache_dir()));
+    assert!(cached.is_file(), "{}", cached.display());
     // A corrupt cache entry is replaced, not trusted. It is swapped in by
     // rename, as the cache itself writes: files in use stay mapped.
     let garbage = cache_dir().join("garbage.tmp");
     std::fs::write(&garbage, b"garbage").unwrap();
-    std::fs::rename(&garbage, cached[0].path()).unwrap();
+    std::fs::rename(&garbage, &cached).unwrap();
     let again = sandbox()
         .load("spin", &bytes, &Policy::default())
         .await
@@ -91,7 +87,7 @@ async fn compiled_components_are_cached_on_disk() {
         .call(r#"{"iterations": 1000}"#, &Limits::default())
         .await;
     assert!(call.result.is_ok(), "{:?}", call.result);
-    assert!(std::fs::metadata(cached[0].path()).unwrap().len() > 1000);
+    assert!(std::fs::metadata(&cached).unwrap().len() > 1000);
 }
 
 #[tokio::test]
@@ -150,7 +146,11 @@ async fn concurrent_calls_do_not_share_state() {
 fn every_guest_program_has_a_test() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = String::new();
-    for dir in [dir.join("all"), dir.join("../host/cli/tests"), dir.join("../benches")] {
+    for dir in [
+        dir.join("all"),
+        dir.join("../host/cli/tests"),
+        dir.join("../benches"),
+    ] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if entry.path().extension().is_some_and(|e| e == "rs") {
                 sources.push_str(&std::fs::read_to_string(entry.path()).unwrap());
@@ -160,6 +160,9 @@ fn every_guest_program_has_a_test() {
     for (file, _) in hane_builtins::test_programs::ALL {
         let by_name = sources.contains(&format!("\"{file}\""));
         let by_const = sources.contains(&format!("test_programs::{}", file.to_uppercase()));
-        assert!(by_name || by_const, "no test runs tests/guests/src/bin/{file}.rs");
+        assert!(
+            by_name || by_const,
+            "no test runs tests/guests/src/bin/{file}.rs"
+        );
     }
 }
