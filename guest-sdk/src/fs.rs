@@ -45,6 +45,15 @@ pub fn grants() -> Vec<Grant> {
     }
 }
 
+/// The guest paths of [`grants`], the roots an operation that works on
+/// "the granted folders" searches or resolves paths against.
+pub fn grant_paths() -> Vec<PathBuf> {
+    grants()
+        .into_iter()
+        .map(|grant| PathBuf::from(grant.guest_path))
+        .collect()
+}
+
 /// Reads a whole file.
 ///
 /// # Errors

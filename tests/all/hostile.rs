@@ -180,6 +180,32 @@ async fn a_log_flood_hits_the_log_limit() {
 }
 
 #[tokio::test]
+async fn a_print_flood_hits_the_capture_cap() {
+    let op = program("hostile_print_flood", &Policy::default()).await;
+    let few = op.call(r#"{"lines": 3}"#, &limits()).await;
+    assert_eq!(few.result.unwrap(), r#"{"printed":3}"#);
+    assert_eq!(few.logs[0].level, "stdout");
+    assert_eq!(few.logs[0].message.len(), 3 * 1024);
+
+    let call = op.call(r#"{"lines": 1000000}"#, &limits()).await;
+    assert!(
+        matches!(
+            call.result,
+            Err(CallError::OutputTooLarge { stream: Stream::Log, limit }) if limit == ByteSize::kibibytes(16)
+        ),
+        "{:?}",
+        call.result
+    );
+    let kept: usize = call
+        .logs
+        .iter()
+        .filter(|l| l.level == "stdout")
+        .map(|l| l.message.len())
+        .sum();
+    assert_eq!(kept, 16 * 1024);
+}
+
+#[tokio::test]
 async fn output_that_violates_its_own_schema_is_invalid() {
     let op = program("hostile_bad_output", &Policy::default()).await;
     let call = op.call("{}", &limits()).await;

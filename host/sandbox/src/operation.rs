@@ -537,10 +537,12 @@ fn classify_trap(
         return CallError::FuelExhausted { limit: limits.fuel };
     }
     let panic = panic_message(stderr);
-    if stdio_full && panic.is_none() {
+    // A guest whose printing failed because its stdout or stderr was full
+    // usually panics about it; the cause is the flood, not the panic.
+    if stdio_full {
         return CallError::OutputTooLarge {
             stream: Stream::Log,
-            limit: limits.log_bytes,
+            limit: hane_core::ByteSize(stdio_capacity(limits) as u64),
         };
     }
     if let Some(e) = classify_incident(incidents, panic.clone()) {

@@ -27,7 +27,7 @@
 
 use std::fs;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hane_guest::Error;
 use schemars::JsonSchema;
@@ -91,11 +91,7 @@ pub struct ReadPagesOutput {
 }
 
 fn run(input: ReadPagesInput) -> Result<ReadPagesOutput, Error> {
-    let roots: Vec<PathBuf> = hane_guest::fs::grants()
-        .into_iter()
-        .map(|grant| PathBuf::from(grant.guest_path))
-        .collect();
-    read_pages(&roots, input)
+    read_pages(&hane_guest::fs::grant_paths(), input)
 }
 
 hane_guest::operation! {

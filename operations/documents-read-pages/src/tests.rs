@@ -1,5 +1,6 @@
 use std::fmt::Write as _;
 use std::fs;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 use tempfile::TempDir;

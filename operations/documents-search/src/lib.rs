@@ -118,11 +118,7 @@ pub struct SearchResult {
 }
 
 fn run(input: SearchInput) -> Result<SearchOutput, Error> {
-    let roots: Vec<PathBuf> = hane_guest::fs::grants()
-        .into_iter()
-        .map(|grant| PathBuf::from(grant.guest_path))
-        .collect();
-    search(&roots, input)
+    search(&hane_guest::fs::grant_paths(), input)
 }
 
 hane_guest::operation! {

@@ -30,7 +30,7 @@
 
 use std::fs;
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -116,11 +116,7 @@ pub struct Thumbnail {
 }
 
 fn run(input: ViewInput) -> Result<ViewOutput, Error> {
-    let roots: Vec<PathBuf> = hane_guest::fs::grants()
-        .into_iter()
-        .map(|grant| PathBuf::from(grant.guest_path))
-        .collect();
-    view(&roots, input)
+    view(&hane_guest::fs::grant_paths(), input)
 }
 
 hane_guest::operation! {
