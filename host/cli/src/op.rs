@@ -172,12 +172,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
 fn sandbox() -> Result<Sandbox, Failure> {
     let mut config = SandboxConfig::new();
     config.max_instances(4);
-    Sandbox::new(&config).map_err(|e| {
-        Failure::new(
-            exit::FAILURE,
-            anyhow::anyhow!("cannot start the sandbox: {e:#}"),
-        )
-    })
+    Sandbox::new(&config).map_err(|e| Failure::new(exit::FAILURE, e))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

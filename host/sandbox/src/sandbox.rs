@@ -119,6 +119,12 @@ pub(crate) struct SandboxInner {
     fingerprint: String,
 }
 
+/// The sandbox could not start: the engine, its linker or its ticker
+/// thread could not be created.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot start the sandbox: {0}")]
+pub struct StartError(String);
+
 /// The engine and everything shared by calls. Create one per process and
 /// clone it freely (it is a reference).
 #[derive(Clone)]
@@ -143,7 +149,11 @@ impl Sandbox {
     ///
     /// The engine cannot be created, typically because the pooling
     /// allocator cannot reserve its address space.
-    pub fn new(config: &SandboxConfig) -> Result<Self, wasmtime::Error> {
+    pub fn new(config: &SandboxConfig) -> Result<Self, StartError> {
+        Self::start(config).map_err(|e| StartError(format!("{e:#}")))
+    }
+
+    fn start(config: &SandboxConfig) -> Result<Self, wasmtime::Error> {
         // Without PAGEMAP_SCAN the kept region is reset with a full
         // memset, which costs more than the page faults it saves.
         let keep_resident = if pagemap_scan_available() {
