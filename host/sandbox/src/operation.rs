@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use hane_core::{Access, HostCalls, Impact, Limits, Outcome, Policy, Receipt};
+use hane_core::{Access, HostCalls, HostPattern, Impact, Limits, Outcome, Policy, Receipt};
 use serde_json::Value;
 use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -94,6 +94,8 @@ struct OperationInner {
     digest: String,
     imports: Vec<Import>,
     policy: Policy,
+    /// `policy.http`, shared by every call's HTTP gate without a copy.
+    http_allow: Arc<[HostPattern]>,
     input: Schema,
     output: Schema,
 }
@@ -147,6 +149,7 @@ impl Operation {
                 digest,
                 imports,
                 policy: policy.clone(),
+                http_allow: policy.http.clone().into(),
                 input,
                 output,
             }),
@@ -215,11 +218,17 @@ impl Operation {
             return finish(receipt, Err(CallError::InvalidInput(violations)), vec![]);
         }
 
-        let (mut store, stdio) =
-            match new_store(&inner.sandbox, limits, start, cancel, &inner.policy) {
-                Ok(s) => s,
-                Err(e) => return finish(receipt, Err(e), vec![]),
-            };
+        let (mut store, stdio) = match new_store(
+            &inner.sandbox,
+            limits,
+            start,
+            cancel,
+            &inner.policy,
+            inner.http_allow.clone(),
+        ) {
+            Ok(s) => s,
+            Err(e) => return finish(receipt, Err(e), vec![]),
+        };
         let deadline = tokio::time::Instant::from_std(start + limits.timeout.0);
         let ran = {
             let run = async {
@@ -326,6 +335,7 @@ pub(crate) async fn describe(
         Instant::now(),
         &CancelToken::new(),
         &Policy::default(),
+        Arc::from([]),
     )
     .map_err(|e| LoadError::Describe(e.to_string()))?;
     let d = async {
@@ -361,6 +371,7 @@ fn new_store(
     start: Instant,
     cancel: &CancelToken,
     policy: &Policy,
+    http_allow: Arc<[HostPattern]>,
 ) -> Result<(Store<CallState>, Stdio), CallError> {
     let sandbox = &sandbox.inner;
     if limits.memory > sandbox.config.max_memory {
@@ -433,7 +444,7 @@ fn new_store(
         table: ResourceTable::new(),
         http: WasiHttpCtx::new(),
         gate: HttpGate {
-            allow: policy.http.clone().into(),
+            allow: http_allow,
             max_requests: limits.http_requests,
             response_budget: Arc::new(AtomicU64::new(limits.response_bytes.bytes())),
             response_limit: limits.response_bytes,
