@@ -4,7 +4,9 @@
 //!
 //! This crate has no runtime dependencies (no tokio, no wasmtime) so every
 //! other part of hane — the sandbox, the store, the coordinator, the CLI —
-//! can share these types and their serialized forms.
+//! can share these types and their serialized forms. Everything hane stores
+//! goes through [`seal`] and [`open`], a version envelope that refuses an
+//! item of an unknown version instead of misreading it.
 //!
 //! # Examples
 //!
@@ -30,11 +32,13 @@
 //! assert_eq!(limits.memory, ByteSize::mebibytes(32));
 //! ```
 
+mod envelope;
 mod manifest;
 mod policy;
 mod quantity;
 mod receipt;
 
+pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
 };
