@@ -4,7 +4,7 @@ use hane_core::{Limits, Policy};
 use hane_sandbox::{CallError, GuestError};
 use serde_json::{Value, json};
 
-use crate::harness::{builtin, examples, http_server};
+use crate::harness::{allow_loopback, builtin, examples, http_server};
 
 fn documents() -> Policy {
     Policy {
@@ -159,10 +159,7 @@ async fn image_view_reports_dimensions_and_a_bounded_thumbnail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_get_fetches_an_allowed_url_and_nothing_else() {
     let addr = http_server("fleet status: all green").await;
-    let policy = Policy {
-        http: vec![format!("http://127.0.0.1:{}", addr.port()).parse().unwrap()],
-        ..Policy::default()
-    };
+    let policy = allow_loopback(addr);
     let op = builtin("http.get", &policy).await;
     let out = run(
         &op,

@@ -51,6 +51,14 @@ pub fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// A policy whose only grant is HTTP to the loopback server at `addr`.
+pub fn allow_loopback(addr: SocketAddr) -> Policy {
+    Policy {
+        http: vec![format!("http://127.0.0.1:{}", addr.port()).parse().unwrap()],
+        ..Policy::default()
+    }
+}
+
 /// Serves every request on loopback with status 200, a fixed header and
 /// `body`; returns its address. Lives as long as the runtime.
 pub async fn http_server(body: &'static str) -> SocketAddr {

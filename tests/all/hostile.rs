@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use hane_core::{ByteSize, Limits, Outcome, Policy};
 use hane_sandbox::{CallError, GuestError, Stream};
 
-use crate::harness::{http_server, program, rss_bytes};
+use crate::harness::{allow_loopback, http_server, program, rss_bytes};
 
 fn limits() -> Limits {
     Limits::default()
@@ -311,10 +311,7 @@ async fn read_only_grants_refuse_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_to_a_host_not_on_the_allow_list_is_denied() {
     let addr = http_server("hello from loopback").await;
-    let policy = Policy {
-        http: vec![format!("http://127.0.0.1:{}", addr.port()).parse().unwrap()],
-        ..Policy::default()
-    };
+    let policy = allow_loopback(addr);
     let op = program("hostile_http", &policy).await;
 
     let allowed = op
@@ -353,10 +350,7 @@ async fn http_to_a_host_not_on_the_allow_list_is_denied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_request_and_response_limits_apply() {
     let addr = http_server("0123456789012345678901234567890123456789").await;
-    let policy = Policy {
-        http: vec![format!("http://127.0.0.1:{}", addr.port()).parse().unwrap()],
-        ..Policy::default()
-    };
+    let policy = allow_loopback(addr);
     let op = program("hostile_http", &policy).await;
     let input = format!(r#"{{"url":"http://127.0.0.1:{}/"}}"#, addr.port());
     let limits = Limits {

@@ -341,7 +341,7 @@ impl fmt::Display for HostPattern {
 }
 
 macro_rules! serde_via_str {
-    ($ty:ty, $expecting:literal) => {
+    ($ty:ty) => {
         impl Serialize for $ty {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_str(self)
@@ -355,8 +355,8 @@ macro_rules! serde_via_str {
         }
     };
 }
-serde_via_str!(EnvGrant, "KEY or KEY=VALUE");
-serde_via_str!(HostPattern, "SCHEME://HOST[:PORT]");
+serde_via_str!(EnvGrant);
+serde_via_str!(HostPattern);
 
 /// What one operation may touch. The default grants nothing: no
 /// directories, no environment, no outgoing HTTP; raw sockets and name
