@@ -2,6 +2,11 @@
 //! grants it capabilities, the receipt it leaves, and the text forms people
 //! write them in (`64Mi`, `5s`, `https://*.example.com`).
 //!
+//! It also holds what sessions are made of: [`Input`]s with the caller's
+//! ids, [`SessionEvent`]s, and [`Operation`]s, the serializable work a tool
+//! call produces. Enums here are externally tagged because postcard, the
+//! stored and wire format, is not self-describing.
+//!
 //! This crate has no runtime dependencies (no tokio, no wasmtime) so every
 //! other part of hane — the sandbox, the store, the coordinator, the CLI —
 //! can share these types and their serialized forms. Everything hane stores
@@ -33,14 +38,26 @@
 //! ```
 
 mod envelope;
+mod event;
+mod ids;
+mod input;
+mod json;
 mod manifest;
+mod operation;
 mod policy;
 mod quantity;
 mod receipt;
 
 pub use envelope::{EnvelopeError, Versioned, open, seal};
+pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
+pub use ids::{IdError, InputId, MAX_INPUT_ID_LEN, OperationId, SessionId, ToolCallId};
+pub use input::{Control, Input, InputKind};
+pub use json::JsonText;
 pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
+};
+pub use operation::{
+    LogLine, Operation, OperationFailure, OperationKind, OperationOutput, OperationState, WasmCall,
 };
 pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};

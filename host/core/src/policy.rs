@@ -67,7 +67,7 @@ pub struct DirGrant {
     pub host: PathBuf,
     /// Where the guest sees it: an absolute path such as `/documents`.
     /// Defaults to `/` followed by the host directory's name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub guest: String,
     /// `ro` (default) or `rw`.
     #[serde(default)]
@@ -365,13 +365,13 @@ serde_via_str!(HostPattern);
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// Preopened directories.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub files: Vec<DirGrant>,
     /// Environment variables.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub env: Vec<EnvGrant>,
     /// Outgoing HTTP allow-list.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub http: Vec<HostPattern>,
 }
 

@@ -133,7 +133,13 @@ impl<'de> Deserialize<'de> for ByteSize {
                 v.parse().map_err(E::custom)
             }
         }
-        d.deserialize_any(V)
+        // Binary formats such as postcard are not self-describing; sizes are
+        // always written as text, so read them back as text.
+        if d.is_human_readable() {
+            d.deserialize_any(V)
+        } else {
+            d.deserialize_str(V)
+        }
     }
 }
 

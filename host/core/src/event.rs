@@ -1,0 +1,145 @@
+//! [`SessionEvent`]: the items of a session's history.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Input, JsonText, Operation, OperationFailure, OperationId, OperationOutput, SessionId,
+    ToolCallId,
+};
+
+/// One item of a session's append-only history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// An input was accepted; it is persisted before anything acts on it.
+    InputAccepted {
+        /// The input.
+        input: Input,
+    },
+    /// The model answered one request.
+    ModelTurn {
+        /// The model that answered.
+        model: String,
+        /// Tokens of the request.
+        input_tokens: u64,
+        /// Tokens of the answer.
+        output_tokens: u64,
+        /// The answer, normalized.
+        response: JsonText,
+    },
+    /// A tool call was translated; its status and the operations it
+    /// produced are committed together with this event.
+    ToolCallRecorded {
+        /// The call.
+        call: ToolCall,
+        /// Whether it was accepted.
+        status: ToolCallStatus,
+        /// The operations it produced, all `pending`.
+        operations: Vec<Operation>,
+    },
+    /// An operation started (again, for a `read` operation after a crash).
+    OperationStarted {
+        /// Which operation.
+        operation: OperationId,
+        /// 1 for the first run, more for runs after a crash.
+        attempt: u32,
+    },
+    /// An operation finished with output.
+    OperationCompleted {
+        /// Which operation.
+        operation: OperationId,
+        /// Its output, receipt and logs.
+        result: OperationOutput,
+    },
+    /// An operation finished with an error.
+    OperationFailed {
+        /// Which operation.
+        operation: OperationId,
+        /// The error.
+        failure: OperationFailure,
+    },
+    /// An operation was interrupted where running it again is not safe.
+    OperationUnknown {
+        /// Which operation.
+        operation: OperationId,
+        /// What interrupted it.
+        reason: String,
+    },
+    /// A run in the session changed state.
+    RunStateChanged {
+        /// The run.
+        run: String,
+        /// Its new state, such as `running` or `succeeded`.
+        state: String,
+    },
+    /// The session was forked from another; the first event of a fork.
+    Forked {
+        /// The session forked from.
+        parent: SessionId,
+        /// How many of the parent's events the fork shares.
+        at: u64,
+    },
+}
+
+impl SessionEvent {
+    /// The snake_case name of the event, as in exports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SessionEvent::InputAccepted { .. } => "input_accepted",
+            SessionEvent::ModelTurn { .. } => "model_turn",
+            SessionEvent::ToolCallRecorded { .. } => "tool_call_recorded",
+            SessionEvent::OperationStarted { .. } => "operation_started",
+            SessionEvent::OperationCompleted { .. } => "operation_completed",
+            SessionEvent::OperationFailed { .. } => "operation_failed",
+            SessionEvent::OperationUnknown { .. } => "operation_unknown",
+            SessionEvent::RunStateChanged { .. } => "run_state_changed",
+            SessionEvent::Forked { .. } => "forked",
+        }
+    }
+}
+
+impl crate::Versioned for SessionEvent {
+    const KIND: &'static str = "session-event";
+    const VERSION: u16 = 1;
+}
+
+/// A request to use a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id.
+    pub id: ToolCallId,
+    /// The tool, such as `documents.search`.
+    pub tool: String,
+    /// The arguments.
+    pub input: JsonText,
+}
+
+/// The translation outcome of a tool call; how its operations run is
+/// tracked separately, by operation state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// The call failed validation; nothing runs.
+    Rejected {
+        /// What was wrong, for the model to act on.
+        message: String,
+    },
+    /// The call was accepted and produced these operations.
+    Submitted {
+        /// The operations, in order.
+        operations: Vec<OperationId>,
+    },
+}
+
+/// An event as stored: its place in the session and when it was written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// The event's position in the session, from 0. A fork shares its
+    /// parent's positions below the fork point.
+    pub seq: u64,
+    /// When it was appended, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The event.
+    pub event: SessionEvent,
+}

@@ -1,0 +1,201 @@
+//! Session events and operations survive the stored format, and a stored
+//! item of a newer version is refused by name.
+
+use hane_core::{
+    Control, DirGrant, EnvelopeError, HostPattern, Impact, Input, InputKind, JsonText, Limits,
+    Operation, OperationFailure, OperationId, OperationKind, OperationOutput, Outcome, Policy,
+    Receipt, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall,
+    open, seal,
+};
+
+fn receipt() -> Receipt {
+    Receipt {
+        operation: "documents.search".into(),
+        version: "0.1.0".into(),
+        digest: "sha256:00".into(),
+        outcome: Outcome::Succeeded,
+        fuel_consumed: 1234,
+        wall_time_us: 56,
+        peak_memory_bytes: 1 << 20,
+        host_calls: Default::default(),
+        output_bytes: 10,
+        log_bytes: 0,
+    }
+}
+
+fn operation(session: &SessionId, call: &ToolCallId) -> Operation {
+    Operation {
+        id: OperationId::new(),
+        session: session.clone(),
+        tool_call: call.clone(),
+        impact: Impact::Write,
+        kind: OperationKind::Wasm(WasmCall {
+            name: "documents.search".into(),
+            component: "sha256:ab".into(),
+            policy: Policy {
+                files: vec![
+                    "examples/documents:/documents:rw"
+                        .parse::<DirGrant>()
+                        .unwrap(),
+                ],
+                env: vec!["LANG=C".parse().unwrap()],
+                http: vec!["https://*.example.com:8443".parse::<HostPattern>().unwrap()],
+            },
+            limits: Limits::default(),
+            input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
+        }),
+    }
+}
+
+fn every_event() -> Vec<SessionEvent> {
+    let session = SessionId::new();
+    let call = ToolCallId::new();
+    let op = operation(&session, &call);
+    vec![
+        SessionEvent::InputAccepted {
+            input: Input {
+                id: "order-1".parse().unwrap(),
+                kind: InputKind::External {
+                    payload: JsonText::parse(r#"{"vehicle":"KX-101"}"#).unwrap(),
+                },
+            },
+        },
+        SessionEvent::InputAccepted {
+            input: Input {
+                id: "cancel-1".parse().unwrap(),
+                kind: InputKind::Control {
+                    command: Control::Cancel {
+                        reason: "operator".into(),
+                    },
+                },
+            },
+        },
+        SessionEvent::InputAccepted {
+            input: Input {
+                id: "crash-1".parse().unwrap(),
+                kind: InputKind::Crash {
+                    operation: Some(op.id.clone()),
+                    reason: "host restarted".into(),
+                },
+            },
+        },
+        SessionEvent::ModelTurn {
+            model: "recorded".into(),
+            input_tokens: 10,
+            output_tokens: 20,
+            response: JsonText::parse("[1,2]").unwrap(),
+        },
+        SessionEvent::ToolCallRecorded {
+            call: ToolCall {
+                id: call.clone(),
+                tool: "documents.search".into(),
+                input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
+            },
+            status: ToolCallStatus::Submitted {
+                operations: vec![op.id.clone()],
+            },
+            operations: vec![op.clone()],
+        },
+        SessionEvent::ToolCallRecorded {
+            call: ToolCall {
+                id: ToolCallId::new(),
+                tool: "documents.search".into(),
+                input: JsonText::parse("{}").unwrap(),
+            },
+            status: ToolCallStatus::Rejected {
+                message: "missing `query`".into(),
+            },
+            operations: vec![],
+        },
+        SessionEvent::OperationStarted {
+            operation: op.id.clone(),
+            attempt: 1,
+        },
+        SessionEvent::OperationCompleted {
+            operation: op.id.clone(),
+            result: OperationOutput {
+                output: JsonText::parse(r#"{"hits":[]}"#).unwrap(),
+                receipt: receipt(),
+                logs: vec![],
+            },
+        },
+        SessionEvent::OperationFailed {
+            operation: op.id.clone(),
+            failure: OperationFailure {
+                outcome: Outcome::FuelExhausted,
+                message: "fuel exhausted".into(),
+                receipt: Some(receipt()),
+                logs: vec![],
+            },
+        },
+        SessionEvent::OperationUnknown {
+            operation: op.id.clone(),
+            reason: "host restarted while it ran".into(),
+        },
+        SessionEvent::RunStateChanged {
+            run: "run-1".into(),
+            state: "running".into(),
+        },
+        SessionEvent::Forked {
+            parent: session,
+            at: 7,
+        },
+    ]
+}
+
+#[test]
+fn every_event_round_trips_through_its_envelope_and_through_json() {
+    for event in every_event() {
+        let sealed = seal(&event);
+        assert_eq!(
+            open::<SessionEvent>(&sealed).unwrap(),
+            event,
+            "{}",
+            event.name()
+        );
+        let json = serde_json::to_string(&event).unwrap();
+        let back: SessionEvent = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event, "{json}");
+    }
+}
+
+#[test]
+fn operations_round_trip_with_their_policy_and_limits() {
+    let op = operation(&SessionId::new(), &ToolCallId::new());
+    assert_eq!(open::<Operation>(&seal(&op)).unwrap(), op);
+}
+
+#[test]
+fn exports_show_json_documents_not_escaped_strings() {
+    let event = &every_event()[0];
+    let json = serde_json::to_value(event).unwrap();
+    assert_eq!(
+        json["input_accepted"]["input"]["kind"]["external"]["payload"]["vehicle"],
+        "KX-101"
+    );
+}
+
+/// An event sealed by a future hane: the same envelope with version 2.
+fn future_event_blob() -> Vec<u8> {
+    let payload = postcard::to_allocvec(&("a field this build has never heard of", 42u32)).unwrap();
+    let mut blob = b"HANE".to_vec();
+    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 2u16, payload.as_slice())).unwrap());
+    blob
+}
+
+#[test]
+fn a_future_version_is_refused_with_the_versions_found_and_read() {
+    let err = open::<SessionEvent>(&future_event_blob()).unwrap_err();
+    assert_eq!(
+        err,
+        EnvelopeError::UnsupportedVersion {
+            kind: "session-event",
+            found: 2,
+            supported: &[1],
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "`session-event` version 2 is not supported: this build reads version 1"
+    );
+}
