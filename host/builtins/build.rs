@@ -114,6 +114,9 @@ fn build_workspace(dir: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
     );
 
     let out = target_dir.join(TARGET).join("release");
+    // The whole folder, so that a new program (in no dep-info file yet) is
+    // built too; build output goes elsewhere, so nothing here churns.
+    println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-changed={}", manifest.display());
     println!(
         "cargo:rerun-if-changed={}",

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Input, JsonText, Operation, OperationFailure, OperationId, OperationOutput, SessionId,
+    Input, InputId, JsonText, Operation, OperationFailure, OperationId, OperationOutput, SessionId,
     ToolCallId,
 };
 
@@ -16,6 +16,13 @@ pub enum SessionEvent {
     InputAccepted {
         /// The input.
         input: Input,
+    },
+    /// The coordinator acted on an accepted input; appended in the same
+    /// batch as the first thing it did about it, so an input without this
+    /// event was accepted and not yet acted on.
+    InputHandled {
+        /// The input's id.
+        input: InputId,
     },
     /// The model answered one request.
     ModelTurn {
@@ -87,6 +94,7 @@ impl SessionEvent {
     pub fn name(&self) -> &'static str {
         match self {
             SessionEvent::InputAccepted { .. } => "input_accepted",
+            SessionEvent::InputHandled { .. } => "input_handled",
             SessionEvent::ModelTurn { .. } => "model_turn",
             SessionEvent::ToolCallRecorded { .. } => "tool_call_recorded",
             SessionEvent::OperationStarted { .. } => "operation_started",

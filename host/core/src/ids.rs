@@ -29,7 +29,7 @@ const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 fn generate() -> String {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis()) as u128;
+        .map_or(0, |d| d.as_millis());
     let mut random = [0u8; 10];
     // Without an entropy source the process cannot make unique ids.
     getrandom::fill(&mut random).expect("the operating system provides random bytes");

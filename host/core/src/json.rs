@@ -92,7 +92,10 @@ mod tests {
         assert_eq!(postcard::from_bytes::<JsonText>(&bytes).unwrap(), doc);
         let shown = serde_json::to_string(&vec![doc.clone()]).unwrap();
         let expected = serde_json::json!([{"query": "tyre", "limit": 3}]);
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&shown).unwrap(), expected);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shown).unwrap(),
+            expected
+        );
         let back: Vec<JsonText> = serde_json::from_str(&shown).unwrap();
         assert_eq!(back[0].to_value().unwrap(), doc.to_value().unwrap());
     }

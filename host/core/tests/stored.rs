@@ -79,6 +79,9 @@ fn every_event() -> Vec<SessionEvent> {
                 },
             },
         },
+        SessionEvent::InputHandled {
+            input: "order-1".parse().unwrap(),
+        },
         SessionEvent::ModelTurn {
             model: "recorded".into(),
             input_tokens: 10,
