@@ -1,0 +1,48 @@
+//! The session store: append-only session history that can be forked, with
+//! durable input deduplication and queryable operation state.
+//!
+//! [`SessionStore`] is the interface the coordinator uses;
+//! [`SqliteStore`] is the embedded default (one file, WAL mode, one writer
+//! with group commit).
+//!
+//! # Examples
+//!
+//! ```
+//! use hane_core::{Input, InputKind, JsonText, SessionEvent};
+//! use hane_store::{SessionStore, SqliteConfig, SqliteStore, StoreError};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = SqliteStore::open(dir.path().join("sessions.db"), &SqliteConfig::new())?;
+//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! rt.block_on(async {
+//!     let session = store.create_session().await?;
+//!     let accepted = SessionEvent::InputAccepted {
+//!         input: Input {
+//!             id: "order-17".parse().unwrap(),
+//!             kind: InputKind::External {
+//!                 payload: JsonText::parse(r#"{"order":17}"#).unwrap(),
+//!             },
+//!         },
+//!     };
+//!     store.append(&session.id, vec![accepted.clone()]).await?;
+//!     // A redelivered input is refused, even after a restart.
+//!     let again = store.append(&session.id, vec![accepted]).await;
+//!     assert!(matches!(again, Err(StoreError::DuplicateInput { .. })));
+//!     assert_eq!(store.session(&session.id).await?.len, 1);
+//!     Ok::<_, StoreError>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod query;
+mod schema;
+mod sqlite;
+mod store;
+mod writer;
+
+pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
+pub use store::{
+    Appended, ForkPoint, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture,
+};

@@ -1,0 +1,168 @@
+//! The database file: how connections are opened, and the schema with its
+//! migrations, versioned by `PRAGMA user_version`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::StoreError;
+use crate::sqlite::Synchronous;
+
+/// How long a connection waits for a lock another process holds before it
+/// reports the database busy.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pages the log grows to before the writer copies them into the database
+/// file (SQLite's default is 1000). Sessions appended to at once each
+/// dirty their own page, so a group commit writes one page per session;
+/// a longer interval lets a page take many appends before it is copied
+/// back once, at the cost of a log of up to 32 MiB.
+pub(crate) const CHECKPOINT_PAGES: i32 = 8192;
+
+/// The writer's page cache, in KiB (SQLite's default is 2000): enough for
+/// the pages that many sessions appended to at once keep dirty.
+const WRITER_CACHE_KIB: i64 = 32 * 1024;
+
+/// Prepared statements each connection keeps; more than the store uses, so
+/// none is ever prepared twice.
+const STATEMENT_CACHE: usize = 64;
+
+/// The schema, one migration per version: migration `i` takes a file from
+/// version `i` to `i + 1`. Only ever append to this list.
+const MIGRATIONS: &[&str] = &[
+    // Version 1. Sessions have an integer key (`sid`) so that events and
+    // inputs are keyed by integers, not by 30-byte ids. A fork stores its
+    // parent and how many of the parent's events it shares; the prefix is
+    // never copied. Events are `seal`ed blobs clustered by (session, seq).
+    "CREATE TABLE sessions (
+        sid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        parent INTEGER REFERENCES sessions (sid),
+        fork_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE events (
+        session INTEGER NOT NULL REFERENCES sessions (sid),
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE inputs (
+        session INTEGER NOT NULL REFERENCES sessions (sid),
+        input TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (session, input)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE operations (
+        oid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        session INTEGER NOT NULL REFERENCES sessions (sid),
+        impact TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    -- Recovery asks for the few pending and running operations among many
+    -- finished ones.
+    CREATE INDEX operations_by_state ON operations (state);",
+];
+
+/// The newest schema version this build reads and writes.
+pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Opens the writer's connection: refuses a newer schema, turns on WAL and
+/// the configured synchronous mode, and migrates the schema to
+/// [`SCHEMA_VERSION`].
+pub(crate) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    let failed = |doing: &'static str| {
+        move |e: rusqlite::Error| StoreError::Database(format!("{doing} {}: {e}", path.display()))
+    };
+    let mut conn = connect(path)?;
+    // Checked before anything is written, WAL mode included.
+    refuse_newer(&conn, path)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(failed("turning on WAL mode for"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Database(format!(
+            "the journal mode of {} stayed `{mode}`: the store needs WAL",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", synchronous.pragma())
+        .map_err(failed("setting the synchronous mode of"))?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(failed("turning on foreign keys in"))?;
+    // The writer checkpoints after answering a group, not inside its
+    // commit: see `Writer::checkpoint`.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(failed("setting the checkpoint interval of"))?;
+    conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)
+        .map_err(failed("setting the page cache of"))?;
+    // Savepoints keep the pages they change in a statement journal; in
+    // memory it costs no file writes.
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(failed("setting the temporary storage of"))?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// Opens a reader's connection. Readers never write: WAL lets them read a
+/// committed snapshot while the writer commits.
+pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = connect(path)?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(|e| StoreError::Database(format!("opening {}: {e}", path.display())))?;
+    Ok(conn)
+}
+
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let failed =
+        |e: rusqlite::Error| StoreError::Database(format!("opening {}: {e}", path.display()));
+    let conn = Connection::open(path).map_err(failed)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
+fn user_version(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| StoreError::Database(format!("opening {}: {e}", path.display())))
+}
+
+fn refuse_newer(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
+    let found = user_version(conn, path)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
+}
+
+/// Applies the missing migrations in one transaction, so a file is at one
+/// version or the next, never between.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let failed = |e: rusqlite::Error| {
+        StoreError::Database(format!("migrating the schema of {}: {e}", path.display()))
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed)?;
+    // Read again under the write lock: another process may have migrated.
+    let found = refuse_newer(&tx, path)?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        tx.execute_batch(migration).map_err(failed)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(failed)?;
+    tx.commit().map_err(failed)
+}

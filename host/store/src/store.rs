@@ -1,0 +1,217 @@
+//! The [`SessionStore`] trait and the types it speaks.
+
+use std::future::Future;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use hane_core::{
+    EnvelopeError, InputId, Operation, OperationId, OperationState, Recorded, SessionEvent,
+    SessionId,
+};
+
+/// What the store's methods return: a boxed future, so that the trait can
+/// be used as `dyn SessionStore`.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Where a fork branches off its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkPoint {
+    /// The parent session.
+    pub session: SessionId,
+    /// How many of the parent's events the fork shares (events `0..at`).
+    pub at: u64,
+}
+
+/// A session as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub id: SessionId,
+    /// The session it was forked from, if it is a fork.
+    pub parent: Option<ForkPoint>,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// How many events it holds, its parent's shared prefix included.
+    pub len: u64,
+}
+
+/// Where an appended batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The sequence number of the batch's first event.
+    pub first_seq: u64,
+    /// The session's length after the batch.
+    pub len: u64,
+}
+
+/// An operation and where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationRecord {
+    /// The operation as recorded with its tool call.
+    pub operation: Operation,
+    /// Its state.
+    pub state: OperationState,
+    /// How many times it was started.
+    pub attempts: u32,
+    /// When its state last changed, in milliseconds since the Unix epoch.
+    pub updated_at_ms: u64,
+}
+
+/// Why the store refused or failed a request. A refused append changes
+/// nothing: a batch is atomic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No session has this id.
+    #[error("session `{0}` not found")]
+    SessionNotFound(SessionId),
+    /// The session (or the prefix it shares with its parent) already
+    /// accepted an input with this id.
+    #[error("input `{input}` was already accepted by session `{session}`")]
+    DuplicateInput {
+        /// The session.
+        session: SessionId,
+        /// The input's id.
+        input: InputId,
+    },
+    /// A fork point past the end of the session.
+    #[error("cannot fork session `{session}` at event {at}: it has {len} events")]
+    ForkOutOfRange {
+        /// The session.
+        session: SessionId,
+        /// The fork point asked for.
+        at: u64,
+        /// The session's length.
+        len: u64,
+    },
+    /// No operation has this id.
+    #[error("operation `{0}` not found")]
+    OperationNotFound(OperationId),
+    /// An operation with this id was already recorded.
+    #[error("operation `{0}` was already recorded")]
+    DuplicateOperation(OperationId),
+    /// An event about an operation of another session.
+    #[error("operation `{operation}` belongs to session `{owner}`, not `{session}`")]
+    ForeignOperation {
+        /// The operation.
+        operation: OperationId,
+        /// The session it belongs to.
+        owner: SessionId,
+        /// The session the event was appended to.
+        session: SessionId,
+    },
+    /// An operation event that cannot follow the operation's state, such as
+    /// a completion after the operation was marked `unknown`.
+    #[error("operation `{operation}` is {state}: `{event}` cannot follow")]
+    InvalidTransition {
+        /// The operation.
+        operation: OperationId,
+        /// Its state.
+        state: OperationState,
+        /// The event refused.
+        event: &'static str,
+    },
+    /// An event that callers may not append, such as `forked`.
+    #[error("event {index} of the batch for session `{session}`: {message}")]
+    InvalidEvent {
+        /// The session.
+        session: SessionId,
+        /// The event's index in the batch.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A stored item could not be read, for example one written by a newer
+    /// hane.
+    #[error("{what}: {source}")]
+    Unreadable {
+        /// Which item, such as `event 12 of session ses_...`.
+        what: String,
+        /// Why.
+        #[source]
+        source: EnvelopeError,
+    },
+    /// The store's schema is newer than this build.
+    #[error(
+        "the store at {} has schema version {found}; this build of hane reads versions up to {supported}: open it with a newer hane",
+        .path.display()
+    )]
+    NewerSchema {
+        /// The store's file.
+        path: PathBuf,
+        /// Its schema version.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// The database failed.
+    #[error("store: {0}")]
+    Database(String),
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// Persists sessions: their history, the inputs they accepted and the state
+/// of their operations.
+///
+/// Every method is durable on return: an append is acknowledged only after
+/// its batch is on disk (as far as the store's configured synchronous mode
+/// goes).
+pub trait SessionStore: Send + Sync {
+    /// Creates an empty session.
+    fn create_session(&self) -> StoreFuture<'_, SessionInfo>;
+
+    /// Appends `events` atomically: all of them or, on error, none.
+    ///
+    /// In the same transaction the store records what the events say:
+    /// `input_accepted` records the input's id and refuses a second one
+    /// ([`StoreError::DuplicateInput`]); `tool_call_recorded` records its
+    /// operations as `pending`; operation events move their operation's
+    /// state (`pending → running → succeeded | failed | unknown`; a
+    /// `read` operation may start again while `running`; `failed` may
+    /// also follow `pending`, for an operation cancelled before it
+    /// started).
+    fn append<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<SessionEvent>,
+    ) -> StoreFuture<'a, Appended>;
+
+    /// Reads the events with sequence numbers in `range` (clamped to the
+    /// session's length), a fork's shared prefix included.
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        range: Range<u64>,
+    ) -> StoreFuture<'a, Vec<Recorded>>;
+
+    /// Describes one session.
+    fn session<'a>(&'a self, session: &'a SessionId) -> StoreFuture<'a, SessionInfo>;
+
+    /// Lists every session, oldest first.
+    fn list_sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>>;
+
+    /// Creates a session that shares `session`'s first `at` events without
+    /// copying them, and whose own first event is `forked`. Constant time
+    /// whatever the history's length.
+    fn fork<'a>(&'a self, session: &'a SessionId, at: u64) -> StoreFuture<'a, SessionInfo>;
+
+    /// Whether `session` (its shared prefix included) accepted `input`.
+    fn input_accepted<'a>(
+        &'a self,
+        session: &'a SessionId,
+        input: &'a InputId,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Every operation in one of `states`, oldest first: what recovery
+    /// reads.
+    fn operations<'a>(
+        &'a self,
+        states: &'a [OperationState],
+    ) -> StoreFuture<'a, Vec<OperationRecord>>;
+
+    /// One operation.
+    fn operation<'a>(&'a self, id: &'a OperationId) -> StoreFuture<'a, OperationRecord>;
+}

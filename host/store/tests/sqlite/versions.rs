@@ -1,0 +1,139 @@
+//! Items and schemas this build cannot read are refused by name, never
+//! misread.
+
+use std::error::Error as _;
+
+use hane_core::EnvelopeError;
+use hane_store::{SessionStore, SqliteStore, StoreError};
+
+use crate::{Scratch, run};
+
+/// An event as a later hane that writes `session-event` version 2 stores it.
+fn future_event_blob() -> Vec<u8> {
+    let payload = [7u8, 1, 2, 3];
+    let mut blob = b"HANE".to_vec();
+    blob.extend(postcard::to_allocvec(&("session-event", 2u16, &payload[..])).unwrap());
+    blob
+}
+
+#[tokio::test]
+async fn an_event_of_a_newer_version_is_unreadable() {
+    let scratch = Scratch::new();
+    let (session, fork) = {
+        let store = scratch.open();
+        let session = store.create_session().await.unwrap().id;
+        store
+            .append(&session, vec![run("a"), run("b"), run("c")])
+            .await
+            .unwrap();
+        let fork = store.fork(&session, 3).await.unwrap().id;
+        (session, fork)
+    };
+    {
+        let db = rusqlite::Connection::open(scratch.path()).unwrap();
+        let changed = db
+            .execute(
+                "UPDATE events SET body = ?1
+                 WHERE seq = 1 AND session = (SELECT sid FROM sessions WHERE id = ?2)",
+                rusqlite::params![future_event_blob(), session.as_str()],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
+
+    let store = scratch.open();
+    let err = store.read(&session, 0..u64::MAX).await.unwrap_err();
+    let StoreError::Unreadable { what, source } = &err else {
+        panic!("expected Unreadable, got {err:?}");
+    };
+    assert_eq!(what, &format!("event 1 of session {session}"));
+    assert_eq!(
+        source,
+        &EnvelopeError::UnsupportedVersion {
+            kind: "session-event",
+            found: 2,
+            supported: &[1],
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "event 1 of session {session}: `session-event` version 2 is not supported: \
+             this build reads version 1"
+        )
+    );
+    assert!(err.source().is_some());
+
+    // The fork shares the event, and names where it is stored.
+    let err = store.read(&fork, 0..u64::MAX).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Unreadable { what, .. } if *what == format!("event 1 of session {session}")),
+        "{err:?}"
+    );
+    // The events around it still read.
+    assert_eq!(store.read(&session, 0..1).await.unwrap().len(), 1);
+    assert_eq!(store.read(&fork, 2..4).await.unwrap().len(), 2);
+    // And the session still takes appends.
+    store.append(&session, vec![run("d")]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let scratch = Scratch::new();
+    drop(scratch.open());
+    {
+        let db = rusqlite::Connection::open(scratch.path()).unwrap();
+        db.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let err = SqliteStore::open(scratch.path(), &scratch.config).unwrap_err();
+    let StoreError::NewerSchema {
+        path,
+        found,
+        supported,
+    } = &err
+    else {
+        panic!("expected NewerSchema, got {err:?}");
+    };
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 1));
+    let message = err.to_string();
+    assert!(message.contains("schema version 99"), "{message}");
+    assert!(message.contains("up to 1"), "{message}");
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_store_is_refused() {
+    let scratch = Scratch::new();
+    std::fs::write(
+        scratch.path(),
+        b"not a database, only some words in a file.".repeat(100),
+    )
+    .unwrap();
+    let err = SqliteStore::open(scratch.path(), &scratch.config).unwrap_err();
+    assert!(matches!(err, StoreError::Database(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&scratch.path().display().to_string()),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_schema_is_created_once_and_kept() {
+    let scratch = Scratch::new();
+    let session = {
+        let store = scratch.open();
+        store.create_session().await.unwrap().id
+    };
+    let version: u32 = rusqlite::Connection::open(scratch.path())
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 1);
+    let mode: String = rusqlite::Connection::open(scratch.path())
+        .unwrap()
+        .pragma_query_value(None, "journal_mode", |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let store = scratch.open();
+    assert_eq!(store.list_sessions().await.unwrap()[0].id, session);
+}
