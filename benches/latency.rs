@@ -97,11 +97,11 @@ impl LatencyTable {
 
     /// Prints p50, p99, p99.9 and page faults per call of every row, and
     /// each row's p50 and p99 as multiples of those of the row `baseline`
-    /// when it was recorded.
-    pub fn print(&self, title: &str, baseline: &str) {
+    /// when it was recorded. Returns each row's p50, for differences.
+    pub fn print(&self, title: &str, baseline: &str) -> Vec<(String, Duration)> {
         let rows = self.lock();
         if rows.is_empty() {
-            return;
+            return Vec::new();
         }
         let base = rows
             .iter()
@@ -135,6 +135,9 @@ impl LatencyTable {
                 show(p999),
             );
         }
+        rows.iter()
+            .map(|(row, samples)| (row.clone(), percentile(&samples.times, 0.5)))
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Samples)>> {

@@ -2,6 +2,8 @@
 
 mod op;
 mod scaffold;
+mod session;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -21,11 +23,18 @@ enum Command {
     /// Work with operations: run, inspect and create them.
     #[command(subcommand)]
     Op(op::OpCommand),
+    /// Read and fork session histories: list, show, fork, export.
+    Session(session::SessionArgs),
+    /// Run operations sent by a coordinator in another process, over TCP
+    /// or a Unix socket.
+    Worker(worker::WorkerArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Op(cmd) => op::main(cmd),
+        Command::Session(args) => session::main(args),
+        Command::Worker(args) => worker::main(args),
     }
 }

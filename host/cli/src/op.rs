@@ -309,7 +309,7 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
     }
 }
 
-fn receipt_line(r: &Receipt) -> String {
+pub(crate) fn receipt_line(r: &Receipt) -> String {
     format!(
         "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} denied",
         r.operation,

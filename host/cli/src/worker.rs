@@ -1,0 +1,109 @@
+//! `hane worker`: runs operations sent by a coordinator in another process.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use hane_coordinator::manager::{
+    Components, LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener,
+    WorkerSecret,
+};
+use hane_sandbox::{Sandbox, SandboxConfig};
+
+/// The environment variable holding the shared secret when no
+/// `--secret-file` is given.
+const SECRET_ENV: &str = "HANE_WORKER_SECRET";
+
+/// How long a stopping worker waits for work on blocking threads.
+const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Where to listen: tcp://HOST:PORT, HOST:PORT (port 0 picks a free
+    /// one) or unix:/PATH.
+    #[arg(long, value_name = "ADDR")]
+    listen: WorkerAddr,
+    /// A file holding the secret clients must prove they share; without
+    /// it the secret comes from $HANE_WORKER_SECRET.
+    #[arg(long, value_name = "PATH")]
+    secret_file: Option<PathBuf>,
+    /// Operations run at once [default: the number of CPUs].
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+}
+
+pub fn main(args: WorkerArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn secret(args: &WorkerArgs) -> anyhow::Result<WorkerSecret> {
+    if let Some(file) = &args.secret_file {
+        return Ok(WorkerSecret::from_file(file)?);
+    }
+    match std::env::var_os(SECRET_ENV) {
+        Some(value) => WorkerSecret::new(value.as_encoded_bytes())
+            .with_context(|| format!("${SECRET_ENV} does not hold a usable secret")),
+        None => anyhow::bail!(
+            "the worker needs a shared secret to authenticate its clients: pass --secret-file PATH or set ${SECRET_ENV}"
+        ),
+    }
+}
+
+fn serve(args: WorkerArgs) -> anyhow::Result<()> {
+    let secret = secret(&args)?;
+    let concurrency = args
+        .concurrency
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+        .max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let served = runtime.block_on(async {
+        let mut config = SandboxConfig::new();
+        // Loading a component instantiates it once to describe it, beside
+        // the calls running.
+        let instances = concurrency.saturating_mul(2).max(8);
+        config.max_instances(u32::try_from(instances).unwrap_or(u32::MAX));
+        let sandbox = Sandbox::new(&config)?;
+        let manager = LocalOperationManager::new(
+            sandbox,
+            Components::with_builtins(),
+            LocalConfig::new().concurrency(concurrency),
+        );
+        let listener = WorkerListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening on {}", listener.local_addr())?;
+        stdout.flush()?;
+        let worker = Worker::new(manager, secret);
+        tokio::select! {
+            () = worker.serve(listener) => {}
+            stop = stopped() => stop?,
+        }
+        Ok(())
+    });
+    // A component still compiling on a blocking thread is not waited for.
+    runtime.shutdown_timeout(SHUTDOWN_TIMEOUT);
+    served
+}
+
+/// Resolves on SIGTERM or ctrl-c.
+async fn stopped() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch for SIGTERM")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot watch for ctrl-c")?,
+    }
+    Ok(())
+}

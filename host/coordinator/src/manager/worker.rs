@@ -1,0 +1,515 @@
+//! The worker: serves [`ProxyOperationManager`]s over TCP or a Unix socket
+//! and runs their operations on a [`LocalOperationManager`].
+//!
+//! [`ProxyOperationManager`]: super::ProxyOperationManager
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::io;
+use std::os::unix::fs::FileTypeExt as _;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hane_core::{Operation, OperationId, OperationKind, Outcome};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use super::protocol::{
+    ClientMessage, FrameReader, FrameWriter, WorkerMessage, WorkerSecret, worker_handshake,
+};
+use super::{Ending, LocalOperationManager, OperationManager, Update, component_digest, lock};
+
+/// Where a worker listens and its clients connect: `tcp://HOST:PORT` (or
+/// just `HOST:PORT`) or `unix:PATH`.
+///
+/// # Examples
+///
+/// ```
+/// use hane_coordinator::manager::WorkerAddr;
+///
+/// let tcp: WorkerAddr = "127.0.0.1:7000".parse().unwrap();
+/// assert_eq!(tcp.to_string(), "tcp://127.0.0.1:7000");
+/// let unix: WorkerAddr = "unix:/run/hane/worker.sock".parse().unwrap();
+/// assert_eq!(unix.to_string(), "unix:/run/hane/worker.sock");
+/// assert!("http://example.com".parse::<WorkerAddr>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WorkerAddr {
+    /// A TCP address.
+    Tcp {
+        /// A host name, an IPv4 address, or an IPv6 address in brackets.
+        host: String,
+        /// The port; 0 when binding picks a free one.
+        port: u16,
+    },
+    /// A Unix socket's path.
+    Unix(PathBuf),
+}
+
+/// A worker address that did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid worker address `{text}`: {reason}")]
+pub struct AddrError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl FromStr for WorkerAddr {
+    type Err = AddrError;
+
+    fn from_str(s: &str) -> Result<Self, AddrError> {
+        let err = |reason: &str| AddrError {
+            text: s.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(path) = s.strip_prefix("unix:") {
+            // `unix:///run/x.sock` is the URL spelling of `unix:/run/x.sock`.
+            let path = path
+                .strip_prefix("//")
+                .filter(|p| p.starts_with('/'))
+                .unwrap_or(path);
+            if path.is_empty() {
+                return Err(err("the socket path is empty; expected unix:/PATH"));
+            }
+            return Ok(WorkerAddr::Unix(PathBuf::from(path)));
+        }
+        let rest = s.strip_prefix("tcp://").unwrap_or(s);
+        if let Some((scheme, _)) = rest.split_once("://") {
+            return Err(err(&format!(
+                "unknown scheme `{scheme}`; expected tcp://HOST:PORT, HOST:PORT or unix:/PATH"
+            )));
+        }
+        let Some((host, port)) = rest.rsplit_once(':') else {
+            return Err(err(
+                "no port; expected tcp://HOST:PORT, HOST:PORT or unix:/PATH",
+            ));
+        };
+        if host.is_empty() {
+            return Err(err("the host is empty"));
+        }
+        if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+            return Err(err("an IPv6 host goes in brackets, such as [::1]:7000"));
+        }
+        let port = port
+            .parse()
+            .map_err(|_| err(&format!("`{port}` is not a port number (0 to 65535)")))?;
+        Ok(WorkerAddr::Tcp {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for WorkerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerAddr::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            WorkerAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+pub(crate) type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+fn tcp_halves(stream: TcpStream) -> io::Result<(BoxRead, BoxWrite)> {
+    // Frames are flushed whole; waiting to coalesce them only adds latency.
+    stream.set_nodelay(true)?;
+    let (read, write) = stream.into_split();
+    Ok((Box::new(read), Box::new(write)))
+}
+
+fn unix_halves(stream: UnixStream) -> (BoxRead, BoxWrite) {
+    let (read, write) = stream.into_split();
+    (Box::new(read), Box::new(write))
+}
+
+impl WorkerAddr {
+    /// Opens a connection to the worker at this address.
+    pub(crate) async fn connect(&self) -> io::Result<(BoxRead, BoxWrite)> {
+        match self {
+            WorkerAddr::Tcp { host, port } => {
+                tcp_halves(TcpStream::connect(format!("{host}:{port}")).await?)
+            }
+            WorkerAddr::Unix(path) => Ok(unix_halves(UnixStream::connect(path).await?)),
+        }
+    }
+}
+
+/// A bound worker address, ready to accept clients.
+#[derive(Debug)]
+pub struct WorkerListener {
+    socket: Socket,
+    addr: WorkerAddr,
+}
+
+#[derive(Debug)]
+enum Socket {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl WorkerListener {
+    /// Binds `addr`. A Unix socket file left behind by a worker that died
+    /// is replaced; one a live worker listens on is not.
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound: it is in use, not permitted, or its
+    /// host does not resolve.
+    pub async fn bind(addr: &WorkerAddr) -> io::Result<Self> {
+        match addr {
+            WorkerAddr::Tcp { host, port } => {
+                let listener = TcpListener::bind(format!("{host}:{port}")).await?;
+                let local = listener.local_addr()?;
+                Ok(Self {
+                    addr: WorkerAddr::Tcp {
+                        host: match local {
+                            std::net::SocketAddr::V4(a) => a.ip().to_string(),
+                            std::net::SocketAddr::V6(a) => format!("[{}]", a.ip()),
+                        },
+                        port: local.port(),
+                    },
+                    socket: Socket::Tcp(listener),
+                })
+            }
+            WorkerAddr::Unix(path) => {
+                let listener = match UnixListener::bind(path) {
+                    Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                        let is_socket = std::fs::symlink_metadata(path)
+                            .is_ok_and(|m| m.file_type().is_socket());
+                        if !is_socket || UnixStream::connect(path).await.is_ok() {
+                            return Err(e);
+                        }
+                        std::fs::remove_file(path)?;
+                        UnixListener::bind(path)?
+                    }
+                    bound => bound?,
+                };
+                Ok(Self {
+                    socket: Socket::Unix(listener),
+                    addr: addr.clone(),
+                })
+            }
+        }
+    }
+
+    /// The address bound, with the port chosen when 0 was asked for.
+    pub fn local_addr(&self) -> &WorkerAddr {
+        &self.addr
+    }
+
+    async fn accept(&self) -> io::Result<(BoxRead, BoxWrite)> {
+        match &self.socket {
+            Socket::Tcp(listener) => tcp_halves(listener.accept().await?.0),
+            Socket::Unix(listener) => Ok(unix_halves(listener.accept().await?.0)),
+        }
+    }
+}
+
+impl Drop for WorkerListener {
+    fn drop(&mut self) {
+        if let WorkerAddr::Unix(path) = &self.addr {
+            // The socket file is useless once nobody listens on it.
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Serves clients that hold the shared secret, running their operations
+/// on one [`LocalOperationManager`]: its concurrency bound holds across
+/// all connections.
+///
+/// # Examples
+///
+/// ```no_run
+/// use hane_coordinator::manager::{
+///     Components, LocalConfig, LocalOperationManager, Worker, WorkerListener, WorkerSecret,
+/// };
+/// use hane_sandbox::{Sandbox, SandboxConfig};
+///
+/// # async fn run() -> anyhow::Result<()> {
+/// let manager = LocalOperationManager::new(
+///     Sandbox::new(&SandboxConfig::new())?,
+///     Components::with_builtins(),
+///     &LocalConfig::new(),
+/// );
+/// let listener = WorkerListener::bind(&"unix:/run/hane/worker.sock".parse()?).await?;
+/// Worker::new(manager, WorkerSecret::new(b"shared secret")?)
+///     .serve(listener)
+///     .await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Worker {
+    manager: LocalOperationManager,
+    secret: WorkerSecret,
+}
+
+/// Pause after a failed `accept` (such as too many open files), so the
+/// loop does not spin while the condition lasts.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+impl Worker {
+    /// A worker running operations on `manager` for clients holding
+    /// `secret`.
+    pub fn new(manager: LocalOperationManager, secret: WorkerSecret) -> Self {
+        Self { manager, secret }
+    }
+
+    /// Accepts clients on `listener` until the returned future is dropped.
+    /// Each connection is served by its own task; when a client goes away,
+    /// its operations are cancelled.
+    pub async fn serve(&self, listener: WorkerListener) {
+        loop {
+            match listener.accept().await {
+                Ok((read, write)) => {
+                    tokio::spawn(self.clone().connection(read, write));
+                }
+                Err(_) => tokio::time::sleep(ACCEPT_RETRY).await,
+            }
+        }
+    }
+
+    async fn connection(self, read: BoxRead, write: BoxWrite) {
+        let mut reader = FrameReader::new(read);
+        let mut writer = FrameWriter::new(write);
+        if worker_handshake(&mut reader, &mut writer, &self.secret)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let (out, outbox) = mpsc::unbounded_channel();
+        tokio::spawn(write_frames(writer, outbox));
+        let mut client = Client {
+            manager: self.manager,
+            out,
+            in_flight: Arc::default(),
+            awaiting: HashMap::new(),
+        };
+        while let Ok(message) = reader.next::<ClientMessage>().await {
+            if !client.handle(message).await {
+                break;
+            }
+        }
+        // Nobody is left to receive the results.
+        let in_flight: Vec<_> = lock(&client.in_flight).iter().cloned().collect();
+        for id in in_flight {
+            client.manager.cancel(&id);
+        }
+    }
+}
+
+/// Sends what a connection's operations report, flushing once per burst.
+async fn write_frames(
+    mut writer: FrameWriter<BoxWrite>,
+    mut outbox: mpsc::UnboundedReceiver<WorkerMessage>,
+) {
+    while let Some(message) = outbox.recv().await {
+        if writer.send(&message).await.is_err() {
+            return;
+        }
+        while let Ok(message) = outbox.try_recv() {
+            if writer.send(&message).await.is_err() {
+                return;
+            }
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One authenticated client's state.
+struct Client {
+    manager: LocalOperationManager,
+    out: mpsc::UnboundedSender<WorkerMessage>,
+    /// This client's operations submitted to the manager and not finished.
+    in_flight: Arc<Mutex<HashSet<OperationId>>>,
+    /// Operations waiting for the client to send their component, by
+    /// digest.
+    awaiting: HashMap<String, Vec<Operation>>,
+}
+
+impl Client {
+    /// Handles one message; `false` ends the connection.
+    async fn handle(&mut self, message: ClientMessage) -> bool {
+        match message {
+            ClientMessage::Run { id, operation } => self.run(id, &operation),
+            ClientMessage::Cancel { id } => self.cancel(&id),
+            ClientMessage::Component { digest, bytes } => self.component(digest, bytes).await,
+            ClientMessage::NoComponent { digest } => {
+                for operation in self.awaiting.remove(&digest).unwrap_or_default() {
+                    self.finish(
+                        operation.id,
+                        Ending::failed(Outcome::HostError, format!(
+                            "component {digest} is available neither on the worker nor on the client"
+                        )),
+                    );
+                }
+            }
+            // The handshake is over; a second one is a broken client.
+            ClientMessage::Auth { .. } => return false,
+        }
+        true
+    }
+
+    fn run(&mut self, id: OperationId, sealed: &[u8]) {
+        let operation = match hane_core::open::<Operation>(sealed) {
+            Ok(operation) if operation.id == id => operation,
+            Ok(operation) => {
+                let message = format!("the operation sent as {id} has the id {}", operation.id);
+                return self.finish(id, Ending::failed(Outcome::HostError, message));
+            }
+            Err(e) => {
+                return self.finish(
+                    id,
+                    Ending::failed(
+                        Outcome::HostError,
+                        format!("the worker cannot read the operation: {e}"),
+                    ),
+                );
+            }
+        };
+        let digest = match &operation.kind {
+            OperationKind::Wasm(call) => &call.component,
+            // Not the worker's to judge; the manager refuses what it cannot run.
+            _ => return self.start(operation),
+        };
+        if self.manager.components().contains(digest) {
+            return self.start(operation);
+        }
+        let waiting = self.awaiting.entry(digest.clone()).or_default();
+        if waiting.is_empty() {
+            let _ = self.out.send(WorkerMessage::NeedComponent {
+                digest: digest.clone(),
+            });
+        }
+        waiting.push(operation);
+    }
+
+    fn cancel(&mut self, id: &OperationId) {
+        for waiting in self.awaiting.values_mut() {
+            if let Some(i) = waiting.iter().position(|op| op.id == *id) {
+                let operation = waiting.remove(i);
+                return self.finish(
+                    operation.id,
+                    Ending::failed(Outcome::Cancelled, "cancelled before it started"),
+                );
+            }
+        }
+        // Only this client's own operations.
+        if lock(&self.in_flight).contains(id) {
+            self.manager.cancel(id);
+        }
+    }
+
+    async fn component(&mut self, digest: String, bytes: Bytes) {
+        // Only components this worker asked for are kept.
+        let Some(waiting) = self.awaiting.remove(&digest) else {
+            return;
+        };
+        // Hashing tens of MiB takes tens of milliseconds.
+        let hashed = bytes.clone();
+        let actual = tokio::task::spawn_blocking(move || component_digest(&hashed))
+            .await
+            .unwrap_or_default();
+        if actual != digest {
+            for operation in waiting {
+                self.finish(
+                    operation.id,
+                    Ending::failed(
+                        Outcome::HostError,
+                        format!("the component sent for {digest} has the digest {actual}"),
+                    ),
+                );
+            }
+            return;
+        }
+        self.manager.components().insert(bytes);
+        for operation in waiting {
+            self.start(operation);
+        }
+    }
+
+    fn start(&self, operation: Operation) {
+        let id = operation.id.clone();
+        lock(&self.in_flight).insert(id.clone());
+        let mut ticket = self.manager.submit(operation);
+        let out = self.out.clone();
+        let in_flight = self.in_flight.clone();
+        tokio::spawn(async move {
+            while let Some(update) = ticket.next().await {
+                match update {
+                    Update::Started => {
+                        let _ = out.send(WorkerMessage::Started { id: id.clone() });
+                    }
+                    Update::Finished(ending) => {
+                        lock(&in_flight).remove(&id);
+                        let _ = out.send(WorkerMessage::Finished { id, ending });
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    fn finish(&self, id: OperationId, ending: Ending) {
+        // A closed outbox means the connection is gone.
+        let _ = self.out.send(WorkerMessage::Finished { id, ending });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_in_every_spelling_and_say_what_is_wrong() {
+        let tcp = |host: &str, port| WorkerAddr::Tcp {
+            host: host.into(),
+            port,
+        };
+        assert_eq!("tcp://localhost:7070".parse(), Ok(tcp("localhost", 7070)));
+        assert_eq!("0.0.0.0:0".parse(), Ok(tcp("0.0.0.0", 0)));
+        assert_eq!("[::1]:7070".parse(), Ok(tcp("[::1]", 7070)));
+        let unix = WorkerAddr::Unix("/run/w.sock".into());
+        assert_eq!("unix:/run/w.sock".parse(), Ok(unix.clone()));
+        assert_eq!("unix:///run/w.sock".parse(), Ok(unix));
+        for (text, reason) in [
+            (
+                "localhost",
+                "no port; expected tcp://HOST:PORT, HOST:PORT or unix:/PATH",
+            ),
+            ("tcp://:80", "the host is empty"),
+            (
+                "::1:80",
+                "an IPv6 host goes in brackets, such as [::1]:7000",
+            ),
+            ("localhost:http", "`http` is not a port number (0 to 65535)"),
+            (
+                "localhost:70000",
+                "`70000` is not a port number (0 to 65535)",
+            ),
+            ("unix:", "the socket path is empty; expected unix:/PATH"),
+            (
+                "https://example.com:443",
+                "unknown scheme `https`; expected tcp://HOST:PORT, HOST:PORT or unix:/PATH",
+            ),
+        ] {
+            let err = text.parse::<WorkerAddr>().unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("invalid worker address `{text}`: {reason}")
+            );
+        }
+    }
+}
