@@ -21,8 +21,7 @@ use hane_coordinator::manager::{
 };
 use hane_coordinator::{Ending, OperationManager};
 use hane_core::{
-    Impact, JsonText, Limits, Operation, OperationId, OperationKind, Policy, SessionId, ToolCallId,
-    WasmCall,
+    Impact, JsonText, Limits, Operation, OperationId, Policy, SessionId, ToolCallId, WasmCall,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -197,19 +196,18 @@ impl Pinger {
 }
 
 fn echo_operation(digest: &str) -> Operation {
-    Operation {
-        id: OperationId::new(),
-        session: SessionId::new(),
-        tool_call: ToolCallId::new(),
-        impact: Impact::Read,
-        kind: OperationKind::Wasm(WasmCall {
+    Operation::wasm(
+        SessionId::new(),
+        ToolCallId::new(),
+        Impact::Read,
+        WasmCall {
             name: "test.echo".into(),
             component: digest.to_owned(),
             policy: Policy::default(),
             limits: Limits::default(),
             input: JsonText::parse(ECHO_INPUT).expect("JSON"),
-        }),
-    }
+        },
+    )
 }
 
 fn sandbox() -> Sandbox {

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager};
 use hane_coordinator::{Coordinator, CoordinatorConfig, Delivery, Ending};
 use hane_core::{
-    Control, Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationKind,
-    OperationState, Outcome, Policy, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus,
-    WasmCall,
+    Control, Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationState,
+    Outcome, Policy, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, WasmCall,
 };
 use hane_store::{SessionStore, SqliteConfig, SqliteStore, StoreError};
 
@@ -38,6 +37,16 @@ fn host(path: &Path, config: &CoordinatorConfig) -> Host {
     }
 }
 
+impl Host {
+    /// Delivers the external input `id` to `session`.
+    async fn deliver(&self, session: &SessionId, id: &str) -> Delivery {
+        self.coordinator
+            .deliver(session, external(id))
+            .await
+            .unwrap()
+    }
+}
+
 fn external(id: &str) -> Input {
     Input {
         id: id.parse().unwrap(),
@@ -59,19 +68,18 @@ fn tool_call(
         tool: "test.tool".into(),
         input: JsonText::from_value(&input),
     };
-    let op = Operation {
-        id: OperationId::new(),
-        session: session.clone(),
-        tool_call: call.id.clone(),
-        impact: Impact::Read,
-        kind: OperationKind::Wasm(WasmCall {
+    let op = Operation::wasm(
+        session.clone(),
+        call.id.clone(),
+        Impact::Read,
+        WasmCall {
             name: "test.tool".into(),
             component: component.to_owned(),
             policy: Policy::default(),
             limits,
             input: JsonText::from_value(&input),
-        }),
-    };
+        },
+    );
     let id = op.id.clone();
     let event = SessionEvent::ToolCallRecorded {
         status: ToolCallStatus::Submitted {
@@ -102,12 +110,7 @@ async fn redelivered_inputs_are_accepted_once_also_after_a_restart() {
         let session = host.store.create_session().await.unwrap().id;
         let mut deliveries = Vec::new();
         for _ in 0..3 {
-            deliveries.push(
-                host.coordinator
-                    .deliver(&session, external("order-1"))
-                    .await
-                    .unwrap(),
-            );
+            deliveries.push(host.deliver(&session, "order-1").await);
         }
         assert_eq!(
             deliveries,
@@ -122,11 +125,7 @@ async fn redelivered_inputs_are_accepted_once_also_after_a_restart() {
     // A new process: an empty inbox, the same store.
     let host = host(&path, &CoordinatorConfig::new());
     for _ in 0..3 {
-        let delivery = host
-            .coordinator
-            .deliver(&session, external("order-1"))
-            .await
-            .unwrap();
+        let delivery = host.deliver(&session, "order-1").await;
         assert_eq!(delivery, Delivery::Duplicate);
     }
     assert_eq!(accepted_count(&host.store, &session).await, 1);
@@ -140,18 +139,10 @@ async fn the_store_refuses_what_a_full_inbox_forgot() {
     let host = host(&dir.path().join("hane.db"), &config);
     let session = host.store.create_session().await.unwrap().id;
     for id in ["a", "b"] {
-        let delivery = host
-            .coordinator
-            .deliver(&session, external(id))
-            .await
-            .unwrap();
+        let delivery = host.deliver(&session, id).await;
         assert!(matches!(delivery, Delivery::Accepted { .. }));
     }
-    let again = host
-        .coordinator
-        .deliver(&session, external("a"))
-        .await
-        .unwrap();
+    let again = host.deliver(&session, "a").await;
     assert_eq!(again, Delivery::Duplicate);
     assert_eq!(accepted_count(&host.store, &session).await, 2);
 }
@@ -183,10 +174,7 @@ async fn a_committed_tool_call_runs_and_every_step_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(&dir.path().join("hane.db"), &CoordinatorConfig::new());
     let session = host.store.create_session().await.unwrap().id;
-    host.coordinator
-        .deliver(&session, external("order-1"))
-        .await
-        .unwrap();
+    host.deliver(&session, "order-1").await;
     let (call, op) = tool_call(
         &session,
         &host.echo,
@@ -256,10 +244,7 @@ async fn inputs_without_a_handled_mark_are_reported_unhandled() {
     let host = host(&dir.path().join("hane.db"), &CoordinatorConfig::new());
     let session = host.store.create_session().await.unwrap().id;
     for id in ["first", "second"] {
-        host.coordinator
-            .deliver(&session, external(id))
-            .await
-            .unwrap();
+        host.deliver(&session, id).await;
     }
     host.coordinator
         .commit(

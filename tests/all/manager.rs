@@ -5,27 +5,25 @@ use hane_builtins::test_programs;
 use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager, component_digest};
 use hane_coordinator::{Ending, OperationManager, Ticket, Update};
 use hane_core::{
-    Impact, JsonText, Limits, Operation, OperationId, OperationKind, Outcome, Policy, SessionId,
-    ToolCallId, WasmCall,
+    Impact, JsonText, Limits, Operation, Outcome, Policy, SessionId, ToolCallId, WasmCall,
 };
 
 use crate::harness;
 
 /// An operation calling the component with `digest`.
 fn operation(digest: &str, name: &str, input: &str, limits: Limits, policy: Policy) -> Operation {
-    Operation {
-        id: OperationId::new(),
-        session: SessionId::new(),
-        tool_call: ToolCallId::new(),
-        impact: Impact::Read,
-        kind: OperationKind::Wasm(WasmCall {
+    Operation::wasm(
+        SessionId::new(),
+        ToolCallId::new(),
+        Impact::Read,
+        WasmCall {
             name: name.to_owned(),
             component: digest.to_owned(),
             policy,
             limits,
             input: JsonText::parse(input).unwrap(),
-        }),
-    }
+        },
+    )
 }
 
 /// Adds the test program at `path` and returns its digest.

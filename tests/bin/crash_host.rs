@@ -15,8 +15,8 @@ use anyhow::{Context, Result};
 use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager};
 use hane_coordinator::{Coordinator, CoordinatorConfig, Delivery};
 use hane_core::{
-    Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationKind, Policy,
-    SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, WasmCall,
+    Impact, Input, InputKind, JsonText, Limits, Operation, Policy, SessionEvent, SessionId,
+    ToolCall, ToolCallId, ToolCallStatus, WasmCall,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
 use hane_store::{SessionStore, SqliteConfig, SqliteStore};
@@ -148,19 +148,18 @@ async fn handle(
         tool: step.tool.clone(),
         input: JsonText::from_value(&step.tool_input),
     };
-    let operation = Operation {
-        id: OperationId::new(),
-        session: session.clone(),
-        tool_call: call.id.clone(),
-        impact: step.impact,
-        kind: OperationKind::Wasm(WasmCall {
+    let operation = Operation::wasm(
+        session.clone(),
+        call.id.clone(),
+        step.impact,
+        WasmCall {
             name: step.tool.clone(),
             component: digest.to_owned(),
             policy: step.policy.clone(),
             limits: step.limits,
             input: JsonText::from_value(&step.tool_input),
-        }),
-    };
+        },
+    );
     let events = vec![
         SessionEvent::InputHandled {
             input: step.input.parse()?,

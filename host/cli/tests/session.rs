@@ -4,9 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use hane_core::{
-    Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationKind,
-    OperationOutput, Outcome, Policy, Receipt, SessionEvent, SessionId, ToolCall, ToolCallId,
-    ToolCallStatus, WasmCall,
+    Impact, Input, InputKind, JsonText, Limits, Operation, OperationOutput, Outcome, Policy,
+    Receipt, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, WasmCall,
 };
 use hane_store::{SessionStore, SqliteConfig, SqliteStore};
 
@@ -37,19 +36,18 @@ fn recorded_session(path: &Path) -> SessionId {
             tool: "documents.search".into(),
             input: JsonText::parse(r#"{"query":"tyre tread depth"}"#).unwrap(),
         };
-        let op = Operation {
-            id: OperationId::new(),
-            session: session.clone(),
-            tool_call: call.id.clone(),
-            impact: Impact::Read,
-            kind: OperationKind::Wasm(WasmCall {
+        let op = Operation::wasm(
+            session.clone(),
+            call.id.clone(),
+            Impact::Read,
+            WasmCall {
                 name: "documents.search".into(),
                 component: "sha256:0123".into(),
                 policy: Policy::default(),
                 limits: Limits::default(),
                 input: call.input.clone(),
-            }),
-        };
+            },
+        );
         let receipt = Receipt {
             operation: "documents.search".into(),
             version: "0.1.0".into(),

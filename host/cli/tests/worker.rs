@@ -17,8 +17,8 @@ use hane_coordinator::manager::{
 };
 use hane_coordinator::{Ending, OperationManager, Update};
 use hane_core::{
-    Impact, JsonText, Limits, Operation, OperationId, OperationKind, Outcome, Policy, SessionId,
-    ToolCallId, WasmCall,
+    Impact, JsonText, Limits, Operation, OperationId, Outcome, Policy, SessionId, ToolCallId,
+    WasmCall,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::net::{TcpStream, UnixListener};
@@ -113,19 +113,18 @@ fn programs() -> Programs {
 }
 
 fn operation(digest: &str, name: &str, input: &str, limits: Limits, policy: Policy) -> Operation {
-    Operation {
-        id: OperationId::new(),
-        session: SessionId::new(),
-        tool_call: ToolCallId::new(),
-        impact: Impact::Read,
-        kind: OperationKind::Wasm(WasmCall {
+    Operation::wasm(
+        SessionId::new(),
+        ToolCallId::new(),
+        Impact::Read,
+        WasmCall {
             name: name.to_owned(),
             component: digest.to_owned(),
             policy,
             limits,
             input: JsonText::parse(input).unwrap(),
-        }),
-    }
+        },
+    )
 }
 
 fn echo(programs: &Programs, message: &str) -> Operation {

@@ -54,6 +54,18 @@ pub struct WasmCall {
 }
 
 impl Operation {
+    /// A new operation, with a new id, that calls a component for
+    /// `tool_call` of `session`.
+    pub fn wasm(session: SessionId, tool_call: ToolCallId, impact: Impact, call: WasmCall) -> Self {
+        Self {
+            id: OperationId::new(),
+            session,
+            tool_call,
+            impact,
+            kind: OperationKind::Wasm(call),
+        }
+    }
+
     /// A short description for timelines, such as `documents.search`.
     pub fn summary(&self) -> &str {
         match &self.kind {

@@ -3,9 +3,8 @@
 
 use hane_core::{
     Control, DirGrant, EnvelopeError, HostPattern, Impact, Input, InputKind, JsonText, Limits,
-    Operation, OperationFailure, OperationId, OperationKind, OperationOutput, Outcome, Policy,
-    Receipt, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall,
-    open, seal,
+    Operation, OperationFailure, OperationOutput, Outcome, Policy, Receipt, SessionEvent,
+    SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall, open, seal,
 };
 
 fn receipt() -> Receipt {
@@ -24,12 +23,11 @@ fn receipt() -> Receipt {
 }
 
 fn operation(session: &SessionId, call: &ToolCallId) -> Operation {
-    Operation {
-        id: OperationId::new(),
-        session: session.clone(),
-        tool_call: call.clone(),
-        impact: Impact::Write,
-        kind: OperationKind::Wasm(WasmCall {
+    Operation::wasm(
+        session.clone(),
+        call.clone(),
+        Impact::Write,
+        WasmCall {
             name: "documents.search".into(),
             component: "sha256:ab".into(),
             policy: Policy {
@@ -43,8 +41,8 @@ fn operation(session: &SessionId, call: &ToolCallId) -> Operation {
             },
             limits: Limits::default(),
             input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
-        }),
-    }
+        },
+    )
 }
 
 fn every_event() -> Vec<SessionEvent> {
