@@ -9,6 +9,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Exit codes that tell kinds of failure apart, the same in every command.
+mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const OPERATION_ERROR: u8 = 3;
+    pub const LIMIT: u8 = 4;
+    pub const DENIED: u8 = 5;
+}
+
 /// Runs untrusted tool code as WebAssembly components under fuel, memory,
 /// time and capability limits.
 #[derive(Parser)]

@@ -12,14 +12,7 @@ use hane_core::{
 };
 use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
 
-/// Exit codes that tell kinds of failure apart.
-mod exit {
-    pub const FAILURE: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const OPERATION_ERROR: u8 = 3;
-    pub const LIMIT: u8 = 4;
-    pub const DENIED: u8 = 5;
-}
+use crate::exit;
 
 #[derive(Subcommand)]
 pub enum OpCommand {

@@ -11,6 +11,7 @@ use hane_core::{InputKind, Recorded, SessionEvent, SessionId, ToolCallStatus};
 use hane_store::{SessionInfo, SessionStore, SqliteConfig, SqliteStore, StoreError};
 use serde_json::json;
 
+use crate::exit;
 use crate::op::receipt_line;
 
 #[derive(Args)]
@@ -84,7 +85,7 @@ pub fn main(args: SessionArgs) -> ExitCode {
                     StoreError::SessionNotFound(_) | StoreError::ForkOutOfRange { .. }
                 )
             });
-            ExitCode::from(if usage { 2 } else { 1 })
+            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
     }
 }

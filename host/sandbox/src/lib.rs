@@ -44,7 +44,9 @@ mod state;
 pub use error::{CallError, GuestError, Limit, LoadError, SchemaViolation, Stream};
 pub use imports::{Grant, Import};
 pub use operation::{Call, CancelToken, Descriptor, Operation};
-pub use sandbox::{Inspection, Sandbox, SandboxConfig, StartError, default_cache_dir};
+pub use sandbox::{
+    Inspection, Sandbox, SandboxConfig, StartError, component_digest, default_cache_dir,
+};
 pub use state::LogRecord;
 
 mod bindings {

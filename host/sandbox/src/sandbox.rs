@@ -41,6 +41,13 @@ impl Default for SandboxConfig {
     }
 }
 
+/// The `sha256:` digest of a component's bytes: `sha256:` and 64 lowercase
+/// hex digits. Operations name their component by it, receipts carry it,
+/// and the compiled-component cache is keyed by it.
+pub fn component_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
 /// `$HANE_CACHE_DIR`, else `$XDG_CACHE_HOME/hane/components`, else
 /// `$HOME/.cache/hane/components`.
 pub fn default_cache_dir() -> Option<PathBuf> {
@@ -269,9 +276,9 @@ impl Sandbox {
         bytes: &[u8],
         policy: &Policy,
     ) -> Result<Operation, LoadError> {
-        let digest = hex::encode(Sha256::digest(bytes));
+        let digest = component_digest(bytes);
         let component = self.compile(name, &digest, bytes)?;
-        Operation::new(self.clone(), component, format!("sha256:{digest}"), policy).await
+        Operation::new(self.clone(), component, digest, policy).await
     }
 
     /// Describes a component without a policy: its descriptor, digest and
@@ -282,13 +289,13 @@ impl Sandbox {
     ///
     /// As [`Sandbox::load`], except for missing grants.
     pub async fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
-        let digest = hex::encode(Sha256::digest(bytes));
+        let digest = component_digest(bytes);
         let component = self.compile(name, &digest, bytes)?;
         let (imports, pre) = crate::operation::prepare(self, &component)?;
         let descriptor = crate::operation::describe(self, &pre).await?;
         Ok(Inspection {
             descriptor,
-            digest: format!("sha256:{digest}"),
+            digest,
             imports,
         })
     }
@@ -298,10 +305,12 @@ impl Sandbox {
     /// sandbox has a cache.
     pub fn cached_path(&self, digest: &str) -> Option<PathBuf> {
         let dir = self.inner.config.cache_dir.as_ref()?;
-        Some(self.cache_file(dir, digest.trim_start_matches("sha256:")))
+        Some(self.cache_file(dir, digest))
     }
 
-    fn cache_file(&self, dir: &Path, hex_digest: &str) -> PathBuf {
+    /// The cache file of the component with `digest` (`sha256:` and hex).
+    fn cache_file(&self, dir: &Path, digest: &str) -> PathBuf {
+        let hex_digest = digest.trim_start_matches("sha256:");
         dir.join(format!("{hex_digest}-{}.cwasm", self.inner.fingerprint))
     }
 
@@ -332,7 +341,8 @@ impl Sandbox {
         };
         std::fs::create_dir_all(dir).map_err(cache_err)?;
         let tmp = dir.join(format!(
-            ".{digest}.{}.{:?}.tmp",
+            ".{}.{}.{:?}.tmp",
+            digest.trim_start_matches("sha256:"),
             std::process::id(),
             std::thread::current().id()
         ));

@@ -4,14 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use sha2::{Digest as _, Sha256};
-
-/// The `sha256:` digest of `bytes`, in the form operations name their
-/// component by and the sandbox puts in receipts: `sha256:` followed by
-/// 64 lowercase hex digits.
-pub fn component_digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+pub use hane_sandbox::component_digest;
 
 /// A registry of components by digest, shared by the managers that run
 /// them. Cloning it is cheap and every clone sees the same components;
