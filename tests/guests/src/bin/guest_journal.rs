@@ -37,7 +37,8 @@ fn journal(input: Input) -> Result<Output, Error> {
         .append(true)
         .open(&input.path)
         .map_err(|e| std::io::Error::new(e.kind(), format!("open {}: {e}", input.path)))?;
-    writeln!(file, "{}", input.line)?;
+    // One write, so a kill cannot leave the line without its newline.
+    file.write_all(format!("{}\n", input.line).as_bytes())?;
     file.sync_all()?;
     let mut state = input.iterations;
     for i in 0..input.iterations {
