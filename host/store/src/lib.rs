@@ -37,11 +37,15 @@
 //! ```
 
 mod query;
+mod registry;
 mod schema;
 mod sqlite;
 mod store;
 mod writer;
 
+pub use registry::{
+    ApiKeyInfo, MAX_RUNS_LISTED, NewRelease, Registry, ReleaseInfo, RunQuery, RunRow, TaskRow,
+};
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{
     Appended, ForkPoint, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture,

@@ -68,6 +68,50 @@ const MIGRATIONS: &[&str] = &[
     -- Recovery asks for the few pending and running operations among many
     -- finished ones.
     CREATE INDEX operations_by_state ON operations (state);",
+    // Version 2: what the registry keeps beside sessions. Components by
+    // digest, so a release stays runnable after its files change; numbered
+    // releases with one active; agent runs, tasks for people, API keys
+    // (only their SHA-256). Bodies are `seal`ed by their owners.
+    "CREATE TABLE components (
+        digest TEXT PRIMARY KEY,
+        bytes BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE releases (
+        number INTEGER PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE active_release (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        number INTEGER NOT NULL REFERENCES releases (number),
+        activated_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX runs_by_created ON runs (created_at);
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        assignment TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE api_keys (
+        hash TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        role TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// The newest schema version this build reads and writes.

@@ -145,6 +145,12 @@ pub enum StoreError {
         /// The newest this build reads.
         supported: u32,
     },
+    /// No such release, or nothing to roll back to.
+    #[error("{0}")]
+    ReleaseNotFound(String),
+    /// An API key with this name exists.
+    #[error("an API key named `{0}` already exists")]
+    DuplicateKey(String),
     /// The database failed.
     #[error("store: {0}")]
     Database(String),
