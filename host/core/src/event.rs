@@ -107,9 +107,16 @@ impl SessionEvent {
     }
 }
 
+/// Version 2 added the `records` and `documents` grants to operations'
+/// policies and their call counts to receipts; version 1 reads with none.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const READS: &'static [u16] = &[1, 2];
+
+    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload)
+    }
 }
 
 /// A request to use a tool.

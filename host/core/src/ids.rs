@@ -124,6 +124,19 @@ generated_id!(
     "op_",
     "operation id"
 );
+generated_id!(
+    /// Names one agent run: `run_` and 26 characters.
+    RunId,
+    "run_",
+    "run id"
+);
+generated_id!(
+    /// Names one task for people, such as a handover: `task_` and 26
+    /// characters.
+    TaskId,
+    "task_",
+    "task id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

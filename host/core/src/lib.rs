@@ -37,22 +37,39 @@
 //! assert_eq!(limits.memory, ByteSize::mebibytes(32));
 //! ```
 
+mod agent;
+mod bundle;
 mod envelope;
 mod event;
 mod ids;
 mod input;
 mod json;
+pub mod ledger;
 mod manifest;
 mod operation;
 mod policy;
 mod quantity;
 mod receipt;
+mod script;
+mod v1;
 
+pub use agent::{
+    AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
+    Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
+    MAX_EVAL_CASES, REQUEST_HUMAN_HELP, SUBMIT_RESULT, ToolExposure,
+};
+pub use bundle::{
+    BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
+    read_bundle_dir,
+};
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
-pub use ids::{IdError, InputId, MAX_INPUT_ID_LEN, OperationId, SessionId, ToolCallId};
+pub use ids::{
+    IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId, ToolCallId,
+};
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;
+pub use ledger::{Ledger, LedgerError, QueryError};
 pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
 };
@@ -62,3 +79,7 @@ pub use operation::{
 pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
+pub use script::{
+    Condition, MAX_RENDERED_BYTES, Scope, ScriptError, ScriptStep, TemplateError, ValuePath,
+    check_script,
+};

@@ -1,8 +1,14 @@
-//! The `Operation` manifest: a component with its policy and limits.
+//! The `Operation` manifest: a component with its policy and limits; and
+//! the parsing every manifest kind shares, whose errors name the file, the
+//! line and the field.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
+    Visitor,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{LimitsSpec, Policy};
@@ -86,63 +92,20 @@ impl OperationManifest {
     /// durations, grants) and a wrong `apiVersion` or `kind`, each naming
     /// the field and, where known, the line.
     pub fn from_yaml(file: &str, text: &str) -> Result<Self, ManifestError> {
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        let manifest: OperationManifest = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            let line = inner.location().map(|l| l.line());
-            // serde_yaml_ng appends " at line L column C"; the line is
-            // reported separately.
-            let message = inner.to_string();
-            let message = match message.find(" at line ") {
-                Some(i) => message[..i].to_owned(),
-                None => message,
-            };
-            // It may also start with the field's parent path, which the
-            // error reports on its own.
-            let message = match message.split_once(": ") {
-                Some((prefix, rest)) if field.starts_with(prefix) => rest.to_owned(),
-                _ => message,
-            };
-            ManifestError {
-                file: file.to_owned(),
-                line,
-                field: if field == "." { String::new() } else { field },
-                message,
-            }
-        })?;
-        let fail = |field: &str, message: String| ManifestError {
-            file: file.to_owned(),
-            line: find_line(text, field.rsplit('.').next().unwrap_or(field)),
-            field: field.to_owned(),
-            message,
-        };
-        if manifest.api_version != OPERATION_API_VERSION {
-            return Err(fail(
-                "apiVersion",
-                format!(
-                    "expected `{OPERATION_API_VERSION}`, found `{}`",
-                    manifest.api_version
-                ),
-            ));
-        }
-        if manifest.kind != "Operation" {
-            return Err(fail(
-                "kind",
-                format!("expected `Operation`, found `{}`", manifest.kind),
-            ));
-        }
+        let source = Source::new(file, text);
+        let manifest: OperationManifest =
+            source.parse_manifest(OPERATION_API_VERSION, "Operation")?;
         if manifest.metadata.name.trim().is_empty() {
-            return Err(fail("metadata.name", "must not be empty".to_owned()));
+            return Err(source.error("metadata.name", "must not be empty"));
         }
         if manifest.spec.component.trim().is_empty() {
-            return Err(fail("spec.component", "must not be empty".to_owned()));
+            return Err(source.error("spec.component", "must not be empty"));
         }
         manifest
             .spec
             .capabilities
             .validate()
-            .map_err(|e| fail("spec.capabilities", e.to_string()))?;
+            .map_err(|e| source.error("spec.capabilities", e))?;
         Ok(manifest)
     }
 
@@ -161,17 +124,24 @@ impl OperationManifest {
             message: format!("cannot read: {e}"),
         })?;
         let mut manifest = Self::from_yaml(&file, &text)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        manifest.spec.capabilities.resolve_relative_to(base);
-        if !manifest.spec.component.starts_with("builtin:")
-            && Path::new(&manifest.spec.component).is_relative()
+        manifest.resolve_relative_to(path.parent().unwrap_or(Path::new(".")));
+        Ok(manifest)
+    }
+
+    /// Makes the relative paths in the manifest (the component and the
+    /// granted directories) relative to `base`, the manifest's folder.
+    /// [`OperationManifest::from_file`] does this itself; a manifest read
+    /// another way, such as from a bundle, keeps the paths as written.
+    pub fn resolve_relative_to(&mut self, base: &Path) {
+        self.spec.capabilities.resolve_relative_to(base);
+        if !self.spec.component.starts_with("builtin:")
+            && Path::new(&self.spec.component).is_relative()
         {
-            manifest.spec.component = base
-                .join(&manifest.spec.component)
+            self.spec.component = base
+                .join(&self.spec.component)
                 .to_string_lossy()
                 .into_owned();
         }
-        Ok(manifest)
     }
 
     /// The component as a path, or `None` for a `builtin:` one.
@@ -180,11 +150,405 @@ impl OperationManifest {
     }
 }
 
-/// The first line where `key:` appears, for errors found after parsing.
-fn find_line(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| l.trim_start().starts_with(&format!("{key}:")))
-        .map(|i| i + 1)
+/// The two fields every manifest starts with, read before the rest so a
+/// document of another kind is refused for its kind, not for its fields.
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    expecting = "a manifest: a map with `apiVersion`, `kind`, `metadata` and `spec`"
+)]
+pub(crate) struct Header {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+}
+
+/// One YAML document read as a manifest: the name of its source and its
+/// text. Every manifest kind parses through it, so every error names the
+/// file, the line, the dotted field path and what was expected.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl<'a> Source<'a> {
+    /// `text` is one YAML document; `file` names it in errors.
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
+        Self { file, text }
+    }
+
+    /// Parses the document as `T`, refusing unknown fields where `T` does.
+    pub(crate) fn parse<T: DeserializeOwned>(&self) -> Result<T, ManifestError> {
+        let de = serde_yaml_ng::Deserializer::from_str(self.text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            let inner = e.into_inner();
+            let mut line = inner.location().map(|l| l.line());
+            // serde_yaml_ng appends " at line L column C"; the line is
+            // reported separately.
+            let message = inner.to_string();
+            let message = match message.find(" at line ") {
+                Some(i) => message[..i].to_owned(),
+                None => message,
+            };
+            // It may also start with the field's parent path, which the
+            // error reports on its own.
+            let message = match message.split_once(": ") {
+                Some((prefix, rest)) if path.starts_with(prefix) => rest.to_owned(),
+                _ => message,
+            };
+            // A missing field is reported at the line of the map that
+            // lacks it, under the field's own path.
+            let mut field = path;
+            if let Some(missing) = message
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.strip_suffix('`'))
+            {
+                if !field.is_empty() {
+                    line = line_of(self.text, &field).or(line);
+                    field.push('.');
+                }
+                field.push_str(missing);
+            }
+            ManifestError {
+                file: self.file.to_owned(),
+                line,
+                field,
+                message,
+            }
+        })
+    }
+
+    /// Parses a manifest of one kind: the `apiVersion` and `kind` are
+    /// checked first, then the whole document is parsed as `T`.
+    pub(crate) fn parse_manifest<T: DeserializeOwned>(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<T, ManifestError> {
+        let header: Header = self.parse()?;
+        if header.api_version != api_version {
+            return Err(self.error(
+                "apiVersion",
+                format!("expected `{api_version}`, found `{}`", header.api_version),
+            ));
+        }
+        if header.kind != kind {
+            return Err(self.error(
+                "kind",
+                format!("expected `{kind}`, found `{}`", header.kind),
+            ));
+        }
+        self.parse()
+    }
+
+    /// An error about the field at `field` (a dotted path such as
+    /// `spec.script[2].when`), found after parsing. The line is the one
+    /// where the field is written or, when it is absent, where its nearest
+    /// written parent is.
+    pub(crate) fn error(&self, field: &str, message: impl fmt::Display) -> ManifestError {
+        ManifestError {
+            file: self.file.to_owned(),
+            line: line_of(self.text, field),
+            field: field.to_owned(),
+            message: message.to_string(),
+        }
+    }
+}
+
+impl ManifestError {
+    /// The same error for a document that starts `lines` lines into its file.
+    pub(crate) fn shifted(mut self, lines: usize) -> Self {
+        self.line = self.line.map(|l| l + lines);
+        self
+    }
+}
+
+/// One step of a field path: a map key or a sequence index.
+#[derive(Debug, PartialEq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Splits a field path as serde_path_to_error writes it (`a.b[2].c`);
+/// stops at the first segment it cannot read.
+fn segments(field: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    for part in field.split('.') {
+        let (key, mut indexes) = part.split_at(part.find('[').unwrap_or(part.len()));
+        match key {
+            "?" => return out,
+            "" if indexes.is_empty() => return out,
+            "" => {}
+            _ => out.push(Segment::Key(key.to_owned())),
+        }
+        while let Some(rest) = indexes.strip_prefix('[') {
+            let Some((index, rest)) = rest.split_once(']') else {
+                return out;
+            };
+            let Ok(index) = index.parse() else {
+                return out;
+            };
+            out.push(Segment::Index(index));
+            indexes = rest;
+        }
+        if !indexes.is_empty() {
+            return out;
+        }
+    }
+    out
+}
+
+/// The 1-based line where `field` is written in the YAML `text`, or where
+/// its nearest written parent is.
+///
+/// The YAML parser knows where every node is but serde_yaml_ng does not
+/// expose it, except in errors: so the text is read again by a visitor that
+/// follows the path and fails on the field's key (or sequence item), and
+/// the line comes from that error.
+fn line_of(text: &str, field: &str) -> Option<usize> {
+    let mut path = segments(field);
+    while !path.is_empty() {
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        match (Probe { rest: &path }).deserialize(de) {
+            // The message may be prefixed with the path of the node.
+            Err(e) if e.to_string().contains(FOUND) => return e.location().map(|l| l.line()),
+            Ok(()) | Err(_) => {}
+        }
+        path.pop();
+    }
+    None
+}
+
+/// The message of the error a [`Probe`] fails with when it reaches its field.
+const FOUND: &str = "hane manifest probe: field found";
+
+/// Follows `rest` through a document; fails with [`FOUND`] on its last
+/// segment, succeeds when the path is not there.
+struct Probe<'p> {
+    rest: &'p [Segment],
+}
+
+impl<'de> DeserializeSeed<'de> for Probe<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Probe<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let Some((Segment::Key(key), rest)) = self.rest.split_first() else {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(());
+        };
+        while let Some(hit) = map.next_key_seed(KeyProbe {
+            key,
+            last: rest.is_empty(),
+        })? {
+            if hit {
+                map.next_value_seed(Probe { rest })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Some((Segment::Index(index), rest)) = self.rest.split_first() else {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(());
+        };
+        let mut i = 0;
+        loop {
+            let more = if i != *index {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            } else if rest.is_empty() {
+                seq.next_element_seed(Found)?.is_some()
+            } else {
+                seq.next_element_seed(Probe { rest })?.is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        // A tagged node (`!tag value`): not part of any manifest path.
+        let (IgnoredAny, variant) = data.variant()?;
+        de::VariantAccess::newtype_variant::<IgnoredAny>(variant)?;
+        Ok(())
+    }
+}
+
+/// Reads one map key: whether it is the probed one, failing with
+/// [`FOUND`] when it is the last segment.
+struct KeyProbe<'p> {
+    key: &'p str,
+    last: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for KeyProbe<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyProbe<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        if v != self.key {
+            Ok(false)
+        } else if self.last {
+            Err(E::custom(FOUND))
+        } else {
+            Ok(true)
+        }
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+}
+
+/// Fails with [`FOUND`] on whatever node it is given.
+struct Found;
+
+impl<'de> DeserializeSeed<'de> for Found {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Found {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(FOUND))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
+        Err(de::Error::custom(FOUND))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(FOUND))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(FOUND))
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(FOUND))
+    }
 }
 
 #[cfg(test)]
@@ -269,10 +633,48 @@ spec:
     }
 
     #[test]
-    fn missing_fields_are_named() {
+    fn missing_fields_are_named_at_the_line_of_their_map() {
         let text = GOOD.replace("  component: builtin:documents.search\n", "");
         let err = OperationManifest::from_yaml("op.yaml", &text).unwrap_err();
         assert!(err.message.contains("missing field `component`"), "{err}");
+        assert_eq!(err.field, "spec.component");
+        assert_eq!(err.line, Some(5));
+    }
+
+    #[test]
+    fn fields_are_found_on_their_own_line() {
+        let text = "\
+a:
+  name: first
+b:
+  name: second        # not the first `name:`
+  list:
+    - x
+    - { name: third, deep: [1, 2] }
+  text: |
+    name: not a key
+  other: 1
+";
+        assert_eq!(line_of(text, "b.name"), Some(4));
+        assert_eq!(line_of(text, "b.list[0]"), Some(6));
+        assert_eq!(line_of(text, "b.list[1].name"), Some(7));
+        assert_eq!(line_of(text, "b.list[1].deep[1]"), Some(7));
+        assert_eq!(line_of(text, "b.other"), Some(10));
+        // Absent fields fall back to their nearest written parent.
+        assert_eq!(line_of(text, "b.list[5].name"), Some(5));
+        assert_eq!(line_of(text, "b.missing"), Some(3));
+        assert_eq!(line_of(text, "nothing.here"), None);
+        assert_eq!(line_of(text, ""), None);
+        assert_eq!(
+            segments("a.b[2][0].c"),
+            [
+                Segment::Key("a".into()),
+                Segment::Key("b".into()),
+                Segment::Index(2),
+                Segment::Index(0),
+                Segment::Key("c".into()),
+            ]
+        );
     }
 
     #[test]

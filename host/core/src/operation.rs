@@ -74,9 +74,16 @@ impl Operation {
     }
 }
 
+/// Version 2 added the `records` and `documents` grants to the policy;
+/// version 1 reads with none.
 impl crate::Versioned for Operation {
     const KIND: &'static str = "operation";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const READS: &'static [u16] = &[1, 2];
+
+    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        crate::v1::upgrade::<crate::v1::Operation, _>(version, payload)
+    }
 }
 
 /// Where an operation is. `pending → running → succeeded | failed |

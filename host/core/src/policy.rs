@@ -33,6 +33,16 @@ pub enum PolicyError {
     /// Two directory grants use the same guest path.
     #[error("guest path `{0}` is granted twice")]
     DuplicateGuestPath(String),
+    /// A collection or document set grant that is not a ledger name.
+    #[error(
+        "invalid {what} grant `{name}`: names are 1 to 64 of a-z, 0-9, `_` and `-`, such as `vehicles`"
+    )]
+    LedgerName {
+        /// `records` or `documents`.
+        what: &'static str,
+        /// The name as written.
+        name: String,
+    },
 }
 
 /// Whether a granted directory may be written.
@@ -359,8 +369,8 @@ serde_via_str!(EnvGrant);
 serde_via_str!(HostPattern);
 
 /// What one operation may touch. The default grants nothing: no
-/// directories, no environment, no outgoing HTTP; raw sockets and name
-/// lookups are never granted.
+/// directories, no environment, no outgoing HTTP, no ledger collections or
+/// document sets; raw sockets and name lookups are never granted.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
@@ -373,15 +383,32 @@ pub struct Policy {
     /// Outgoing HTTP allow-list.
     #[serde(default)]
     pub http: Vec<HostPattern>,
+    /// Ledger collections the `records` capability may read, such as
+    /// `vehicles`.
+    #[serde(default)]
+    pub records: Vec<String>,
+    /// Ledger document sets the `documents` capability may read, such as
+    /// `leases`.
+    #[serde(default)]
+    pub documents: Vec<String>,
 }
 
 impl Policy {
-    /// Checks the grants together: guest paths well formed and distinct.
+    /// Checks the grants together: guest paths well formed and distinct,
+    /// collection and document set names well formed.
     ///
     /// # Errors
     ///
     /// The first grant that is malformed or collides with another.
     pub fn validate(&self) -> Result<(), PolicyError> {
+        for (what, names) in [("records", &self.records), ("documents", &self.documents)] {
+            if let Some(name) = names.iter().find(|n| !crate::ledger::is_valid_name(n)) {
+                return Err(PolicyError::LedgerName {
+                    what,
+                    name: name.clone(),
+                });
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         for grant in &self.files {
             grant.check(&grant.host.display().to_string())?;
@@ -407,11 +434,32 @@ impl Policy {
         self.http.iter().any(|p| p.matches(scheme, host, port))
     }
 
-    /// The grants of `other` added to these.
+    /// Whether the `records` capability may read `collection`.
+    pub fn allows_records(&self, collection: &str) -> bool {
+        self.records.iter().any(|c| c == collection)
+    }
+
+    /// Whether the `documents` capability may read `set`.
+    pub fn allows_documents(&self, set: &str) -> bool {
+        self.documents.iter().any(|s| s == set)
+    }
+
+    /// The grants of `other` added to these; a collection or document set
+    /// granted by both is listed once.
     pub fn merge(&mut self, other: Policy) {
         self.files.extend(other.files);
         self.env.extend(other.env);
         self.http.extend(other.http);
+        for (mine, theirs) in [
+            (&mut self.records, other.records),
+            (&mut self.documents, other.documents),
+        ] {
+            for name in theirs {
+                if !mine.contains(&name) {
+                    mine.push(name);
+                }
+            }
+        }
     }
 }
 
@@ -504,6 +552,42 @@ mod tests {
         assert_eq!(
             policy.validate(),
             Err(PolicyError::DuplicateGuestPath("/x".into()))
+        );
+    }
+
+    #[test]
+    fn ledger_grants_are_names_and_merge_without_repeats() {
+        let mut policy = Policy {
+            records: vec!["vehicles".into()],
+            documents: vec!["leases".into()],
+            ..Policy::default()
+        };
+        policy.validate().unwrap();
+        policy.merge(Policy {
+            records: vec!["vehicles".into(), "leases".into()],
+            ..Policy::default()
+        });
+        assert_eq!(policy.records, ["vehicles", "leases"]);
+        assert!(policy.allows_records("leases"));
+        assert!(!policy.allows_records("contracts"));
+        assert!(policy.allows_documents("leases"));
+        assert!(!policy.allows_documents("vehicles"));
+
+        let bad = Policy {
+            documents: vec!["../etc".into()],
+            ..Policy::default()
+        };
+        let err = bad.validate().unwrap_err();
+        assert_eq!(
+            err,
+            PolicyError::LedgerName {
+                what: "documents",
+                name: "../etc".into()
+            }
+        );
+        assert!(
+            err.to_string()
+                .starts_with("invalid documents grant `../etc`")
         );
     }
 }

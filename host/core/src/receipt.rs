@@ -93,8 +93,13 @@ pub struct HostCalls {
     pub log: u32,
     /// Outgoing HTTP requests sent.
     pub http_requests: u32,
-    /// Attempts the policy refused (HTTP, sockets, name lookups).
+    /// Attempts the policy refused (HTTP, sockets, name lookups, ledger
+    /// collections and document sets).
     pub denied: u32,
+    /// Calls of the `records` import.
+    pub records: u32,
+    /// Calls of the `documents` import.
+    pub documents: u32,
 }
 
 /// The record of one call: what ran, how it ended and what it consumed.

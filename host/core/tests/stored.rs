@@ -2,8 +2,8 @@
 //! item of a newer version is refused by name.
 
 use hane_core::{
-    Control, DirGrant, EnvelopeError, HostPattern, Impact, Input, InputKind, JsonText, Limits,
-    Operation, OperationFailure, OperationOutput, Outcome, Policy, Receipt, SessionEvent,
+    Control, DirGrant, EnvelopeError, HostCalls, HostPattern, Impact, Input, InputKind, JsonText,
+    Limits, Operation, OperationFailure, OperationOutput, Outcome, Policy, Receipt, SessionEvent,
     SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall, open, seal,
 };
 
@@ -16,7 +16,13 @@ fn receipt() -> Receipt {
         fuel_consumed: 1234,
         wall_time_us: 56,
         peak_memory_bytes: 1 << 20,
-        host_calls: Default::default(),
+        host_calls: HostCalls {
+            log: 1,
+            http_requests: 2,
+            denied: 3,
+            records: 4,
+            documents: 5,
+        },
         output_bytes: 10,
         log_bytes: 0,
     }
@@ -38,6 +44,8 @@ fn operation(session: &SessionId, call: &ToolCallId) -> Operation {
                 ],
                 env: vec!["LANG=C".parse().unwrap()],
                 http: vec!["https://*.example.com:8443".parse::<HostPattern>().unwrap()],
+                records: vec!["vehicles".into()],
+                documents: vec!["leases".into()],
             },
             limits: Limits::default(),
             input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
@@ -176,11 +184,11 @@ fn exports_show_json_documents_not_escaped_strings() {
     );
 }
 
-/// An event sealed by a future hane: the same envelope with version 2.
+/// An event sealed by a future hane: the same envelope with version 3.
 fn future_event_blob() -> Vec<u8> {
     let payload = postcard::to_allocvec(&("a field this build has never heard of", 42u32)).unwrap();
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 2u16, payload.as_slice())).unwrap());
+    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 3u16, payload.as_slice())).unwrap());
     blob
 }
 
@@ -191,12 +199,72 @@ fn a_future_version_is_refused_with_the_versions_found_and_read() {
         err,
         EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 2,
-            supported: &[1],
+            found: 3,
+            supported: &[1, 2],
         }
     );
     assert_eq!(
         err.to_string(),
-        "`session-event` version 2 is not supported: this build reads version 1"
+        "`session-event` version 3 is not supported: this build reads versions 1, 2"
     );
+}
+
+/// Items sealed by the last build that wrote version 1, kept as bytes in
+/// `tests/fixtures/`, read by this one.
+mod version_1 {
+    use hane_core::{Operation, OperationKind, SessionEvent, open};
+
+    fn policy_of(op: &Operation) -> &hane_core::Policy {
+        let OperationKind::Wasm(call) = &op.kind else {
+            panic!("a wasm operation");
+        };
+        &call.policy
+    }
+
+    #[test]
+    fn an_operation_reads_with_its_grants_and_no_ledger_grants() {
+        let op: Operation = open(include_bytes!("fixtures/operation-v1.bin")).unwrap();
+        assert_eq!(op.id.as_str(), "op_01hzzzzzzzzzzzzzzzzzzzzzz2");
+        assert_eq!(op.session.as_str(), "ses_01hzzzzzzzzzzzzzzzzzzzzzz0");
+        assert_eq!(op.summary(), "documents.search");
+        let policy = policy_of(&op);
+        assert_eq!(policy.files[0].guest_path(), "/documents");
+        assert_eq!(policy.env[0].to_string(), "LANG=C");
+        assert_eq!(policy.http[0].to_string(), "https://*.example.com:8443");
+        assert!(policy.records.is_empty());
+        assert!(policy.documents.is_empty());
+    }
+
+    #[test]
+    fn events_read_with_no_ledger_grants_or_counts() {
+        let recorded: SessionEvent =
+            open(include_bytes!("fixtures/event-tool-call-recorded-v1.bin")).unwrap();
+        let SessionEvent::ToolCallRecorded { operations, .. } = &recorded else {
+            panic!("{recorded:?}");
+        };
+        let policy = policy_of(&operations[0]);
+        assert_eq!(policy.http.len(), 1);
+        assert!(policy.records.is_empty() && policy.documents.is_empty());
+
+        let completed: SessionEvent =
+            open(include_bytes!("fixtures/event-operation-completed-v1.bin")).unwrap();
+        let SessionEvent::OperationCompleted { result, .. } = &completed else {
+            panic!("{completed:?}");
+        };
+        let calls = result.receipt.host_calls;
+        assert_eq!((calls.log, calls.http_requests, calls.denied), (3, 2, 1));
+        assert_eq!((calls.records, calls.documents), (0, 0));
+        assert_eq!(result.logs[0].message, "searched");
+        assert_eq!(result.output.as_str(), r#"{"hits":[]}"#);
+
+        let failed: SessionEvent =
+            open(include_bytes!("fixtures/event-operation-failed-v1.bin")).unwrap();
+        let SessionEvent::OperationFailed { failure, .. } = &failed else {
+            panic!("{failed:?}");
+        };
+        let receipt = failure.receipt.as_ref().unwrap();
+        assert_eq!(receipt.fuel_consumed, 1234);
+        assert_eq!(receipt.log_bytes, 7);
+        assert_eq!(receipt.host_calls.records, 0);
+    }
 }

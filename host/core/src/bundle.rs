@@ -1,0 +1,431 @@
+//! Reading a bundle: every definition in a folder of YAML manifests,
+//! checked one by one and against each other.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::manifest::{Header, Source};
+use crate::{
+    AGENTS_API_VERSION, AgentManifest, EvalSuiteManifest, ManifestError, OPERATION_API_VERSION,
+    OperationManifest,
+};
+
+/// The most bytes one manifest file may hold (1 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// How deep folders of a bundle may nest; a bound for symbolic links that
+/// loop.
+pub const MAX_BUNDLE_DEPTH: usize = 32;
+
+/// The kinds this build reads, with their `apiVersion`.
+const KINDS: [(&str, &str); 3] = [
+    (AGENTS_API_VERSION, "Agent"),
+    (AGENTS_API_VERSION, "EvalSuite"),
+    (OPERATION_API_VERSION, "Operation"),
+];
+
+/// One definition of a bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Definition {
+    /// An `Agent` manifest.
+    Agent(AgentManifest),
+    /// An `Operation` manifest, with relative paths as written: resolve
+    /// them against [`SourcedDefinition::folder`].
+    Operation(OperationManifest),
+    /// An `EvalSuite` manifest.
+    EvalSuite(EvalSuiteManifest),
+}
+
+impl Definition {
+    /// The manifest's `kind`, such as `Agent`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Definition::Agent(_) => "Agent",
+            Definition::Operation(_) => "Operation",
+            Definition::EvalSuite(_) => "EvalSuite",
+        }
+    }
+
+    /// The definition's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Definition::Agent(m) => &m.metadata.name,
+            Definition::Operation(m) => &m.metadata.name,
+            Definition::EvalSuite(m) => &m.metadata.name,
+        }
+    }
+
+    /// The agent, when this is one.
+    pub fn as_agent(&self) -> Option<&AgentManifest> {
+        match self {
+            Definition::Agent(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The operation, when this is one.
+    pub fn as_operation(&self) -> Option<&OperationManifest> {
+        match self {
+            Definition::Operation(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The evaluation suite, when this is one.
+    pub fn as_eval_suite(&self) -> Option<&EvalSuiteManifest> {
+        match self {
+            Definition::EvalSuite(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// A definition and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourcedDefinition {
+    /// The file, the bundle folder joined with the path within it.
+    pub file: PathBuf,
+    /// The 1-based line where the definition's document starts.
+    pub line: usize,
+    /// The definition.
+    pub definition: Definition,
+}
+
+impl SourcedDefinition {
+    /// The folder of the file, which relative paths in the definition are
+    /// relative to.
+    pub fn folder(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Everything wrong with a bundle, one error per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", Lines(errors))]
+pub struct BundleError {
+    /// The errors, ordered by file and line.
+    pub errors: Vec<ManifestError>,
+}
+
+struct Lines<'a>(&'a [ManifestError]);
+
+impl fmt::Display for Lines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads every definition in `dir`: each `*.yaml` and `*.yml` file, in
+/// every folder below, in name order. A file may hold several documents
+/// separated by `---`. Hidden files and folders and the top-level `ledger`
+/// folder (a ledger's data, not definitions) are skipped.
+///
+/// Each definition is checked on its own, then against the others: names
+/// are unique within a kind, an `EvalSuite`'s agent is an `Agent` of the
+/// bundle, and a tool exposure's operation is an `Operation` of the
+/// bundle. Whether each agent's tools exist is for the caller to check,
+/// since it also knows the built-in tools; see
+/// [`AgentSpec::operation_for`](crate::AgentSpec::operation_for).
+///
+/// # Errors
+///
+/// Every problem found, not just the first: unreadable files, malformed
+/// or invalid documents, unknown kinds, duplicate names and broken
+/// references.
+pub fn read_bundle_dir(dir: &Path) -> Result<Vec<SourcedDefinition>, BundleError> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    collect_files(dir, 0, &mut files, &mut errors);
+    let order: BTreeMap<String, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, path)| (path.display().to_string(), i))
+        .collect();
+    let mut documents = Vec::new();
+    for path in files {
+        let file = path.display().to_string();
+        let text = match fs::metadata(&path) {
+            Ok(meta) if meta.len() > MAX_MANIFEST_BYTES => Err(format!(
+                "larger than {MAX_MANIFEST_BYTES} bytes; a manifest is expected"
+            )),
+            Ok(_) => fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}")),
+            Err(e) => Err(format!("cannot read: {e}")),
+        };
+        match text {
+            Ok(text) => {
+                documents.extend(split_documents(&text).into_iter().map(|(offset, text)| {
+                    Document {
+                        path: path.clone(),
+                        file: file.clone(),
+                        offset,
+                        text: text.to_owned(),
+                    }
+                }))
+            }
+            Err(message) => errors.push(ManifestError {
+                file,
+                line: None,
+                field: String::new(),
+                message,
+            }),
+        }
+    }
+
+    let mut read = Vec::new();
+    for document in documents {
+        match document.definition() {
+            Ok(Some(definition)) => read.push((document, definition)),
+            Ok(None) => {}
+            Err(e) => errors.push(e.shifted(document.offset)),
+        }
+    }
+    cross_check(&read, &mut errors);
+    // Folder errors first, then by file and line.
+    errors.sort_by_key(|e| (order.get(&e.file).copied(), e.line));
+    if errors.is_empty() {
+        Ok(read
+            .into_iter()
+            .map(|(document, definition)| SourcedDefinition {
+                file: document.path,
+                line: document.offset + 1,
+                definition,
+            })
+            .collect())
+    } else {
+        Err(BundleError { errors })
+    }
+}
+
+/// One YAML document of a file.
+struct Document {
+    path: PathBuf,
+    file: String,
+    /// Lines of the file before the document.
+    offset: usize,
+    text: String,
+}
+
+impl Document {
+    fn source(&self) -> Source<'_> {
+        Source::new(&self.file, &self.text)
+    }
+
+    /// An error about `field` of this document, with the line in the file.
+    fn error(&self, field: &str, message: impl fmt::Display) -> ManifestError {
+        self.source().error(field, message).shifted(self.offset)
+    }
+
+    /// Reads the document by its `apiVersion` and `kind`; `None` for an
+    /// empty document.
+    fn definition(&self) -> Result<Option<Definition>, ManifestError> {
+        let source = self.source();
+        let Some(header) = source.parse::<Option<Header>>()? else {
+            return Ok(None);
+        };
+        let (file, text) = (self.file.as_str(), self.text.as_str());
+        let definition = match (header.api_version.as_str(), header.kind.as_str()) {
+            (AGENTS_API_VERSION, "Agent") => {
+                Definition::Agent(AgentManifest::from_yaml(file, text)?)
+            }
+            (AGENTS_API_VERSION, "EvalSuite") => {
+                Definition::EvalSuite(EvalSuiteManifest::from_yaml(file, text)?)
+            }
+            (OPERATION_API_VERSION, "Operation") => {
+                Definition::Operation(OperationManifest::from_yaml(file, text)?)
+            }
+            (api_version, kind) => {
+                return Err(match KINDS.iter().find(|(_, k)| *k == kind) {
+                    Some((expected, _)) => source.error(
+                        "apiVersion",
+                        format!("expected `{expected}` for kind `{kind}`, found `{api_version}`"),
+                    ),
+                    None => source.error(
+                        "kind",
+                        format!(
+                            "unknown kind `{kind}` (apiVersion `{api_version}`); this build knows {}",
+                            known_kinds()
+                        ),
+                    ),
+                });
+            }
+        };
+        Ok(Some(definition))
+    }
+}
+
+/// The kinds this build reads, grouped by `apiVersion`, for errors.
+fn known_kinds() -> String {
+    let mut by_version: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (version, kind) in KINDS {
+        match by_version.iter_mut().find(|(v, _)| *v == version) {
+            Some((_, kinds)) => kinds.push(kind),
+            None => by_version.push((version, vec![kind])),
+        }
+    }
+    by_version
+        .iter()
+        .map(|(version, kinds)| {
+            let kinds: Vec<String> = kinds.iter().map(|k| format!("`{k}`")).collect();
+            format!("{} in {version}", kinds.join(" and "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Unique names within each kind, and references that resolve.
+fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
+    let mut names: BTreeMap<(&str, &str), &Document> = BTreeMap::new();
+    for (document, definition) in read {
+        let key = (definition.kind(), definition.name());
+        if let Some(first) = names.get(&key) {
+            let line = first
+                .error("metadata.name", "")
+                .line
+                .map_or(String::new(), |l| format!(":{l}"));
+            errors.push(document.error(
+                "metadata.name",
+                format!(
+                    "{} `{}` is already defined in {}{line}",
+                    key.0, key.1, first.file
+                ),
+            ));
+        } else {
+            names.insert(key, document);
+        }
+    }
+    let has = |kind: &str, name: &str| names.contains_key(&(kind, name));
+    for (document, definition) in read {
+        match definition {
+            Definition::EvalSuite(suite) if !has("Agent", &suite.spec.agent) => {
+                errors.push(document.error(
+                    "spec.agent",
+                    format!("no Agent named `{}` in this bundle", suite.spec.agent),
+                ));
+            }
+            Definition::Agent(agent) => {
+                for (i, exposure) in agent.spec.tool_exposures.iter().enumerate() {
+                    if !has("Operation", &exposure.operation) {
+                        errors.push(document.error(
+                            &format!("spec.toolExposures[{i}].operation"),
+                            format!("no Operation named `{}` in this bundle", exposure.operation),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The YAML files under `dir`, in name order, depth first.
+fn collect_files(
+    dir: &Path,
+    depth: usize,
+    files: &mut Vec<PathBuf>,
+    errors: &mut Vec<ManifestError>,
+) {
+    let fail = |errors: &mut Vec<ManifestError>, path: &Path, message: String| {
+        errors.push(ManifestError {
+            file: path.display().to_string(),
+            line: None,
+            field: String::new(),
+            message,
+        });
+    };
+    if depth > MAX_BUNDLE_DEPTH {
+        return fail(
+            errors,
+            dir,
+            format!(
+                "folders nest more than {MAX_BUNDLE_DEPTH} deep; is there a symbolic link loop?"
+            ),
+        );
+    }
+    let entries = match fs::read_dir(dir).and_then(|entries| entries.collect::<Result<Vec<_>, _>>())
+    {
+        Ok(entries) => entries,
+        Err(e) => return fail(errors, dir, format!("cannot read folder: {e}")),
+    };
+    let mut entries: Vec<_> = entries
+        .into_iter()
+        .map(|e| (e.file_name(), e.path()))
+        .collect();
+    entries.sort();
+    for (name, path) in entries {
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || (depth == 0 && name == "ledger") {
+            continue;
+        }
+        // Follows symbolic links; `MAX_BUNDLE_DEPTH` stops loops.
+        match fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => collect_files(&path, depth + 1, files, errors),
+            Ok(meta) if meta.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) => {
+                files.push(path);
+            }
+            Ok(_) => {}
+            Err(e) => fail(errors, &path, format!("cannot read: {e}")),
+        }
+    }
+}
+
+/// Splits a file into its YAML documents: each starts at a line that
+/// begins with `---` (kept, so the document parses on its own) and the
+/// first also at the top of the file. Returns each document with the
+/// number of lines before it.
+///
+/// A line starting with `---` always ends a document in YAML, even inside
+/// a block scalar, so this split agrees with the parser.
+fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    let mut documents = Vec::new();
+    let (mut start, mut start_line) = (0, 0);
+    let mut offset = 0;
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
+        let is_marker = line
+            .strip_prefix("---")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
+        if is_marker && offset > 0 {
+            documents.push((start_line, &text[start..offset]));
+            (start, start_line) = (offset, line_no);
+        }
+        offset += line.len();
+    }
+    documents.push((start_line, &text[start..]));
+    documents
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_split_at_markers_with_their_line_offsets() {
+        let text = "# c\na: 1\n---\nb: 2\n--- # x\nc: |\n  ---x\n----\n---";
+        assert_eq!(
+            split_documents(text),
+            vec![
+                (0, "# c\na: 1\n"),
+                (2, "---\nb: 2\n"),
+                (4, "--- # x\nc: |\n  ---x\n----\n"),
+                (8, "---"),
+            ]
+        );
+        assert_eq!(split_documents("---\na: 1\n"), vec![(0, "---\na: 1\n")]);
+        assert_eq!(split_documents(""), vec![(0, "")]);
+    }
+
+    #[test]
+    fn known_kinds_are_listed_by_api_version() {
+        assert_eq!(
+            known_kinds(),
+            "`Agent` and `EvalSuite` in agents/v1alpha1; `Operation` in operations/v1alpha1"
+        );
+    }
+}

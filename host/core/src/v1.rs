@@ -1,0 +1,376 @@
+//! Version 1 of the stored `operation` and `session-event` items, kept so
+//! items stored by earlier builds still read.
+//!
+//! Version 2 added the `records` and `documents` grants to [`Policy`] and
+//! their call counts to [`HostCalls`]. Postcard is not self-describing, so
+//! a version 1 payload decodes only as these mirrors of the old shapes; each
+//! converts to the current type with nothing granted and nothing counted
+//! where version 1 had no field.
+//!
+//! Only types whose layout changed are mirrored; the rest are shared.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    DirGrant, EnvGrant, HostPattern, Impact, Input, InputId, JsonText, Limits, LogLine,
+    OperationId, Outcome, SessionId, ToolCall, ToolCallId, ToolCallStatus,
+};
+
+/// Decodes a version 1 payload as `Old` and converts it to the current type.
+pub(crate) fn upgrade<Old, New>(version: u16, payload: &[u8]) -> Result<New, postcard::Error>
+where
+    Old: serde::de::DeserializeOwned + Into<New>,
+{
+    debug_assert_eq!(version, 1, "only version 1 is upgraded");
+    postcard::from_bytes::<Old>(payload).map(Into::into)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Policy {
+    pub(crate) files: Vec<DirGrant>,
+    pub(crate) env: Vec<EnvGrant>,
+    pub(crate) http: Vec<HostPattern>,
+}
+
+impl From<Policy> for crate::Policy {
+    fn from(old: Policy) -> Self {
+        crate::Policy {
+            files: old.files,
+            env: old.env,
+            http: old.http,
+            records: Vec::new(),
+            documents: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WasmCall {
+    pub(crate) name: String,
+    pub(crate) component: String,
+    pub(crate) policy: Policy,
+    pub(crate) limits: Limits,
+    pub(crate) input: JsonText,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) enum OperationKind {
+    Wasm(WasmCall),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Operation {
+    pub(crate) id: OperationId,
+    pub(crate) session: SessionId,
+    pub(crate) tool_call: ToolCallId,
+    pub(crate) impact: Impact,
+    pub(crate) kind: OperationKind,
+}
+
+impl From<Operation> for crate::Operation {
+    fn from(old: Operation) -> Self {
+        let OperationKind::Wasm(call) = old.kind;
+        crate::Operation {
+            id: old.id,
+            session: old.session,
+            tool_call: old.tool_call,
+            impact: old.impact,
+            kind: crate::OperationKind::Wasm(crate::WasmCall {
+                name: call.name,
+                component: call.component,
+                policy: call.policy.into(),
+                limits: call.limits,
+                input: call.input,
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HostCalls {
+    pub(crate) log: u32,
+    pub(crate) http_requests: u32,
+    pub(crate) denied: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Receipt {
+    pub(crate) operation: String,
+    pub(crate) version: String,
+    pub(crate) digest: String,
+    pub(crate) outcome: Outcome,
+    pub(crate) fuel_consumed: u64,
+    pub(crate) wall_time_us: u64,
+    pub(crate) peak_memory_bytes: u64,
+    pub(crate) host_calls: HostCalls,
+    pub(crate) output_bytes: u64,
+    pub(crate) log_bytes: u64,
+}
+
+impl From<Receipt> for crate::Receipt {
+    fn from(old: Receipt) -> Self {
+        crate::Receipt {
+            operation: old.operation,
+            version: old.version,
+            digest: old.digest,
+            outcome: old.outcome,
+            fuel_consumed: old.fuel_consumed,
+            wall_time_us: old.wall_time_us,
+            peak_memory_bytes: old.peak_memory_bytes,
+            host_calls: crate::HostCalls {
+                log: old.host_calls.log,
+                http_requests: old.host_calls.http_requests,
+                denied: old.host_calls.denied,
+                records: 0,
+                documents: 0,
+            },
+            output_bytes: old.output_bytes,
+            log_bytes: old.log_bytes,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OperationOutput {
+    pub(crate) output: JsonText,
+    pub(crate) receipt: Receipt,
+    pub(crate) logs: Vec<LogLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OperationFailure {
+    pub(crate) outcome: Outcome,
+    pub(crate) message: String,
+    pub(crate) receipt: Option<Receipt>,
+    pub(crate) logs: Vec<LogLine>,
+}
+
+/// The variants of version 1, in their order (postcard encodes the index).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) enum SessionEvent {
+    InputAccepted {
+        input: Input,
+    },
+    InputHandled {
+        input: InputId,
+    },
+    ModelTurn {
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        response: JsonText,
+    },
+    ToolCallRecorded {
+        call: ToolCall,
+        status: ToolCallStatus,
+        operations: Vec<Operation>,
+    },
+    OperationStarted {
+        operation: OperationId,
+        attempt: u32,
+    },
+    OperationCompleted {
+        operation: OperationId,
+        result: OperationOutput,
+    },
+    OperationFailed {
+        operation: OperationId,
+        failure: OperationFailure,
+    },
+    OperationUnknown {
+        operation: OperationId,
+        reason: String,
+    },
+    RunStateChanged {
+        run: String,
+        state: String,
+    },
+    Forked {
+        parent: SessionId,
+        at: u64,
+    },
+}
+
+impl From<SessionEvent> for crate::SessionEvent {
+    fn from(old: SessionEvent) -> Self {
+        use crate::SessionEvent as New;
+        match old {
+            SessionEvent::InputAccepted { input } => New::InputAccepted { input },
+            SessionEvent::InputHandled { input } => New::InputHandled { input },
+            SessionEvent::ModelTurn {
+                model,
+                input_tokens,
+                output_tokens,
+                response,
+            } => New::ModelTurn {
+                model,
+                input_tokens,
+                output_tokens,
+                response,
+            },
+            SessionEvent::ToolCallRecorded {
+                call,
+                status,
+                operations,
+            } => New::ToolCallRecorded {
+                call,
+                status,
+                operations: operations.into_iter().map(Into::into).collect(),
+            },
+            SessionEvent::OperationStarted { operation, attempt } => {
+                New::OperationStarted { operation, attempt }
+            }
+            SessionEvent::OperationCompleted { operation, result } => New::OperationCompleted {
+                operation,
+                result: crate::OperationOutput {
+                    output: result.output,
+                    receipt: result.receipt.into(),
+                    logs: result.logs,
+                },
+            },
+            SessionEvent::OperationFailed { operation, failure } => New::OperationFailed {
+                operation,
+                failure: crate::OperationFailure {
+                    outcome: failure.outcome,
+                    message: failure.message,
+                    receipt: failure.receipt.map(Into::into),
+                    logs: failure.logs,
+                },
+            },
+            SessionEvent::OperationUnknown { operation, reason } => {
+                New::OperationUnknown { operation, reason }
+            }
+            SessionEvent::RunStateChanged { run, state } => New::RunStateChanged { run, state },
+            SessionEvent::Forked { parent, at } => New::Forked { parent, at },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Versioned, open};
+
+    /// An envelope as a version 1 build sealed it.
+    fn sealed_v1<T: Serialize>(kind: &str, item: &T) -> Vec<u8> {
+        let payload = postcard::to_allocvec(item).unwrap();
+        let mut blob = b"HANE".to_vec();
+        blob.extend(postcard::to_allocvec(&(kind, 1u16, payload.as_slice())).unwrap());
+        blob
+    }
+
+    fn operation() -> Operation {
+        Operation {
+            id: OperationId::new(),
+            session: SessionId::new(),
+            tool_call: ToolCallId::new(),
+            impact: Impact::Read,
+            kind: OperationKind::Wasm(WasmCall {
+                name: "documents.search".into(),
+                component: "sha256:ab".into(),
+                policy: Policy {
+                    files: vec!["docs:/documents".parse().unwrap()],
+                    env: vec!["LANG=C".parse().unwrap()],
+                    http: vec!["https://*.example.com".parse().unwrap()],
+                },
+                limits: Limits::default(),
+                input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
+            }),
+        }
+    }
+
+    fn receipt() -> Receipt {
+        Receipt {
+            operation: "documents.search".into(),
+            version: "0.1.0".into(),
+            digest: "sha256:00".into(),
+            outcome: Outcome::Denied,
+            fuel_consumed: 5,
+            wall_time_us: 6,
+            peak_memory_bytes: 7,
+            host_calls: HostCalls {
+                log: 1,
+                http_requests: 2,
+                denied: 3,
+            },
+            output_bytes: 8,
+            log_bytes: 9,
+        }
+    }
+
+    #[test]
+    fn a_version_1_operation_reads_with_no_ledger_grants() {
+        let old = operation();
+        let read: crate::Operation = open(&sealed_v1(crate::Operation::KIND, &old)).unwrap();
+        assert_eq!(read.id, old.id);
+        let crate::OperationKind::Wasm(call) = &read.kind;
+        assert_eq!(call.policy.files.len(), 1);
+        assert_eq!(call.policy.env.len(), 1);
+        assert_eq!(call.policy.http.len(), 1);
+        assert!(call.policy.records.is_empty());
+        assert!(call.policy.documents.is_empty());
+        assert_eq!(read, crate::Operation::from(old));
+    }
+
+    #[test]
+    fn version_1_events_read_with_no_ledger_grants_or_counts() {
+        let op = operation();
+        let events = [
+            SessionEvent::ToolCallRecorded {
+                call: ToolCall {
+                    id: ToolCallId::new(),
+                    tool: "documents.search".into(),
+                    input: JsonText::parse("{}").unwrap(),
+                },
+                status: ToolCallStatus::Submitted {
+                    operations: vec![op.id.clone()],
+                },
+                operations: vec![op.clone()],
+            },
+            SessionEvent::OperationCompleted {
+                operation: op.id.clone(),
+                result: OperationOutput {
+                    output: JsonText::parse("[]").unwrap(),
+                    receipt: receipt(),
+                    logs: vec![],
+                },
+            },
+            SessionEvent::OperationFailed {
+                operation: op.id.clone(),
+                failure: OperationFailure {
+                    outcome: Outcome::Denied,
+                    message: "denied".into(),
+                    receipt: Some(receipt()),
+                    logs: vec![],
+                },
+            },
+            SessionEvent::Forked {
+                parent: SessionId::new(),
+                at: 3,
+            },
+        ];
+        for old in events {
+            let read: crate::SessionEvent =
+                open(&sealed_v1(crate::SessionEvent::KIND, &old)).unwrap();
+            match &read {
+                crate::SessionEvent::ToolCallRecorded { operations, .. } => {
+                    let crate::OperationKind::Wasm(call) = &operations[0].kind;
+                    assert!(call.policy.records.is_empty() && call.policy.documents.is_empty());
+                    assert_eq!(call.policy.http.len(), 1);
+                }
+                crate::SessionEvent::OperationCompleted { result, .. } => {
+                    let calls = result.receipt.host_calls;
+                    assert_eq!((calls.log, calls.http_requests, calls.denied), (1, 2, 3));
+                    assert_eq!((calls.records, calls.documents), (0, 0));
+                }
+                crate::SessionEvent::OperationFailed { failure, .. } => {
+                    let calls = failure.receipt.as_ref().unwrap().host_calls;
+                    assert_eq!((calls.denied, calls.records, calls.documents), (3, 0, 0));
+                }
+                crate::SessionEvent::Forked { at, .. } => assert_eq!(*at, 3),
+                other => panic!("unexpected {other:?}"),
+            }
+            assert_eq!(read, crate::SessionEvent::from(old));
+        }
+    }
+}

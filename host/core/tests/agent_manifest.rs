@@ -1,0 +1,397 @@
+//! Agent, EvalSuite and bundle manifests: the examples parse, and each
+//! invalid manifest under `tests/manifests/` fails with the error in its
+//! `error.txt`.
+//!
+//! Each case is a folder read with `read_bundle_dir`; `error.txt` holds the
+//! whole error, with file paths relative to the folder. To write the
+//! `error.txt` files from what the code does now (then review the diff):
+//! `HANE_BLESS=1 cargo test -p hane-core --test agent_manifest`.
+
+use std::path::{Path, PathBuf};
+
+use hane_core::{
+    AgentManifest, Condition, Definition, Driver, EvalSuiteManifest, ManifestError, Scope,
+    ValuePath, read_bundle_dir,
+};
+use serde_json::json;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn agent(name: &str) -> AgentManifest {
+    let path = examples().join("agents").join(format!("{name}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    AgentManifest::from_yaml(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_example_agents_parse() {
+    let vehicle = agent("vehicle-check");
+    assert_eq!(vehicle.metadata.name, "vehicle-check");
+    assert_eq!(vehicle.spec.driver, Driver::Opencode);
+    assert!(!vehicle.spec.driver.is_available_in_this_build());
+    assert_eq!(
+        vehicle
+            .spec
+            .driver
+            .check_available()
+            .unwrap_err()
+            .to_string(),
+        "driver `opencode` is not available in this build; it comes with the CLI drivers"
+    );
+    assert_eq!(
+        vehicle.spec.tools,
+        ["data.find_record", "request_human_help"]
+    );
+    assert!(vehicle.spec.allows("submit_result"));
+    assert!(vehicle.spec.allows("data.find_record"));
+    assert!(!vehicle.spec.allows("documents.search"));
+    assert_eq!(vehicle.spec.limits.max_tool_calls, 4);
+    assert_eq!(vehicle.spec.limits.max_seconds, 120);
+    assert_eq!(vehicle.spec.limits.max_model_tokens, 50_000);
+    assert_eq!(
+        vehicle.spec.handover.as_ref().unwrap().assignment,
+        "fleet-desk"
+    );
+    assert!(
+        vehicle
+            .spec
+            .instructions
+            .as_ref()
+            .unwrap()
+            .starts_with("Find the vehicle")
+    );
+    assert!(vehicle.spec.script.is_empty());
+    assert_eq!(
+        vehicle.spec.operation_for("data.find_record"),
+        "data.find_record"
+    );
+
+    let scripted = agent("vehicle-check-scripted");
+    assert_eq!(scripted.spec.driver, Driver::Scripted);
+    assert!(scripted.spec.driver.is_available_in_this_build());
+    assert_eq!(scripted.spec.script.len(), 4);
+    assert_eq!(scripted.spec.script[0].id.as_deref(), Some("find"));
+    assert_eq!(
+        scripted.spec.script[1].when,
+        Some(Condition::Empty("steps.find.records".parse().unwrap()))
+    );
+    assert_eq!(scripted.spec.examples.len(), 2);
+
+    let lease = agent("lease-qa");
+    assert_eq!(lease.spec.script.len(), 5);
+    assert_eq!(
+        lease.spec.output["required"],
+        json!(["status", "contract_no"])
+    );
+}
+
+/// A release stores manifests as JSON, which the YAML parser reads back.
+#[test]
+fn the_example_agents_round_trip_through_json() {
+    for name in ["vehicle-check", "vehicle-check-scripted", "lease-qa"] {
+        let agent = agent(name);
+        let json = serde_json::to_string(&agent).unwrap();
+        assert_eq!(
+            AgentManifest::from_yaml("a.json", &json).unwrap(),
+            agent,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_example_eval_suite_parses() {
+    let path = examples().join("evals/lease-qa-eval.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let suite = EvalSuiteManifest::from_yaml("lease-qa-eval.yaml", &text).unwrap();
+    assert_eq!(suite.metadata.name, "lease-qa-eval");
+    assert_eq!(suite.spec.agent, "lease-qa");
+    assert_eq!(suite.spec.pass_rate, 1.0);
+    assert_eq!(suite.spec.cases.len(), 2);
+    assert_eq!(
+        suite.spec.cases[0].input,
+        json!({ "contract_no": "C-9999" })
+    );
+    assert_eq!(suite.spec.cases[1].expect["lessee"], "Kita Logistics");
+    let json = serde_json::to_string(&suite).unwrap();
+    assert_eq!(
+        EvalSuiteManifest::from_yaml("s.json", &json).unwrap(),
+        suite
+    );
+}
+
+/// The scripted example, run by hand against made-up tool outputs: the
+/// templates and conditions give the result the script promises.
+#[test]
+fn the_scripted_example_renders_its_steps() {
+    let spec = agent("vehicle-check-scripted").spec;
+    let mut scope = Scope::new(json!({ "vehicle": "架空 300 あ 10-02" }));
+    let find = &spec.script[0];
+    assert_eq!(
+        scope.render(&find.input).unwrap(),
+        json!({ "collection": "vehicles", "match": { "registration": "架空 300 あ 10-02" } })
+    );
+    scope.record(
+        find,
+        json!({ "records": [{ "model": "Toyota Hiace", "inspection_expiry": "2026-03-31", "mileage_km": 48210 }] }),
+    );
+    assert!(!scope.holds(spec.script[1].when.as_ref().unwrap()));
+    assert_eq!(
+        scope.render(&spec.script[3].input).unwrap(),
+        json!({
+            "status": "found",
+            "vehicle": "架空 300 あ 10-02",
+            "model": "Toyota Hiace",
+            "inspectionExpiry": "2026-03-31",
+            "mileageKm": 48210,
+        })
+    );
+
+    let mut scope = Scope::new(json!({ "vehicle": "none" }));
+    scope.record(find, json!({ "records": [] }));
+    assert!(scope.holds(spec.script[1].when.as_ref().unwrap()));
+    assert_eq!(
+        scope.render(&spec.script[1].input).unwrap(),
+        json!({ "reason": "Vehicle none is not in the fleet ledger" })
+    );
+    let path: ValuePath = "steps.find.records.0.model".parse().unwrap();
+    assert!(scope.get(&path).is_err());
+}
+
+#[test]
+fn the_examples_folder_is_one_bundle() {
+    let definitions = read_bundle_dir(&examples()).unwrap_or_else(|e| panic!("{e}"));
+    let found: Vec<(&str, &str)> = definitions
+        .iter()
+        .map(|d| (d.definition.kind(), d.definition.name()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("Agent", "lease-qa"),
+            ("Agent", "vehicle-check-scripted"),
+            ("Agent", "vehicle-check"),
+            ("EvalSuite", "lease-qa-eval"),
+            ("Operation", "data.find_record"),
+            ("Operation", "data.get_record"),
+            ("Operation", "documents.read_pages"),
+            ("Operation", "documents.read_summary"),
+            ("Operation", "documents.search"),
+        ]
+    );
+    let search = definitions.last().unwrap();
+    assert_eq!(search.file, examples().join("tools/documents.search.yaml"));
+    assert_eq!(search.line, 1);
+    assert_eq!(search.folder(), examples().join("tools"));
+    let Definition::Operation(operation) = &search.definition else {
+        panic!("not an operation");
+    };
+    // Paths stay as written; the caller resolves them against the folder.
+    let mut operation = operation.clone();
+    assert_eq!(
+        operation.spec.capabilities.files[0].host,
+        Path::new("../documents")
+    );
+    operation.resolve_relative_to(search.folder());
+    assert_eq!(
+        operation.spec.capabilities.files[0].host,
+        examples().join("tools/../documents")
+    );
+
+    // Every tool of every agent is a control tool or an operation here.
+    for agent in definitions.iter().filter_map(|d| d.definition.as_agent()) {
+        for tool in &agent.spec.tools {
+            let operation = agent.spec.operation_for(tool);
+            assert!(
+                hane_core::CONTROL_TOOLS.contains(&tool.as_str())
+                    || found.contains(&("Operation", operation)),
+                "{}: {tool}",
+                agent.metadata.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_missing_bundle_folder_is_an_error() {
+    let err = read_bundle_dir(Path::new("/nonexistent/hane-bundle")).unwrap_err();
+    assert_eq!(err.errors.len(), 1);
+    assert!(
+        err.to_string()
+            .starts_with("/nonexistent/hane-bundle: cannot read folder: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn agent_defaults_apply_when_absent() {
+    let text = std::fs::read_to_string(cases().join("zero_max_tool_calls/manifest.yaml")).unwrap();
+    let text = text.replace(
+        "  limits:\n    maxToolCalls: 0\n    maxSeconds: 120\n",
+        "  limits:\n    maxSeconds: 120\n",
+    );
+    let agent = AgentManifest::from_yaml("a.yaml", &text).unwrap();
+    assert_eq!(agent.spec.limits.max_tool_calls, 20);
+    assert_eq!(agent.spec.limits.max_seconds, 120);
+    assert!(!agent.spec.shadow);
+    assert!(agent.spec.connections.is_empty());
+
+    let text = text.replace("  limits:\n    maxSeconds: 120\n", "  shadow: true\n");
+    let agent = AgentManifest::from_yaml("a.yaml", &text).unwrap();
+    assert_eq!(agent.spec.limits, Default::default());
+    assert_eq!(agent.spec.limits.max_seconds, 300);
+    assert!(agent.spec.shadow);
+
+    // What is read can be written back and read again.
+    let yaml = serde_yaml_ng::to_string(&agent).unwrap();
+    assert_eq!(AgentManifest::from_yaml("b.yaml", &yaml).unwrap(), agent);
+}
+
+#[test]
+fn every_optional_agent_field_parses() {
+    let text = std::fs::read_to_string(cases().join("zero_max_tool_calls/manifest.yaml")).unwrap();
+    let text = text
+        .replace(
+            "maxToolCalls: 0",
+            "maxToolCalls: 9\n    maxModelTokens: 1000",
+        )
+        .replace("driver: scripted", "driver: claude")
+        .replace("  script:", "  unused:")
+        + "  instructions: Look it up.
+  approval:
+    decider: careful-deciders
+    assignment: fleet-leads
+  workflows: [vehicle-recall]
+  connections:
+    - name: fleet-api
+      baseUrl: https://fleet.example.com/v1
+      credential: fleet-api-token
+  toolExposures:
+    - tool: fleet.lookup
+      operation: data.get_record
+      description: Reads one vehicle
+      timeout: 3s
+  cliProfile:
+    cliVersion: 2.1.0
+    image: registry.example.com/claude:2.1.0
+  shadow: true
+";
+    // Drop the script, which only the scripted driver takes.
+    let start = text.find("  unused:").unwrap();
+    let end = text.find("  tools:").unwrap();
+    let text = format!("{}{}", &text[..start], &text[end..]).replace(
+        "tools: [data.find_record, request_human_help]",
+        "tools: [data.find_record, request_human_help, fleet.lookup]",
+    );
+    let agent = AgentManifest::from_yaml("a.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let spec = &agent.spec;
+    assert_eq!(spec.driver, Driver::Claude);
+    assert_eq!(spec.limits.max_tool_calls, 9);
+    assert_eq!(spec.limits.max_model_tokens, 1000);
+    let approval = spec.approval.as_ref().unwrap();
+    assert_eq!(approval.decider.as_deref(), Some("careful-deciders"));
+    assert_eq!(spec.workflows, ["vehicle-recall"]);
+    assert_eq!(spec.connections[0].base_url, "https://fleet.example.com/v1");
+    assert_eq!(
+        spec.connections[0].credential.as_deref(),
+        Some("fleet-api-token")
+    );
+    assert_eq!(
+        spec.tool_exposures[0].timeout,
+        Some(hane_core::Duration::seconds(3))
+    );
+    assert_eq!(spec.operation_for("fleet.lookup"), "data.get_record");
+    assert_eq!(spec.cli_profile.as_ref().unwrap().cli_version, "2.1.0");
+    assert!(spec.shadow);
+    assert_eq!(
+        spec.driver.check_available().unwrap_err().to_string(),
+        "driver `claude` is not available in this build; it comes with the CLI drivers"
+    );
+    assert_eq!(
+        Driver::Llm.check_available().unwrap_err().to_string(),
+        "driver `llm` is not available in this build; it comes with the model gateway"
+    );
+    assert_eq!(
+        Driver::ALL.map(Driver::as_str),
+        ["scripted", "llm", "opencode", "codex", "claude"]
+    );
+}
+
+#[test]
+fn an_error_displays_file_line_field_and_message() {
+    let text = std::fs::read_to_string(cases().join("zero_max_tool_calls/manifest.yaml")).unwrap();
+    let err: ManifestError = AgentManifest::from_yaml("agent.yaml", &text).unwrap_err();
+    assert_eq!(err.file, "agent.yaml");
+    assert_eq!(err.field, "spec.limits.maxToolCalls");
+    assert_eq!(err.line, Some(34));
+    assert_eq!(
+        err.to_string(),
+        "agent.yaml:34: spec.limits.maxToolCalls: must be at least 1"
+    );
+}
+
+#[test]
+fn an_eval_suite_has_one_to_fifty_cases() {
+    let head = "apiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: s\nspec:\n  agent: a\n  cases:\n";
+    let case = |i: usize| {
+        format!("    - name: case {i}\n      input: {{}}\n      expect: {{ status: ok }}\n")
+    };
+    let fifty: String = (0..50).map(case).collect();
+    let suite = EvalSuiteManifest::from_yaml("s.yaml", &format!("{head}{fifty}")).unwrap();
+    assert_eq!(suite.spec.cases.len(), 50);
+    assert_eq!(suite.spec.pass_rate, 1.0);
+
+    let err =
+        EvalSuiteManifest::from_yaml("s.yaml", &format!("{head}{fifty}{}", case(50))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "s.yaml:7: spec.cases: expected 1 to 50 cases, found 51"
+    );
+    let err = EvalSuiteManifest::from_yaml("s.yaml", &format!("{head}    []\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "s.yaml:7: spec.cases: expected 1 to 50 cases, found 0"
+    );
+}
+
+fn cases() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests")
+}
+
+/// Every folder under `tests/manifests/` is a bundle that fails with the
+/// error in its `error.txt`.
+#[test]
+fn each_invalid_bundle_fails_with_its_error() {
+    let bless = std::env::var_os("HANE_BLESS").is_some();
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(cases())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 20, "cases are missing");
+    let mut failures = Vec::new();
+    for folder in &folders {
+        let name = folder.file_name().unwrap().to_string_lossy();
+        let actual = match read_bundle_dir(folder) {
+            Ok(definitions) => format!("ok: {} definitions", definitions.len()),
+            Err(e) => e.to_string().replace(&format!("{}/", folder.display()), ""),
+        };
+        let expected_file = folder.join("error.txt");
+        if bless {
+            std::fs::write(&expected_file, format!("{actual}\n")).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", expected_file.display()));
+        if expected.trim_end() != actual {
+            failures.push(format!(
+                "{name}:\n  expected: {}\n  actual:   {actual}",
+                expected.trim_end()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
