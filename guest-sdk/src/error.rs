@@ -79,6 +79,19 @@ impl From<serde_json::Error> for Error {
     }
 }
 
+/// An error a host capability returned, as the same case.
+impl From<crate::wit::Error> for Error {
+    fn from(err: crate::wit::Error) -> Self {
+        use crate::wit::Error as Wit;
+        match err {
+            Wit::InvalidInput(m) => Self::InvalidInput(m),
+            Wit::NotFound(m) => Self::NotFound(m),
+            Wit::Denied(m) => Self::Denied(m),
+            Wit::Failed(m) => Self::Failed(m),
+        }
+    }
+}
+
 impl From<Error> for crate::wit::Error {
     fn from(err: Error) -> Self {
         match err {

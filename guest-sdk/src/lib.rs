@@ -63,11 +63,13 @@
 //! Doc comments on the types and fields become `description`s in the schemas,
 //! which is what a model reads when it decides how to call the operation.
 
+pub mod documents;
 mod error;
 mod export;
 pub mod fs;
 pub mod http;
 pub mod log;
+pub mod records;
 
 pub use error::Error;
 pub use export::Impact;

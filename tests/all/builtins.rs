@@ -28,7 +28,10 @@ async fn every_builtin_loads_and_describes_itself() {
     assert_eq!(
         names,
         [
+            "data.find_record",
+            "data.get_record",
             "documents.read_pages",
+            "documents.read_summary",
             "documents.search",
             "http.get",
             "image.view"
@@ -37,6 +40,8 @@ async fn every_builtin_loads_and_describes_itself() {
     for name in names {
         let policy = Policy {
             http: vec!["https://example.com".parse().unwrap()],
+            records: vec!["vehicles".into()],
+            documents: vec!["leases".into()],
             ..Policy::default()
         };
         let op = builtin(name, &policy).await;

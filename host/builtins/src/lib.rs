@@ -1,6 +1,14 @@
-//! hane's built-in operations (`documents.search`, `documents.read_pages`,
-//! `image.view`, `http.get`), compiled from `operations/` to WebAssembly
-//! components at build time and embedded, so one `hane` binary carries them.
+//! hane's built-in operations, compiled from `operations/` to WebAssembly
+//! components at build time and embedded, so one `hane` binary carries them:
+//!
+//! - `documents.search`, `documents.read_pages`: text documents in granted
+//!   directories;
+//! - `image.view`: an image in a granted directory;
+//! - `http.get`: a URL on the HTTP allow-list;
+//! - `data.find_record`, `data.get_record`: records of the ledger's granted
+//!   collections (the `records` capability);
+//! - `documents.read_summary`: documents of the ledger's granted document
+//!   sets (the `documents` capability).
 //!
 //! # Examples
 //!

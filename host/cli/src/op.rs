@@ -3,12 +3,13 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_core::{
-    ByteSize, DirGrant, Duration, EnvGrant, HostPattern, Limits, LimitsSpec, OperationManifest,
-    Policy, Receipt,
+    ByteSize, DirGrant, Duration, EnvGrant, HostPattern, Ledger, Limits, LimitsSpec,
+    OperationManifest, Policy, Receipt,
 };
 use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
 
@@ -50,6 +51,16 @@ pub struct RunArgs {
     /// Grant an environment variable: KEY passes the host's value, KEY=VALUE sets one.
     #[arg(long, value_name = "KEY[=VALUE]")]
     env: Vec<EnvGrant>,
+    /// A ledger folder (`records/`, `documents/`) the `records` and
+    /// `documents` capabilities read.
+    #[arg(long, value_name = "DIR")]
+    ledger: Option<PathBuf>,
+    /// Grant reading the ledger collection NAME through `records`.
+    #[arg(long = "allow-records", value_name = "NAME", value_parser = ledger_name)]
+    allow_records: Vec<String>,
+    /// Grant reading the ledger document set NAME through `documents`.
+    #[arg(long = "allow-documents", value_name = "NAME", value_parser = ledger_name)]
+    allow_documents: Vec<String>,
     /// Fuel units the guest may burn [default: 2000000000].
     #[arg(long)]
     fuel: Option<u64>,
@@ -215,6 +226,15 @@ fn read_input(input: &str) -> Result<String, Failure> {
     }
 }
 
+/// A collection or document set name, checked as the policy checks it.
+fn ledger_name(name: &str) -> Result<String, String> {
+    if hane_core::ledger::is_valid_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err("names are 1 to 64 of a-z, 0-9, `_` and `-`, such as `vehicles`".to_owned())
+    }
+}
+
 fn run(args: RunArgs) -> Result<(), Failure> {
     let input = read_input(&args.input)?;
     let mut source = resolve(&args.component)?;
@@ -227,6 +247,8 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         files: args.allow_dir,
         env: args.env,
         http: args.allow_host,
+        records: args.allow_records,
+        documents: args.allow_documents,
     });
     let flags = LimitsSpec {
         fuel: args.fuel,
@@ -245,7 +267,15 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         )));
     }
 
+    let ledger = match &args.ledger {
+        Some(dir) => Some(Ledger::load_dir(dir).map_err(Failure::usage)?),
+        None => None,
+    };
+
     let sandbox = sandbox()?;
+    if let Some(ledger) = ledger {
+        sandbox.set_ledger(Arc::new(ledger));
+    }
     let rt = runtime()?;
     let call = rt.block_on(async {
         let op = sandbox
@@ -304,7 +334,7 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
 
 pub(crate) fn receipt_line(r: &Receipt) -> String {
     format!(
-        "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} denied",
+        "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} records / {} documents / {} denied",
         r.operation,
         r.version,
         r.outcome,
@@ -313,6 +343,8 @@ pub(crate) fn receipt_line(r: &Receipt) -> String {
         mebibytes(r.peak_memory_bytes),
         r.host_calls.log,
         r.host_calls.http_requests,
+        r.host_calls.records,
+        r.host_calls.documents,
         r.host_calls.denied
     )
 }
@@ -360,6 +392,7 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
             "digest": found.digest,
             "imports": found.imports,
             "needs_grants": needs(&found.imports),
+            "grants": source.policy,
         });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return Ok(());
@@ -388,6 +421,13 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
     } else {
         println!("needs grants: {}", needs.join(", "));
     }
+    let grants = grants(&source.policy);
+    if !grants.is_empty() {
+        println!("granted by the manifest:");
+        for (kind, list) in grants {
+            println!("  {kind:9}  {list}");
+        }
+    }
     Ok(())
 }
 
@@ -398,12 +438,40 @@ fn needs(imports: &[hane_sandbox::Import]) -> Vec<&'static str> {
         (Grant::Files, "files"),
         (Grant::Env, "env"),
         (Grant::Http, "http"),
+        (Grant::Records, "records"),
+        (Grant::Documents, "documents"),
     ] {
         if imports.iter().any(|i| i.grant == grant) {
             out.push(name);
         }
     }
     out
+}
+
+/// What `policy` grants, kind by kind, for `hane op inspect`.
+fn grants(policy: &Policy) -> Vec<(&'static str, String)> {
+    fn list<T: std::fmt::Display>(items: &[T]) -> String {
+        items
+            .iter()
+            .map(T::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    let files: Vec<String> = policy
+        .files
+        .iter()
+        .map(|g| format!("{}:{}:{}", g.host.display(), g.guest_path(), g.access))
+        .collect();
+    [
+        ("files", list(&files)),
+        ("env", list(&policy.env)),
+        ("http", list(&policy.http)),
+        ("records", list(&policy.records)),
+        ("documents", list(&policy.documents)),
+    ]
+    .into_iter()
+    .filter(|(_, list)| !list.is_empty())
+    .collect()
 }
 
 /// `{ query: string (required), limit: integer }` from an object schema.

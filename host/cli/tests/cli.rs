@@ -322,6 +322,162 @@ fn inspect_lists_imports_and_grants() {
     assert!(text.contains("files grant (--allow-dir)"), "{text}");
 }
 
+#[test]
+fn run_reads_a_ledger_through_the_records_capability() {
+    let out = hane(&[
+        "op",
+        "run",
+        "data.find_record",
+        "--input",
+        r#"{"collection":"vehicles","match":{"registration":"架空 300 あ 10-02"}}"#,
+        "--ledger",
+        "examples/ledger",
+        "--allow-records",
+        "vehicles",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["records"][0]["id"], "V-001");
+    assert_eq!(doc["records"][0]["model"], "Toyota Hiace Van");
+    assert_eq!(doc["truncated"], false);
+    let err = stderr(&out);
+    assert!(
+        err.contains("/ 1 records / 0 documents / 0 denied"),
+        "{err}"
+    );
+
+    // The manifest grants the collections; the ledger comes from the flag.
+    let out = hane(&[
+        "op",
+        "run",
+        "examples/tools/data.get_record.yaml",
+        "--input",
+        r#"{"collection":"leases","id":"L-02"}"#,
+        "--ledger",
+        "examples/ledger",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["output"]["record"]["lessee"], "Minato Catering");
+    assert_eq!(doc["receipt"]["host_calls"]["records"], 1);
+}
+
+#[test]
+fn ledger_grants_and_ledgers_are_checked() {
+    // Imports `records` with no collection granted: refused at load.
+    let out = hane(&[
+        "op",
+        "run",
+        "data.find_record",
+        "--input",
+        r#"{"collection":"vehicles","match":{"id":"V-001"}}"#,
+        "--ledger",
+        "examples/ledger",
+    ]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "imports `hane:operation/records@0.1.0`, but its policy grants no collections"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    // A collection that is not granted: the guest is denied.
+    let out = hane(&[
+        "op",
+        "run",
+        "data.find_record",
+        "--input",
+        r#"{"collection":"leases","match":{"id":"L-01"}}"#,
+        "--ledger",
+        "examples/ledger",
+        "--allow-records",
+        "vehicles",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["error"]["outcome"], "denied");
+    assert_eq!(doc["receipt"]["host_calls"]["denied"], 1);
+
+    let out = hane(&[
+        "op",
+        "run",
+        "data.find_record",
+        "--input",
+        "{}",
+        "--allow-records",
+        "Vehicles",
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("names are 1 to 64 of a-z"),
+        "{}",
+        stderr(&out)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("records")).unwrap();
+    std::fs::write(dir.path().join("records/v.csv"), "id,a\nV-1,\"x\"y\n").unwrap();
+    let out = hane(&[
+        "op",
+        "run",
+        "data.get_record",
+        "--input",
+        r#"{"collection":"v","id":"V-1"}"#,
+        "--ledger",
+        dir.path().to_str().unwrap(),
+        "--allow-records",
+        "v",
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("v.csv:2: bad CSV quoting: text after a closing quote"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn inspect_shows_ledger_imports_and_the_manifest_grants() {
+    let out = hane(&[
+        "op",
+        "inspect",
+        "examples/tools/documents.read_summary.yaml",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("documents grant (--allow-documents)"),
+        "{text}"
+    );
+    let needs = text
+        .lines()
+        .find(|l| l.starts_with("needs grants: "))
+        .unwrap();
+    assert!(needs.ends_with("documents"), "{text}");
+    assert!(text.contains("granted by the manifest:"), "{text}");
+    assert!(text.contains("documents  leases"), "{text}");
+
+    let out = hane(&[
+        "op",
+        "inspect",
+        "examples/tools/data.find_record.yaml",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    let needs = doc["needs_grants"].as_array().unwrap();
+    assert!(needs.contains(&"records".into()), "{needs:?}");
+    assert!(!needs.contains(&"documents".into()), "{needs:?}");
+    assert_eq!(
+        doc["grants"]["records"],
+        serde_json::json!(["vehicles", "leases"])
+    );
+}
+
 /// The author tutorial: new, test, build, inspect, run.
 #[test]
 fn a_new_operation_builds_tests_and_runs() {

@@ -22,6 +22,14 @@ pub enum Grant {
     /// component importing outgoing HTTP without such a grant is refused
     /// at load.
     Http,
+    /// Ledger collections must be granted (`capabilities.records`,
+    /// `--allow-records`); a component importing `records` without such a
+    /// grant is refused at load.
+    Records,
+    /// Ledger document sets must be granted (`capabilities.documents`,
+    /// `--allow-documents`); a component importing `documents` without such
+    /// a grant is refused at load.
+    Documents,
     /// Never granted: raw sockets and name lookups always fail.
     Never,
 }
@@ -34,6 +42,8 @@ impl Grant {
             Grant::Files => "files grant (--allow-dir)",
             Grant::Env => "env grant (--env)",
             Grant::Http => "http grant (--allow-host)",
+            Grant::Records => "records grant (--allow-records)",
+            Grant::Documents => "documents grant (--allow-documents)",
             Grant::Never => "never granted (raw sockets are denied)",
         }
     }
@@ -52,6 +62,8 @@ pub struct Import {
 const PROVIDED: &[(&str, Grant)] = &[
     ("hane:operation/types", Grant::None),
     ("hane:operation/log", Grant::None),
+    ("hane:operation/records", Grant::Records),
+    ("hane:operation/documents", Grant::Documents),
     ("wasi:cli/environment", Grant::Env),
     ("wasi:cli/exit", Grant::None),
     ("wasi:cli/stdin", Grant::None),
@@ -126,11 +138,29 @@ pub(crate) fn check_provided(imports: &[Import]) -> Result<(), LoadError> {
 pub(crate) fn check(imports: &[Import], policy: &Policy) -> Result<(), LoadError> {
     check_provided(imports)?;
     for import in imports {
-        if import.grant == Grant::Http && policy.http.is_empty() {
+        let (granted, grant, hint) = match import.grant {
+            Grant::Http => (
+                !policy.http.is_empty(),
+                "http hosts",
+                "`capabilities.http` to the manifest or `--allow-host PATTERN`",
+            ),
+            Grant::Records => (
+                !policy.records.is_empty(),
+                "collections",
+                "`capabilities.records` to the manifest or `--allow-records NAME`",
+            ),
+            Grant::Documents => (
+                !policy.documents.is_empty(),
+                "document sets",
+                "`capabilities.documents` to the manifest or `--allow-documents NAME`",
+            ),
+            Grant::None | Grant::Files | Grant::Env | Grant::Never => continue,
+        };
+        if !granted {
             return Err(LoadError::NotGranted {
                 import: import.name.clone(),
-                grant: "http hosts",
-                hint: "`capabilities.http` to the manifest or `--allow-host PATTERN`",
+                grant,
+                hint,
             });
         }
     }
@@ -150,7 +180,46 @@ mod tests {
         assert_eq!(provided("hane:operation/log@0.1.0"), Some(Grant::None));
         assert_eq!(provided("hane:operation/log@0.2.0"), None);
         assert_eq!(provided("wasi:http/outgoing-handler@0.3.0"), None);
-        assert_eq!(provided("hane:operation/records@0.1.0"), None);
+        assert_eq!(
+            provided("hane:operation/records@0.1.0"),
+            Some(Grant::Records)
+        );
+        assert_eq!(
+            provided("hane:operation/documents@0.1.3"),
+            Some(Grant::Documents)
+        );
+        assert_eq!(provided("hane:operation/actions@0.1.0"), None);
+    }
+
+    #[test]
+    fn ledger_imports_need_their_grant() {
+        for (name, grant, missing) in [
+            (
+                "hane:operation/records@0.1.0",
+                Grant::Records,
+                "grants no collections; add `capabilities.records`",
+            ),
+            (
+                "hane:operation/documents@0.1.0",
+                Grant::Documents,
+                "grants no document sets; add `capabilities.documents`",
+            ),
+        ] {
+            let imports = vec![Import {
+                name: name.into(),
+                grant,
+            }];
+            let err = check(&imports, &Policy::default()).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(&format!("imports `{name}`")), "{text}");
+            assert!(text.contains(missing), "{text}");
+            let policy = Policy {
+                records: vec!["vehicles".into()],
+                documents: vec!["leases".into()],
+                ..Policy::default()
+            };
+            check(&imports, &policy).unwrap();
+        }
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! [`Call`] with the output or a typed [`CallError`], the [`Receipt`] and the
 //! guest's logs.
 //!
+//! Besides WASI, the host provides hane's own capabilities: `log`, and the
+//! [`records`] and [`documents`] of a [`Ledger`] set with
+//! [`Sandbox::set_ledger`], readable only in the collections and document
+//! sets the call's policy grants.
+//!
 //! # Examples
 //!
 //! ```no_run
@@ -31,12 +36,15 @@
 //! # }
 //! ```
 //!
+//! [`Ledger`]: hane_core::Ledger
 //! [`Policy`]: hane_core::Policy
 //! [`Receipt`]: hane_core::Receipt
 
+pub mod documents;
 mod error;
 mod imports;
 mod operation;
+pub mod records;
 mod sandbox;
 mod schema;
 mod state;
@@ -47,6 +55,7 @@ pub use operation::{Call, CancelToken, Descriptor, Operation};
 pub use sandbox::{
     Inspection, Sandbox, SandboxConfig, StartError, component_digest, default_cache_dir,
 };
+pub use schema::Schema;
 pub use state::LogRecord;
 
 mod bindings {

@@ -13,8 +13,10 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::bindings::{self, OperationPre};
+use crate::documents::DocumentsCtxBuilder;
 use crate::error::{CallError, GuestError, LoadError, Stream};
 use crate::imports::{self, Import};
+use crate::records::RecordsCtxBuilder;
 use crate::sandbox::Sandbox;
 use crate::schema::Schema;
 use crate::state::{CallState, HostTrap, HttpGate, Incidents, LogRecord, LogSink, MemoryLimiter};
@@ -250,6 +252,8 @@ impl Operation {
             log: state.log.calls,
             http_requests: incidents.http_requests(),
             denied: incidents.denied(),
+            records: state.records.calls(),
+            documents: state.documents.calls(),
         };
         let mut logs = std::mem::take(&mut store.data_mut().log.records);
         if inner.sandbox.fuel_enabled() {
@@ -373,11 +377,11 @@ fn new_store(
     policy: &Policy,
     http_allow: Arc<[HostPattern]>,
 ) -> Result<(Store<CallState>, Stdio), CallError> {
-    let sandbox = &sandbox.inner;
-    if limits.memory > sandbox.config.max_memory {
+    let max_memory = sandbox.inner.config.max_memory;
+    if limits.memory > max_memory {
         return Err(CallError::Host(format!(
-            "the memory limit {} is above this sandbox's maximum of {}",
-            limits.memory, sandbox.config.max_memory
+            "the memory limit {} is above this sandbox's maximum of {max_memory}",
+            limits.memory
         )));
     }
     let deadline = start + limits.timeout.0;
@@ -439,6 +443,17 @@ fn new_store(
             })?;
     }
 
+    // One snapshot of the ledger for the whole call.
+    let ledger = sandbox.ledger();
+    let records = RecordsCtxBuilder::new()
+        .ledger(ledger.clone())
+        .allow(&policy.records)
+        .build(incidents.clone());
+    let documents = DocumentsCtxBuilder::new()
+        .ledger(ledger)
+        .allow(&policy.documents)
+        .build(incidents.clone());
+    let sandbox = &sandbox.inner;
     let state = CallState {
         wasi: wasi.build(),
         table: ResourceTable::new(),
@@ -453,6 +468,8 @@ fn new_store(
         },
         limiter: MemoryLimiter::new(limits.memory),
         log: LogSink::new(limits.log_bytes),
+        records,
+        documents,
     };
     let mut store = Store::new(&sandbox.engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -2,10 +2,10 @@
 
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use hane_core::{ByteSize, Limits, Policy};
+use hane_core::{ByteSize, Ledger, Limits, Policy};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -124,6 +124,9 @@ pub(crate) struct SandboxInner {
     pub(crate) linker: Linker<CallState>,
     pub(crate) config: SandboxConfig,
     fingerprint: String,
+    /// What the `records` and `documents` capabilities read; each call
+    /// takes the one current when it starts.
+    ledger: RwLock<Arc<Ledger>>,
 }
 
 /// The sandbox could not start: the engine, its linker or its ticker
@@ -202,7 +205,16 @@ impl Sandbox {
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        bindings::Operation::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
+        bindings::hane::operation::types::add_to_linker::<CallState, HasSelf<CallState>>(
+            &mut linker,
+            |s| s,
+        )?;
+        bindings::hane::operation::log::add_to_linker::<CallState, HasSelf<CallState>>(
+            &mut linker,
+            |s| s,
+        )?;
+        crate::records::add_to_linker(&mut linker, |s| &mut s.records)?;
+        crate::documents::add_to_linker(&mut linker, |s| &mut s.documents)?;
 
         let fingerprint = {
             let mut h = Sha256Hasher(Sha256::new());
@@ -229,8 +241,28 @@ impl Sandbox {
                 linker,
                 config: config.clone(),
                 fingerprint,
+                ledger: RwLock::default(),
             }),
         })
+    }
+
+    /// Makes `ledger` what the `records` and `documents` capabilities read,
+    /// from the next call on; calls already running keep the ledger they
+    /// started with. Default: an empty ledger.
+    ///
+    /// What a call may read of it is still up to its policy's `records` and
+    /// `documents` grants.
+    pub fn set_ledger(&self, ledger: Arc<Ledger>) {
+        *self.inner.ledger.write().unwrap_or_else(|e| e.into_inner()) = ledger;
+    }
+
+    /// The ledger calls starting now read.
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.inner
+            .ledger
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The configuration this sandbox was built with.

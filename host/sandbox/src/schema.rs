@@ -8,22 +8,49 @@ use crate::error::SchemaViolation;
 /// huge bad document does not make a huge error.
 const MAX_VIOLATIONS: usize = 8;
 
-/// A compiled JSON Schema (2020-12 unless the schema says otherwise).
-pub(crate) struct Schema {
+/// A compiled JSON Schema (2020-12 unless the schema says otherwise): the
+/// one validator hane uses for operations' inputs and outputs and for
+/// agents' inputs and results.
+pub struct Schema {
     validator: jsonschema::Validator,
 }
 
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Schema")
+    }
+}
+
 impl Schema {
-    pub(crate) fn compile(text: &str) -> Result<Self, String> {
+    /// Compiles a schema written as JSON text.
+    ///
+    /// # Errors
+    ///
+    /// The text is not JSON, or not a valid schema; the message says why.
+    pub fn compile(text: &str) -> Result<Self, String> {
         let schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        Self::from_value(&schema)
+    }
+
+    /// Compiles a schema.
+    ///
+    /// # Errors
+    ///
+    /// It is not a valid schema; the message says why.
+    pub fn from_value(schema: &Value) -> Result<Self, String> {
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
-            .build(&schema)
+            .build(schema)
             .map_err(|e| e.to_string())?;
         Ok(Self { validator })
     }
 
-    pub(crate) fn check(&self, doc: &Value) -> Result<(), Vec<SchemaViolation>> {
+    /// Checks `doc`, returning the first few violations.
+    ///
+    /// # Errors
+    ///
+    /// The violations, at most eight.
+    pub fn check(&self, doc: &Value) -> Result<(), Vec<SchemaViolation>> {
         if self.validator.is_valid(doc) {
             return Ok(());
         }
@@ -32,7 +59,18 @@ impl Schema {
             .iter_errors(doc)
             .take(MAX_VIOLATIONS)
             .map(|e| SchemaViolation {
-                instance_path: e.instance_path().to_string(),
+                // A missing property is reported at its object; point at
+                // the property itself, which is what the caller must add.
+                instance_path: match e.kind() {
+                    jsonschema::error::ValidationErrorKind::Required { property } => {
+                        let name = property
+                            .as_str()
+                            .map_or_else(|| property.to_string(), str::to_owned);
+                        let escaped = name.replace('~', "~0").replace('/', "~1");
+                        format!("{}/{escaped}", e.instance_path())
+                    }
+                    _ => e.instance_path().to_string(),
+                },
                 schema_path: e.schema_path().to_string(),
                 message: e.to_string(),
             })

@@ -78,6 +78,63 @@ impl Incidents {
     }
 }
 
+/// The ledger names (collections or document sets) one capability of a call
+/// may read; anything else is refused and recorded.
+pub(crate) struct LedgerGrant {
+    /// `collection` or `document set`, for messages.
+    what: &'static str,
+    names: Vec<String>,
+    incidents: Arc<Incidents>,
+}
+
+impl LedgerGrant {
+    pub(crate) fn new(what: &'static str, names: Vec<String>, incidents: Arc<Incidents>) -> Self {
+        Self {
+            what,
+            names,
+            incidents,
+        }
+    }
+
+    /// `Ok` when `name` is granted; otherwise records a denial and returns
+    /// the WIT `denied` error, which lists what is granted.
+    pub(crate) fn check(
+        &self,
+        name: &str,
+    ) -> Result<(), crate::bindings::hane::operation::types::Error> {
+        if self.names.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        // The name comes from the guest: show a bounded piece of it.
+        let shown: String = name.chars().take(hane_core::ledger::MAX_NAME_LEN).collect();
+        let cut = if shown.len() < name.len() { "…" } else { "" };
+        let denial = format!("{} `{shown}{cut}` is not granted", self.what);
+        let granted = if self.names.is_empty() {
+            "none is granted".to_owned()
+        } else {
+            format!("granted: {}", self.names.join(", "))
+        };
+        let message = format!("{denial} to this operation ({granted})");
+        self.incidents.deny(denial, true);
+        Err(crate::bindings::hane::operation::types::Error::Denied(
+            message,
+        ))
+    }
+}
+
+/// The WIT error for a ledger query that failed: `not-found` for a missing
+/// collection, set or document, `invalid-input` for the rest.
+pub(crate) fn query_error(
+    e: hane_core::QueryError,
+) -> crate::bindings::hane::operation::types::Error {
+    use crate::bindings::hane::operation::types::Error;
+    if e.is_not_found() {
+        Error::NotFound(e.to_string())
+    } else {
+        Error::InvalidInput(e.to_string())
+    }
+}
+
 /// A limit a host function or the limiter trapped on; downcast from the
 /// trap's error to tell limits apart from guest traps.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -312,6 +369,8 @@ pub(crate) struct CallState {
     pub(crate) gate: HttpGate,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) log: LogSink,
+    pub(crate) records: crate::records::RecordsCtx,
+    pub(crate) documents: crate::documents::DocumentsCtx,
 }
 
 impl WasiView for CallState {

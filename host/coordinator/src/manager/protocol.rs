@@ -47,7 +47,9 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, Bu
 use super::Ending;
 
 /// The protocol version this build speaks. Both sides must speak the same.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2: receipts count `records` and `documents` calls (their
+/// postcard layout changed).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The largest frame accepted or sent, in bytes. A frame carries at most one
 /// component, and components with their dependencies compiled in run to

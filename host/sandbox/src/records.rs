@@ -1,0 +1,277 @@
+//! The `hane:operation/records` capability: read-only access to the
+//! [`Ledger`]'s collections that the call's policy grants.
+//!
+//! A call sees the ledger the [`Sandbox`](crate::Sandbox) held when the call
+//! started ([`Sandbox::set_ledger`](crate::Sandbox::set_ledger)), so a ledger
+//! replaced mid-call does not change what the call reads. Asking for a
+//! collection that is not granted returns the WIT `denied` error and is
+//! recorded as a denial in the receipt; everything the guest passes in is
+//! capped by the constants below.
+
+use std::sync::Arc;
+
+use hane_core::Ledger;
+use hane_core::ledger::MAX_RECORD_BYTES;
+use serde_json::Value;
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::hane::operation::records::{self, Found};
+use crate::bindings::hane::operation::types::Error;
+use crate::state::{Incidents, LedgerGrant, query_error};
+
+/// Most records one `find` returns; a larger `limit` is lowered to this.
+pub const MAX_FIND_LIMIT: u32 = 100;
+/// Most bytes of records one `find` returns: 1 MiB. Records past it are left
+/// out and the result says `truncated`.
+pub const MAX_FIND_BYTES: usize = 1024 * 1024;
+/// Most `(field, value)` pairs one `find` may match on.
+pub const MAX_MATCH_FIELDS: usize = 16;
+/// Longest field name or record id a guest may pass, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Longest value text a guest may match on: the size of a whole record.
+pub const MAX_VALUE_BYTES: usize = MAX_RECORD_BYTES;
+
+/// The `records` state of one call: the ledger it reads, the collections it
+/// may read, and how many calls it made.
+pub(crate) struct RecordsCtx {
+    ledger: Arc<Ledger>,
+    grant: LedgerGrant,
+    calls: u32,
+}
+
+impl RecordsCtx {
+    /// Calls of the import so far, for the receipt.
+    pub(crate) fn calls(&self) -> u32 {
+        self.calls
+    }
+}
+
+/// Builds a [`RecordsCtx`]; each method documents its default.
+#[derive(Default)]
+pub(crate) struct RecordsCtxBuilder {
+    ledger: Arc<Ledger>,
+    collections: Vec<String>,
+}
+
+impl RecordsCtxBuilder {
+    /// Nothing to read: an empty ledger and no collection granted.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// The ledger the call reads. Default: an empty one.
+    pub(crate) fn ledger(&mut self, ledger: Arc<Ledger>) -> &mut Self {
+        self.ledger = ledger;
+        self
+    }
+
+    /// Grants reading `collections`. Default: none.
+    pub(crate) fn allow(&mut self, collections: &[String]) -> &mut Self {
+        self.collections.extend_from_slice(collections);
+        self
+    }
+
+    /// The context; refusals are recorded in `incidents`.
+    pub(crate) fn build(&mut self, incidents: Arc<Incidents>) -> RecordsCtx {
+        RecordsCtx {
+            ledger: std::mem::take(&mut self.ledger),
+            grant: LedgerGrant::new(
+                "collection",
+                std::mem::take(&mut self.collections),
+                incidents,
+            ),
+            calls: 0,
+        }
+    }
+}
+
+/// Adds `hane:operation/records` to `linker`, reading each call's context
+/// with `get`.
+pub(crate) fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut RecordsCtx,
+) -> wasmtime::Result<()> {
+    records::add_to_linker::<T, HasSelf<RecordsCtx>>(linker, get)
+}
+
+impl records::Host for RecordsCtx {
+    fn find(
+        &mut self,
+        collection: String,
+        fields: Vec<(String, String)>,
+        limit: u32,
+    ) -> wasmtime::Result<Result<Found, Error>> {
+        self.calls += 1;
+        if let Err(denied) = self.grant.check(&collection) {
+            return Ok(Err(denied));
+        }
+        let fields = match parse_fields(fields) {
+            Ok(fields) => fields,
+            Err(message) => return Ok(Err(Error::InvalidInput(message))),
+        };
+        let found = match self
+            .ledger
+            .find(&collection, &fields, limit.min(MAX_FIND_LIMIT) as usize)
+        {
+            Ok(found) => found,
+            Err(e) => return Ok(Err(query_error(e))),
+        };
+        let mut truncated = found.truncated;
+        let mut bytes = 0;
+        let mut records = Vec::with_capacity(found.records.len());
+        for record in found.records {
+            bytes += record.json.as_str().len();
+            if bytes > MAX_FIND_BYTES {
+                truncated = true;
+                break;
+            }
+            records.push(record.json.as_str().to_owned());
+        }
+        Ok(Ok(Found { records, truncated }))
+    }
+
+    fn get(
+        &mut self,
+        collection: String,
+        id: String,
+    ) -> wasmtime::Result<Result<Option<String>, Error>> {
+        self.calls += 1;
+        if let Err(denied) = self.grant.check(&collection) {
+            return Ok(Err(denied));
+        }
+        if id.len() > MAX_KEY_BYTES {
+            return Ok(Err(Error::InvalidInput(format!(
+                "the id is {} bytes; ids are at most {MAX_KEY_BYTES}",
+                id.len()
+            ))));
+        }
+        Ok(self
+            .ledger
+            .get(&collection, &id)
+            .map(|record| record.map(|r| r.json.as_str().to_owned()))
+            .map_err(query_error))
+    }
+}
+
+/// The guest's `(field, JSON text)` pairs as values, within the caps.
+fn parse_fields(fields: Vec<(String, String)>) -> Result<Vec<(String, Value)>, String> {
+    if fields.len() > MAX_MATCH_FIELDS {
+        return Err(format!(
+            "{} fields to match; at most {MAX_MATCH_FIELDS} are allowed",
+            fields.len()
+        ));
+    }
+    fields
+        .into_iter()
+        .map(|(field, value)| {
+            if field.len() > MAX_KEY_BYTES {
+                return Err(format!(
+                    "a field name is {} bytes; field names are at most {MAX_KEY_BYTES}",
+                    field.len()
+                ));
+            }
+            if value.len() > MAX_VALUE_BYTES {
+                return Err(format!(
+                    "the value of `{field}` is {} bytes; values are at most {MAX_VALUE_BYTES}",
+                    value.len()
+                ));
+            }
+            let value = serde_json::from_str(&value)
+                .map_err(|e| format!("the value of `{field}` is not JSON: {e}"))?;
+            Ok((field, value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use records::Host as _;
+
+    use super::*;
+
+    fn ctx(granted: &[&str]) -> (RecordsCtx, Arc<Incidents>) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ledger");
+        let ledger = Ledger::load_dir(&dir).unwrap();
+        let incidents = Arc::new(Incidents::default());
+        let granted: Vec<String> = granted.iter().map(|s| (*s).to_owned()).collect();
+        let ctx = RecordsCtxBuilder::new()
+            .ledger(Arc::new(ledger))
+            .allow(&granted)
+            .build(incidents.clone());
+        (ctx, incidents)
+    }
+
+    fn pair(field: &str, value: &str) -> (String, String) {
+        (field.to_owned(), value.to_owned())
+    }
+
+    #[test]
+    fn granted_collections_are_read_and_others_denied_and_counted() {
+        let (mut ctx, incidents) = ctx(&["vehicles", "ghosts"]);
+        let found = ctx
+            .find("vehicles".into(), vec![pair("depot", "\"Kawasaki\"")], 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.records.len(), 1);
+        assert!(found.records[0].contains("\"V-003\""));
+        assert!(found.truncated);
+
+        let err = ctx
+            .find("leases".into(), vec![pair("id", "\"L-01\"")], 5)
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Denied(m) if m.contains("collection `leases` is not granted")),
+            "{err:?}"
+        );
+        assert_eq!(incidents.denied(), 1);
+        assert!(incidents.first_denial().unwrap().contains("`leases`"));
+
+        // Granted but not in the ledger.
+        let err = ctx.get("ghosts".into(), "G-1".into()).unwrap().unwrap_err();
+        assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+        assert_eq!(
+            ctx.get("vehicles".into(), "V-404".into()).unwrap().unwrap(),
+            None
+        );
+        assert_eq!(ctx.calls(), 4);
+        assert_eq!(incidents.denied(), 1);
+    }
+
+    #[test]
+    fn guest_input_is_capped_and_checked() {
+        let (mut ctx, _) = ctx(&["vehicles"]);
+        let too_many = (0..=MAX_MATCH_FIELDS)
+            .map(|i| pair(&format!("f{i}"), "1"))
+            .collect();
+        let err = ctx
+            .find("vehicles".into(), too_many, 5)
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+        let err = ctx
+            .find("vehicles".into(), vec![pair("depot", "Kawasaki")], 5)
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidInput(m) if m.starts_with("the value of `depot` is not JSON")),
+            "{err:?}"
+        );
+        let err = ctx.find("vehicles".into(), vec![], 5).unwrap().unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+        let err = ctx
+            .get("vehicles".into(), "x".repeat(MAX_KEY_BYTES + 1))
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+        let all = ctx
+            .find(
+                "vehicles".into(),
+                vec![pair("registration", "\"架空 300 あ 10-02\"")],
+                u32::MAX,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(all.records.len(), 1);
+    }
+}
