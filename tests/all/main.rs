@@ -1,9 +1,11 @@
 //! Integration tests of hane, one binary so the heavy dependencies link once.
 
+mod agents;
 mod builtins;
 mod coordinator;
 mod harness;
 mod hostile;
+mod ledger;
 mod manager;
 mod recovery;
 mod sandbox;

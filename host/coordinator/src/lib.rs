@@ -9,10 +9,12 @@
 //!   calls with their operations, runs them with their state written
 //!   through the store, and after a crash resumes what is safe to resume.
 
+pub mod agent;
 mod coordinator;
 mod inbox;
 pub mod manager;
 
+pub use agent::AgentRuntime;
 pub use coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorError, Delivery, Dispatched, Recovery, Settled,
 };

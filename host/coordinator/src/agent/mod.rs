@@ -1,0 +1,22 @@
+//! Agents and their runs: releases of definitions, the Tool Gateway, the
+//! translators, the scripted driver and the [`AgentRuntime`] that drives
+//! runs.
+
+mod gateway;
+mod release;
+mod run;
+mod runtime;
+mod script;
+mod token;
+mod tools;
+mod translate;
+
+pub use gateway::{Admitted, GatewayError, Stop, TOKEN_GRACE, ToolGateway};
+pub use release::{
+    ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
+};
+pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
+pub use runtime::{AgentRuntime, RunError, StartRun};
+pub use token::{RunToken, RunTokenKey, TokenError};
+pub use tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
+pub use translate::{ToolResult, format, translate};

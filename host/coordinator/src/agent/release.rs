@@ -1,0 +1,509 @@
+//! Releases: a directory of manifests, components and a ledger, checked
+//! as a whole and activated atomically as a new numbered release.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hane_core::{
+    AgentManifest, Definition, EvalSuiteManifest, Ledger, Limits, OperationManifest, Policy,
+    Versioned,
+};
+use hane_sandbox::{Sandbox, Schema};
+use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
+use serde::{Deserialize, Serialize};
+
+use super::tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
+
+/// A manifest as activated, written as JSON; agents and suites are parsed
+/// again from it when the release is loaded, by the same parser that
+/// checked them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceFile {
+    /// The file, relative to the release's directory.
+    pub file: String,
+    /// The manifest as JSON (which is YAML).
+    pub text: String,
+}
+
+/// What a release stores: enough to run it without the files it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseBody {
+    /// The agents.
+    pub agents: Vec<SourceFile>,
+    /// The evaluation suites.
+    pub eval_suites: Vec<SourceFile>,
+    /// The operations, resolved: component digests, absolute paths.
+    pub operations: Vec<ReleasedOperation>,
+    /// The ledger the operations read.
+    pub ledger: Ledger,
+}
+
+impl Versioned for ReleaseBody {
+    const KIND: &'static str = "release";
+    const VERSION: u16 = 1;
+}
+
+/// Why a release was not activated; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActivationError {
+    /// The bundle has errors, each naming its file, line and field.
+    #[error("the release has {} error{}:\n{}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n"))]
+    Invalid(Vec<String>),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An agent of a loaded release, with its schemas compiled and its tools
+/// resolved.
+pub struct LoadedAgent {
+    /// The manifest.
+    pub manifest: AgentManifest,
+    /// Its input schema.
+    pub input: Schema,
+    /// Its output schema.
+    pub output: Schema,
+    /// The tools it may call, by name: those in its `tools` and
+    /// `submit_result`.
+    pub tools: BTreeMap<String, Tool>,
+}
+
+impl std::fmt::Debug for LoadedAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedAgent")
+            .field("name", &self.manifest.metadata.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A release ready to run.
+#[derive(Debug)]
+pub struct LoadedRelease {
+    /// Its number.
+    pub info: ReleaseInfo,
+    /// Its agents by name.
+    pub agents: BTreeMap<String, Arc<LoadedAgent>>,
+    /// Its evaluation suites by name.
+    pub eval_suites: BTreeMap<String, EvalSuiteManifest>,
+    /// Every tool the release offers, by name.
+    pub tools: BTreeMap<String, ToolDefinition>,
+    /// The components it runs, by digest.
+    pub digests: Vec<String>,
+    /// Its ledger.
+    pub ledger: Arc<Ledger>,
+}
+
+/// Checks the release in `dir` and activates it. Every manifest is
+/// parsed and checked, every component loaded in `sandbox` under its
+/// policy (so an import without its grant is refused now, not at the
+/// first call), the ledger read, and every agent's schemas and tools
+/// checked; then the release is stored and made active in one
+/// transaction.
+///
+/// # Errors
+///
+/// All the problems found, each naming its file; or the store failed.
+/// Either way the active release is unchanged.
+pub async fn activate_dir(
+    dir: &Path,
+    sandbox: &Sandbox,
+    registry: &Registry,
+) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
+    let (body, components) = build(dir, sandbox).await?;
+    // Loading what will be stored is the last check.
+    let loaded = load_body(
+        ReleaseInfo {
+            number: 0,
+            created_at_ms: 0,
+            source: String::new(),
+            summary: String::new(),
+            active: false,
+        },
+        body.clone(),
+    )
+    .map_err(|e| ActivationError::Invalid(vec![e]))?;
+    let summary = format!(
+        "{} agent{}, {} operation{}, {} eval suite{}, {} collection{}, {} document set{}",
+        loaded.agents.len(),
+        plural(loaded.agents.len()),
+        body.operations.len(),
+        plural(body.operations.len()),
+        loaded.eval_suites.len(),
+        plural(loaded.eval_suites.len()),
+        body.ledger.collections.len(),
+        plural(body.ledger.collections.len()),
+        body.ledger.document_sets.len(),
+        plural(body.ledger.document_sets.len()),
+    );
+    let source = std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_owned())
+        .display()
+        .to_string();
+    let info = registry
+        .activate(NewRelease {
+            source,
+            summary,
+            body: hane_core::seal(&body),
+            components,
+        })
+        .await?;
+    let loaded = LoadedRelease {
+        info: info.clone(),
+        ..loaded
+    };
+    Ok((info, loaded))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Reads and checks everything in `dir`.
+async fn build(
+    dir: &Path,
+    sandbox: &Sandbox,
+) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
+    let definitions = hane_core::read_bundle_dir(dir).map_err(|e| {
+        ActivationError::Invalid(e.errors.iter().map(ToString::to_string).collect())
+    })?;
+    let mut errors = Vec::new();
+    let mut agents = Vec::new();
+    let mut eval_suites = Vec::new();
+    let mut operations = Vec::new();
+    let mut components: Vec<(String, Vec<u8>)> = Vec::new();
+    let ledger_dir = dir.join("ledger");
+    let ledger = if ledger_dir.is_dir() {
+        match Ledger::load_dir(&ledger_dir) {
+            Ok(ledger) => ledger,
+            Err(e) => {
+                errors.push(e.to_string());
+                Ledger::default()
+            }
+        }
+    } else {
+        Ledger::default()
+    };
+    for sourced in definitions {
+        let file = relative(dir, &sourced.file);
+        match sourced.definition {
+            // Stored as JSON, which the YAML parser reads back (and checks
+            // again) when the release is loaded.
+            Definition::Agent(manifest) => agents.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
+            Definition::EvalSuite(manifest) => eval_suites.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
+            Definition::Operation(manifest) => {
+                match release_operation(&sourced.file, &file, &manifest, sandbox, &ledger).await {
+                    Ok((operation, bytes)) => {
+                        if !components.iter().any(|(d, _)| *d == operation.digest) {
+                            components.push((operation.digest.clone(), bytes));
+                        }
+                        operations.push(operation);
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+    }
+    let body = ReleaseBody {
+        agents,
+        eval_suites,
+        operations,
+        ledger,
+    };
+    if errors.is_empty() {
+        // Agents' schemas and tools, against the operations just loaded.
+        if let Err(e) = load_body(
+            ReleaseInfo {
+                number: 0,
+                created_at_ms: 0,
+                source: String::new(),
+                summary: String::new(),
+                active: false,
+            },
+            body.clone(),
+        ) {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        Ok((body, components))
+    } else {
+        Err(ActivationError::Invalid(errors))
+    }
+}
+
+fn relative(dir: &Path, file: &Path) -> String {
+    file.strip_prefix(dir).unwrap_or(file).display().to_string()
+}
+
+async fn release_operation(
+    path: &Path,
+    file: &str,
+    manifest: &OperationManifest,
+    sandbox: &Sandbox,
+    ledger: &Ledger,
+) -> Result<(ReleasedOperation, Vec<u8>), String> {
+    let name = &manifest.metadata.name;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let component = &manifest.spec.component;
+    let bytes = match component.strip_prefix("builtin:") {
+        Some(builtin) => hane_builtins::get(builtin)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                format!(
+                    "{file}: spec.component: no built-in operation `{builtin}`; built in are {}",
+                    hane_builtins::names().collect::<Vec<_>>().join(", ")
+                )
+            })?,
+        None => {
+            let at = folder.join(component);
+            std::fs::read(&at)
+                .map_err(|e| format!("{file}: spec.component: cannot read {}: {e}", at.display()))?
+        }
+    };
+    let policy = resolve_policy(&manifest.spec.capabilities, folder);
+    for collection in &policy.records {
+        if !ledger.collections.contains_key(collection) {
+            return Err(format!(
+                "{file}: spec.capabilities.records: collection `{collection}` is not in the release's ledger (ledger/records/)"
+            ));
+        }
+    }
+    for set in &policy.documents {
+        if !ledger.document_sets.contains_key(set) {
+            return Err(format!(
+                "{file}: spec.capabilities.documents: document set `{set}` is not in the release's ledger (ledger/documents/)"
+            ));
+        }
+    }
+    let loaded = sandbox
+        .load(name, &bytes, &policy)
+        .await
+        .map_err(|e| format!("{file}: spec.component: {e}"))?;
+    let descriptor = loaded.descriptor();
+    let limits = manifest.spec.limits.apply_to(sandbox.default_limits());
+    Ok((
+        ReleasedOperation {
+            name: name.clone(),
+            digest: loaded.digest().to_owned(),
+            policy,
+            limits,
+            version: descriptor.version.clone(),
+            description: descriptor.description.clone(),
+            input_schema: descriptor.input_schema.clone(),
+            output_schema: descriptor.output_schema.clone(),
+            impact: descriptor.impact,
+        },
+        bytes,
+    ))
+}
+
+/// The policy with relative host directories made absolute, from the
+/// manifest's folder.
+fn resolve_policy(policy: &Policy, folder: &Path) -> Policy {
+    let mut policy = policy.clone();
+    for grant in &mut policy.files {
+        if grant.host.is_relative() {
+            let joined: PathBuf = folder.join(&grant.host);
+            grant.host = std::path::absolute(&joined).unwrap_or(joined);
+        }
+    }
+    policy
+}
+
+/// Reads the active release from `registry`, if there is one.
+///
+/// # Errors
+///
+/// The store failed or the stored release cannot be read.
+pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, String> {
+    let Some((info, body)) = registry.active().await.map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let body: ReleaseBody =
+        hane_core::open(&body).map_err(|e| format!("release {}: {e}", info.number))?;
+    load_body(info, body).map(Some)
+}
+
+/// Parses and links a stored release.
+fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, String> {
+    let mut errors = Vec::new();
+    let operations: BTreeMap<&str, &ReleasedOperation> = body
+        .operations
+        .iter()
+        .map(|op| (op.name.as_str(), op))
+        .collect();
+    let mut definitions: BTreeMap<String, ToolDefinition> = BTreeMap::new();
+    let mut operation_tools: BTreeMap<String, Arc<OperationTool>> = BTreeMap::new();
+    for op in &body.operations {
+        match operation_tool(op, &op.name, None, op.limits) {
+            Ok((definition, tool)) => {
+                definitions.insert(op.name.clone(), definition);
+                operation_tools.insert(op.name.clone(), tool);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    for control in ControlTool::ALL {
+        definitions.insert(control.name().to_owned(), control.definition().clone());
+    }
+    let mut agents = BTreeMap::new();
+    for source in &body.agents {
+        let manifest = match AgentManifest::from_yaml(&source.file, &source.text) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let file = &source.file;
+        let schema = |field: &str, value: &serde_json::Value| {
+            Schema::from_value(value)
+                .map_err(|e| format!("{file}: spec.{field}: not a valid JSON Schema: {e}"))
+        };
+        let (input, output) = match (
+            schema("input", &manifest.spec.input),
+            schema("output", &manifest.spec.output),
+        ) {
+            (Ok(i), Ok(o)) => (i, o),
+            (i, o) => {
+                errors.extend(i.err());
+                errors.extend(o.err());
+                continue;
+            }
+        };
+        let mut tools = BTreeMap::new();
+        let mut exposed = BTreeMap::new();
+        for exposure in &manifest.spec.tool_exposures {
+            let Some(op) = operations.get(exposure.operation.as_str()) else {
+                errors.push(format!(
+                    "{file}: spec.toolExposures: operation `{}` is not in the release",
+                    exposure.operation
+                ));
+                continue;
+            };
+            let mut limits: Limits = op.limits;
+            if let Some(timeout) = exposure.timeout {
+                limits.timeout = timeout;
+            }
+            match operation_tool(op, &exposure.tool, exposure.description.as_deref(), limits) {
+                Ok((definition, tool)) => {
+                    definitions.insert(exposure.tool.clone(), definition.clone());
+                    exposed.insert(exposure.tool.clone(), (definition, tool));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        let names = manifest
+            .spec
+            .tools
+            .iter()
+            .map(String::as_str)
+            .chain([ControlTool::SubmitResult.name()]);
+        for name in names {
+            let tool = if let Some((definition, tool)) = exposed.get(name) {
+                Tool {
+                    definition: definition.clone(),
+                    kind: ToolKind::Operation(tool.clone()),
+                }
+            } else if let Some(control) = ControlTool::named(name) {
+                Tool {
+                    definition: control.definition().clone(),
+                    kind: ToolKind::Control(control),
+                }
+            } else if let (Some(definition), Some(tool)) =
+                (definitions.get(name), operation_tools.get(name))
+            {
+                Tool {
+                    definition: definition.clone(),
+                    kind: ToolKind::Operation(tool.clone()),
+                }
+            } else {
+                let known: Vec<&str> = operations
+                    .keys()
+                    .copied()
+                    .chain(exposed.keys().map(String::as_str))
+                    .chain(ControlTool::ALL.iter().map(|c| c.name()))
+                    .collect();
+                errors.push(format!(
+                    "{file}: spec.tools: tool `{name}` is neither an operation of the release nor a control tool; known tools are {}",
+                    known.join(", ")
+                ));
+                continue;
+            };
+            tools.insert(name.to_owned(), tool);
+        }
+        agents.insert(
+            manifest.metadata.name.clone(),
+            Arc::new(LoadedAgent {
+                manifest,
+                input,
+                output,
+                tools,
+            }),
+        );
+    }
+    let mut eval_suites = BTreeMap::new();
+    for source in &body.eval_suites {
+        match EvalSuiteManifest::from_yaml(&source.file, &source.text) {
+            Ok(suite) => {
+                eval_suites.insert(suite.metadata.name.clone(), suite);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    let mut digests: Vec<String> = body.operations.iter().map(|o| o.digest.clone()).collect();
+    digests.sort();
+    digests.dedup();
+    Ok(LoadedRelease {
+        info,
+        agents,
+        eval_suites,
+        tools: definitions,
+        digests,
+        ledger: Arc::new(body.ledger),
+    })
+}
+
+fn operation_tool(
+    op: &ReleasedOperation,
+    name: &str,
+    description: Option<&str>,
+    limits: Limits,
+) -> Result<(ToolDefinition, Arc<OperationTool>), String> {
+    let parse = |text: &str, which: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| format!("operation `{}`: {which} schema is not JSON: {e}", op.name))
+    };
+    let input_schema = parse(&op.input_schema, "input")?;
+    let output_schema = parse(&op.output_schema, "output")?;
+    let input = Schema::from_value(&input_schema)
+        .map_err(|e| format!("operation `{}`: input schema: {e}", op.name))?;
+    let definition = ToolDefinition {
+        name: name.to_owned(),
+        description: description.unwrap_or(&op.description).to_owned(),
+        input_schema,
+        output_schema,
+        impact: op.impact.to_string(),
+        timeout: limits.timeout.to_string(),
+        operation: Some(op.name.clone()),
+        version: Some(op.version.clone()),
+    };
+    Ok((
+        definition,
+        Arc::new(OperationTool {
+            operation: op.clone(),
+            limits,
+            input,
+        }),
+    ))
+}

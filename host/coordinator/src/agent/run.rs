@@ -1,0 +1,162 @@
+//! [`AgentRun`]: one run of an agent, as stored and as reported.
+
+use std::fmt;
+use std::str::FromStr;
+
+use hane_core::{JsonText, RunId, SessionId, TaskId};
+use serde::{Deserialize, Serialize};
+
+/// Where a run is. It starts `queued`, then `running`, and ends in one of
+/// the other four.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Accepted, not started yet.
+    Queued,
+    /// Its driver is calling tools.
+    Running,
+    /// It ended with a result that its agent's output schema accepts.
+    Succeeded,
+    /// It ended with an error.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+    /// It went over one of its agent's limits.
+    LimitExceeded,
+}
+
+impl RunStatus {
+    /// Every status, in order.
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::LimitExceeded,
+    ];
+
+    /// The status as written in the API, such as `limit_exceeded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::LimitExceeded => "limit_exceeded",
+        }
+    }
+
+    /// Whether the run has ended.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                let all: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "unknown run status `{s}`: expected one of {}",
+                    all.join(", ")
+                )
+            })
+    }
+}
+
+/// How one tool call of a run went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallSummary {
+    /// The tool.
+    pub tool: String,
+    /// `succeeded`, `failed` (with the operation's outcome in `detail`),
+    /// `rejected` (by the gateway or the translator), or `skipped` (a
+    /// handover in a shadow run).
+    pub status: String,
+    /// What the driver was told went wrong, or what a control tool did.
+    pub detail: String,
+    /// The operation that ran it, for operation-backed tools.
+    pub operation: Option<String>,
+    /// How long the call took, in microseconds.
+    pub duration_us: u64,
+}
+
+/// One run of an agent: its input, what it did and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRun {
+    /// The run's id.
+    pub id: RunId,
+    /// The agent's name.
+    pub agent: String,
+    /// The release the agent came from.
+    pub release: u64,
+    /// Where it is.
+    pub status: RunStatus,
+    /// A shadow run skips handovers and outbound actions and only keeps a
+    /// record of them.
+    pub shadow: bool,
+    /// The input, valid against the agent's input schema.
+    pub input: JsonText,
+    /// The result given with `submit_result`, for a succeeded run.
+    pub result: Option<JsonText>,
+    /// Why it failed, was cancelled or exceeded a limit.
+    pub error: Option<String>,
+    /// Its tool calls, in order.
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// Model tokens used.
+    pub tokens_used: u64,
+    /// Tasks for people it created, such as handovers.
+    pub tasks: Vec<TaskId>,
+    /// The session holding its history.
+    pub session: Option<SessionId>,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// When it last changed.
+    pub updated_at_ms: u64,
+}
+
+impl hane_core::Versioned for AgentRun {
+    const KIND: &'static str = "agent-run";
+    const VERSION: u16 = 1;
+}
+
+/// A task for people that a run created, such as a handover.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// The task's id.
+    pub id: TaskId,
+    /// The run that created it.
+    pub run: RunId,
+    /// `handover` (from `request_human_help`) or `task` (from
+    /// `tasks.create`).
+    pub kind: String,
+    /// The group it is assigned to.
+    pub assignment: String,
+    /// What the agent wrote: a reason or a title.
+    pub title: String,
+    /// More the agent wrote, if anything.
+    pub details: Option<JsonText>,
+    /// When it was created.
+    pub created_at_ms: u64,
+}
+
+impl hane_core::Versioned for Task {
+    const KIND: &'static str = "task";
+    const VERSION: u16 = 1;
+}

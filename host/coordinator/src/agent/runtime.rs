@@ -1,0 +1,877 @@
+//! [`AgentRuntime`]: starts agent runs from the active release, drives
+//! them, and passes every tool call through the [`ToolGateway`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hane_core::{
+    Control, Input, InputId, InputKind, JsonText, RunId, SessionEvent, SessionId, TaskId, ToolCall,
+    ToolCallId, ToolCallStatus,
+};
+use hane_sandbox::Sandbox;
+use hane_store::{Registry, RunQuery, RunRow, StoreError, TaskRow};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::gateway::{GatewayError, Stop, ToolGateway};
+use super::release::{LoadedAgent, LoadedRelease, load_active};
+use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
+use super::script;
+use super::token::{RunToken, RunTokenKey};
+use super::tools::{ControlTool, ToolDefinition, ToolKind};
+use super::translate::{self, ToolResult};
+use crate::manager::Components;
+use crate::{Coordinator, CoordinatorError};
+
+/// Why a run could not be started, read or cancelled.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// No release was activated yet.
+    #[error("no release is active: activate one with `hane release activate DIR`")]
+    NoRelease,
+    /// The active release has no agent of this name.
+    #[error("agent `{agent}` is not in the active release {release}{}", if .known.is_empty() { String::new() } else { format!("; its agents are {}", .known.join(", ")) })]
+    UnknownAgent {
+        /// The name asked for.
+        agent: String,
+        /// The release.
+        release: u64,
+        /// Its agents.
+        known: Vec<String>,
+    },
+    /// The input does not match the agent's input schema.
+    #[error("invalid input for agent `{agent}`: {message}")]
+    InvalidInput {
+        /// The agent.
+        agent: String,
+        /// JSON Pointer into the input, such as `/vehicle`; empty for the
+        /// input itself.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The agent's driver cannot run in this build.
+    #[error(
+        "agent `{agent}` uses driver `{driver}`, which is not available in this build: only `scripted` agents run here; `llm` and the CLI drivers (`opencode`, `codex`, `claude`) come in a later version"
+    )]
+    DriverUnavailable {
+        /// The agent.
+        agent: String,
+        /// Its driver.
+        driver: String,
+    },
+    /// No run has this id.
+    #[error("run `{0}` not found")]
+    NotFound(String),
+    /// The run already ended.
+    #[error("run `{run}` already ended as {status}")]
+    Finished {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The coordinator failed.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+    /// A stored item could not be read.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// A request to start a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartRun {
+    /// The agent's name.
+    pub agent: String,
+    /// Its input.
+    pub input: Value,
+    /// Skip handovers and outbound actions; only keep a record.
+    pub shadow: bool,
+}
+
+/// A run in progress in this process.
+struct LiveRun {
+    run: Mutex<AgentRun>,
+    agent: Arc<LoadedAgent>,
+    session: Mutex<Option<SessionId>>,
+    submitted: Mutex<Option<Value>>,
+    changes: watch::Sender<AgentRun>,
+}
+
+impl LiveRun {
+    fn snapshot(&self) -> AgentRun {
+        lock(&self.run).clone()
+    }
+}
+
+struct Inner {
+    registry: Registry,
+    coordinator: Coordinator,
+    sandbox: Sandbox,
+    components: Components,
+    gateway: ToolGateway,
+    release: RwLock<Option<Arc<LoadedRelease>>>,
+    live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
+}
+
+/// Starts and drives agent runs. Cheap to clone; clones share everything.
+///
+/// Each run gets a session in the store (its input is the session's first
+/// input, with the run's id as the input id), a [`RunToken`] from the
+/// gateway, and a task that drives it; every tool call goes through
+/// [`AgentRuntime::call_tool`], which is the only way to reach a tool.
+#[derive(Clone)]
+pub struct AgentRuntime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How a driver stopped before a result.
+#[derive(Debug)]
+pub(crate) enum RunEnd {
+    /// The gateway refused a call.
+    Gateway(GatewayError),
+    /// Something failed; the message says what.
+    Failed(String),
+}
+
+impl AgentRuntime {
+    /// A runtime over `registry` (releases, runs, tasks), running tool
+    /// calls through `coordinator`, whose operation manager finds
+    /// components in `components`; `sandbox` loads components at
+    /// activation and holds the active release's ledger.
+    pub fn new(
+        registry: Registry,
+        coordinator: Coordinator,
+        sandbox: Sandbox,
+        components: Components,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                coordinator,
+                sandbox,
+                components,
+                gateway: ToolGateway::new(RunTokenKey::generate()),
+                release: RwLock::new(None),
+                live: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &ToolGateway {
+        &self.inner.gateway
+    }
+
+    /// The sandbox.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.inner.sandbox
+    }
+
+    /// Checks the release in `dir` and makes it active (see
+    /// [`super::activate_dir`]); runs started afterwards use it.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the release; nothing changed.
+    pub async fn activate(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<hane_store::ReleaseInfo, super::ActivationError> {
+        let (info, loaded) =
+            super::activate_dir(dir, &self.inner.sandbox, &self.inner.registry).await?;
+        self.install(Arc::new(loaded))
+            .await
+            .map_err(|e| super::ActivationError::Invalid(vec![e]))?;
+        Ok(info)
+    }
+
+    /// The active release, loaded again when another process activated or
+    /// rolled back since.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NoRelease`], or the store failed.
+    pub async fn release(&self) -> Result<Arc<LoadedRelease>, RunError> {
+        let number = self.inner.registry.active_number().await?;
+        let current = self
+            .inner
+            .release
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match (number, current) {
+            (None, _) => Err(RunError::NoRelease),
+            (Some(n), Some(current)) if current.info.number == n => Ok(current),
+            (Some(_), _) => {
+                let loaded = load_active(&self.inner.registry)
+                    .await
+                    .map_err(RunError::Corrupt)?
+                    .ok_or(RunError::NoRelease)?;
+                let loaded = Arc::new(loaded);
+                self.install(loaded.clone())
+                    .await
+                    .map_err(RunError::Corrupt)?;
+                Ok(loaded)
+            }
+        }
+    }
+
+    /// Makes `release` the one runs use: its components known to the
+    /// operation manager, its ledger in the sandbox.
+    async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), String> {
+        for digest in &release.digests {
+            if self.inner.components.contains(digest) {
+                continue;
+            }
+            let bytes = self
+                .inner
+                .registry
+                .component(digest)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| {
+                    format!(
+                        "component {digest} of release {} is missing from the store",
+                        release.info.number
+                    )
+                })?;
+            self.inner.components.insert(bytes);
+        }
+        self.inner.sandbox.set_ledger(release.ledger.clone());
+        *self
+            .inner
+            .release
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(release);
+        Ok(())
+    }
+
+    /// Every tool the active release offers.
+    ///
+    /// # Errors
+    ///
+    /// No release is active, or the store failed.
+    pub async fn tools(&self) -> Result<Vec<ToolDefinition>, RunError> {
+        Ok(self.release().await?.tools.values().cloned().collect())
+    }
+
+    /// Starts a run; it is `queued` when this returns, and goes on in the
+    /// background.
+    ///
+    /// # Errors
+    ///
+    /// No release, unknown agent, input not valid against the agent's
+    /// input schema, a driver this build cannot run, or the store failed.
+    pub async fn start(&self, request: StartRun) -> Result<AgentRun, RunError> {
+        let release = self.release().await?;
+        let Some(agent) = release.agents.get(&request.agent).cloned() else {
+            return Err(RunError::UnknownAgent {
+                agent: request.agent,
+                release: release.info.number,
+                known: release.agents.keys().cloned().collect(),
+            });
+        };
+        if let Err(list) = agent.input.check(&request.input) {
+            let first = &list[0];
+            return Err(RunError::InvalidInput {
+                agent: request.agent,
+                path: first.instance_path.clone(),
+                message: list
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        let driver = agent.manifest.spec.driver;
+        if !driver.is_available_in_this_build() {
+            return Err(RunError::DriverUnavailable {
+                agent: request.agent,
+                driver: driver.to_string(),
+            });
+        }
+        let now = now_ms();
+        let run = AgentRun {
+            id: RunId::new(),
+            agent: request.agent,
+            release: release.info.number,
+            status: RunStatus::Queued,
+            shadow: request.shadow || agent.manifest.spec.shadow,
+            input: JsonText::from_value(&request.input),
+            result: None,
+            error: None,
+            tool_calls: Vec::new(),
+            tokens_used: 0,
+            tasks: Vec::new(),
+            session: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        self.persist(&run).await?;
+        let (changes, _) = watch::channel(run.clone());
+        let live = Arc::new(LiveRun {
+            run: Mutex::new(run.clone()),
+            agent,
+            session: Mutex::new(None),
+            submitted: Mutex::new(None),
+            changes,
+        });
+        lock(&self.inner.live).insert(run.id.clone(), live.clone());
+        let runtime = self.clone();
+        tokio::spawn(async move { runtime.drive(live).await });
+        Ok(run)
+    }
+
+    /// Starts a run and waits until it ends.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentRuntime::start`], or the store failed while it ran.
+    pub async fn run_to_end(&self, request: StartRun) -> Result<AgentRun, RunError> {
+        let run = self.start(request).await?;
+        self.wait(&run.id).await
+    }
+
+    /// Waits until run `id` ends, and returns it.
+    ///
+    /// # Errors
+    ///
+    /// No such run, or the store failed.
+    pub async fn wait(&self, id: &RunId) -> Result<AgentRun, RunError> {
+        let live = lock(&self.inner.live).get(id).cloned();
+        if let Some(live) = live {
+            let mut changes = live.changes.subscribe();
+            loop {
+                if changes.borrow_and_update().status.is_final() {
+                    break;
+                }
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        self.get(id).await
+    }
+
+    /// Run `id` as it is now.
+    ///
+    /// # Errors
+    ///
+    /// No such run, or the store failed.
+    pub async fn get(&self, id: &RunId) -> Result<AgentRun, RunError> {
+        if let Some(live) = lock(&self.inner.live).get(id).cloned() {
+            return Ok(live.snapshot());
+        }
+        let row = self
+            .inner
+            .registry
+            .run(id.as_str())
+            .await?
+            .ok_or_else(|| RunError::NotFound(id.to_string()))?;
+        decode(&row)
+    }
+
+    /// Runs matching `query`, newest first.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn list(&self, query: RunQuery) -> Result<Vec<AgentRun>, RunError> {
+        let rows = self.inner.registry.runs(query).await?;
+        let live = lock(&self.inner.live).clone();
+        rows.iter()
+            .map(|row| {
+                let id: Option<RunId> = row.id.parse().ok();
+                match id.and_then(|id| live.get(&id).cloned()) {
+                    Some(live) => Ok(live.snapshot()),
+                    None => decode(row),
+                }
+            })
+            .collect()
+    }
+
+    /// The tasks run `id` created.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn tasks(&self, id: &RunId) -> Result<Vec<Task>, RunError> {
+        self.inner
+            .registry
+            .tasks_of_run(id.as_str())
+            .await?
+            .iter()
+            .map(|row| {
+                hane_core::open(&row.body)
+                    .map_err(|e| RunError::Corrupt(format!("task {}: {e}", row.id)))
+            })
+            .collect()
+    }
+
+    /// Cancels run `id`: its next tool call is refused at once and its
+    /// running operations are cancelled; it ends `cancelled`.
+    ///
+    /// # Errors
+    ///
+    /// No such run, it already ended, or the store failed.
+    pub async fn cancel(&self, id: &RunId) -> Result<AgentRun, RunError> {
+        let Some(live) = lock(&self.inner.live).get(id).cloned() else {
+            let run = self.get(id).await?;
+            return Err(RunError::Finished {
+                run: run.id,
+                status: run.status,
+            });
+        };
+        {
+            let mut run = lock(&live.run);
+            if run.status.is_final() {
+                return Err(RunError::Finished {
+                    run: run.id.clone(),
+                    status: run.status,
+                });
+            }
+            // A run that has not started yet never starts.
+            if run.error.is_none() {
+                run.error = Some("cancelled".to_owned());
+            }
+        }
+        self.inner.gateway.stop(id, Stop::Cancelled);
+        let session = lock(&live.session).clone();
+        if let Some(session) = session {
+            let input = Input {
+                id: format!("cancel:{id}").parse().expect("a valid input id"),
+                kind: InputKind::Control {
+                    command: Control::Cancel {
+                        reason: "the run was cancelled".to_owned(),
+                    },
+                },
+            };
+            self.inner.coordinator.deliver(&session, input).await?;
+        }
+        Ok(live.snapshot())
+    }
+
+    async fn persist(&self, run: &AgentRun) -> Result<(), RunError> {
+        self.inner
+            .registry
+            .put_run(RunRow {
+                id: run.id.to_string(),
+                agent: run.agent.clone(),
+                status: run.status.as_str().to_owned(),
+                created_at_ms: run.created_at_ms,
+                updated_at_ms: run.updated_at_ms,
+                body: hane_core::seal(run),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Applies `change` to the live run and tells waiters.
+    fn update(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
+        let snapshot = {
+            let mut run = lock(&live.run);
+            change(&mut run);
+            run.updated_at_ms = now_ms();
+            run.clone()
+        };
+        live.changes.send_replace(snapshot.clone());
+        snapshot
+    }
+
+    async fn drive(&self, live: Arc<LiveRun>) {
+        let id = live.snapshot().id;
+        let ended = self.drive_inner(&live).await;
+        let (status, error) = match ended {
+            Ok(()) => (RunStatus::Succeeded, None),
+            Err(RunEnd::Gateway(GatewayError::Cancelled(_))) => {
+                (RunStatus::Cancelled, Some("cancelled".to_owned()))
+            }
+            Err(RunEnd::Gateway(GatewayError::LimitExceeded { message, .. })) => {
+                (RunStatus::LimitExceeded, Some(message))
+            }
+            Err(RunEnd::Gateway(e)) => (RunStatus::Failed, Some(e.to_string())),
+            Err(RunEnd::Failed(message)) => (RunStatus::Failed, Some(message)),
+        };
+        // A cancel or limit wins over what the driver made of it (a
+        // cancelled operation is an error to the driver).
+        let (status, error) = match self.inner.gateway.stopped(&id) {
+            Some(Stop::Cancelled) => (RunStatus::Cancelled, Some("cancelled".to_owned())),
+            Some(Stop::LimitExceeded(message)) => (RunStatus::LimitExceeded, Some(message)),
+            None => (status, error),
+        };
+        self.inner.gateway.close(&id);
+        let result = lock(&live.submitted).take();
+        let session = lock(&live.session).clone();
+        if let Some(session) = &session {
+            let _ = self
+                .inner
+                .coordinator
+                .commit(
+                    session,
+                    vec![SessionEvent::RunStateChanged {
+                        run: id.to_string(),
+                        state: status.as_str().to_owned(),
+                    }],
+                )
+                .await;
+        }
+        let mut run = {
+            let mut run = lock(&live.run);
+            run.status = status;
+            run.error = error;
+            run.result = match status {
+                RunStatus::Succeeded => result.as_ref().map(JsonText::from_value),
+                _ => None,
+            };
+            run.updated_at_ms = now_ms();
+            run.clone()
+        };
+        // Stored before waiters hear of the end, so a read or a list after
+        // `wait` finds it. A store failure leaves the run `running` in the
+        // store; the run in memory says so.
+        if let Err(e) = self.persist(&run).await {
+            run.error = Some(format!("the run ended but could not be stored: {e}"));
+            *lock(&live.run) = run.clone();
+        }
+        lock(&self.inner.live).remove(&id);
+        live.changes.send_replace(run);
+    }
+
+    async fn drive_inner(&self, live: &Arc<LiveRun>) -> Result<(), RunEnd> {
+        let run = live.snapshot();
+        if run.error.is_some() {
+            return Err(RunEnd::Gateway(GatewayError::Cancelled(run.id)));
+        }
+        let store = self.inner.coordinator.store().clone();
+        let session = store
+            .create_session()
+            .await
+            .map_err(|e| RunEnd::Failed(e.to_string()))?
+            .id;
+        let input = Input {
+            id: run
+                .id
+                .as_str()
+                .parse::<InputId>()
+                .expect("a run id is a valid input id"),
+            kind: InputKind::External {
+                payload: run.input.clone(),
+            },
+        };
+        self.inner
+            .coordinator
+            .deliver(&session, input.clone())
+            .await
+            .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        self.inner
+            .coordinator
+            .commit(
+                &session,
+                vec![
+                    SessionEvent::InputHandled { input: input.id },
+                    SessionEvent::RunStateChanged {
+                        run: run.id.to_string(),
+                        state: RunStatus::Running.as_str().to_owned(),
+                    },
+                ],
+            )
+            .await
+            .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        *lock(&live.session) = Some(session.clone());
+        let token = self.inner.gateway.open(&run.id, live.agent.clone());
+        // A cancel that came while the session was being made.
+        if lock(&live.run).error.is_some() {
+            self.inner.gateway.stop(&run.id, Stop::Cancelled);
+        }
+        let running = self.update(live, |r| {
+            r.status = RunStatus::Running;
+            r.session = Some(session);
+        });
+        self.persist(&running)
+            .await
+            .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
+        let input = run
+            .input
+            .to_value()
+            .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        let driven = tokio::time::timeout(
+            max,
+            script::run(self, &token, &live.agent.manifest.spec.script, input),
+        )
+        .await;
+        match driven {
+            Ok(result) => result,
+            Err(_) => {
+                let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
+                self.inner
+                    .gateway
+                    .stop(&run.id, Stop::LimitExceeded(message.clone()));
+                Err(RunEnd::Gateway(GatewayError::LimitExceeded {
+                    run: run.id,
+                    message,
+                }))
+            }
+        }
+    }
+
+    /// Calls `tool` with `input` for the run `token` names. This is the
+    /// one way any driver reaches a tool: the gateway checks the token,
+    /// the tool and the limits; the translator validates the input; the
+    /// call and its operations are committed to the run's session before
+    /// anything runs.
+    ///
+    /// # Errors
+    ///
+    /// The gateway refused the call. A call that was let through and
+    /// failed is an `Ok` [`ToolResult::Error`], which the driver can act
+    /// on.
+    pub async fn call_tool(
+        &self,
+        token: &RunToken,
+        tool: &str,
+        input: Value,
+    ) -> Result<ToolResult, GatewayError> {
+        let started = Instant::now();
+        let admitted = match self.inner.gateway.admit(token, tool) {
+            Ok(admitted) => admitted,
+            Err(e) => {
+                if let Ok(run) = self.inner.gateway.key().verify(token) {
+                    self.summarize(&run, tool, "rejected", e.to_string(), None, started);
+                }
+                return Err(e);
+            }
+        };
+        let Some(live) = lock(&self.inner.live).get(&admitted.run).cloned() else {
+            return Err(GatewayError::NotRunning(admitted.run));
+        };
+        let session = lock(&live.session)
+            .clone()
+            .ok_or_else(|| GatewayError::NotRunning(admitted.run.clone()))?;
+        let call = ToolCall {
+            id: ToolCallId::new(),
+            tool: tool.to_owned(),
+            input: translate::input_text(&input),
+        };
+        let (status, operations) = translate::translate(&admitted.tool, &session, &call, &input);
+        let operation = operations.first().map(|op| op.id.to_string());
+        let committed = self
+            .inner
+            .coordinator
+            .commit(
+                &session,
+                vec![SessionEvent::ToolCallRecorded {
+                    call,
+                    status: status.clone(),
+                    operations,
+                }],
+            )
+            .await;
+        let dispatched = match committed {
+            Ok(dispatched) => dispatched,
+            Err(e) => {
+                let result =
+                    ToolResult::error("failed", format!("the call could not be recorded: {e}"));
+                self.summarize_result(&admitted.run, tool, &result, operation, started);
+                return Ok(result);
+            }
+        };
+        let result = match (&status, &admitted.tool.kind) {
+            (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
+            (_, ToolKind::Control(control)) => self.control(&live, *control, &input).await,
+            (_, ToolKind::Operation(_)) => {
+                let mut ending = None;
+                for d in dispatched {
+                    match d.settled().await {
+                        Ok(settled) => ending = Some(settled.ending),
+                        Err(e) => {
+                            let result = ToolResult::error("failed", e.to_string());
+                            self.summarize_result(&admitted.run, tool, &result, operation, started);
+                            return Ok(result);
+                        }
+                    }
+                }
+                translate::format(&status, ending.as_ref())
+            }
+        };
+        self.summarize_result(&admitted.run, tool, &result, operation, started);
+        Ok(result)
+    }
+
+    fn summarize_result(
+        &self,
+        run: &RunId,
+        tool: &str,
+        result: &ToolResult,
+        operation: Option<String>,
+        started: Instant,
+    ) {
+        let (status, detail) = match result {
+            ToolResult::Output(value) => (
+                "succeeded",
+                value
+                    .get("summary")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_default(),
+            ),
+            ToolResult::Error { kind, message } => ("failed", format!("{kind}: {message}")),
+        };
+        self.summarize(run, tool, status, detail, operation, started);
+    }
+
+    fn summarize(
+        &self,
+        run: &RunId,
+        tool: &str,
+        status: &str,
+        detail: String,
+        operation: Option<String>,
+        started: Instant,
+    ) {
+        let Some(live) = lock(&self.inner.live).get(run).cloned() else {
+            return;
+        };
+        let summary = ToolCallSummary {
+            tool: tool.to_owned(),
+            status: status.to_owned(),
+            detail,
+            operation,
+            duration_us: started.elapsed().as_micros() as u64,
+        };
+        self.update(&live, |run| run.tool_calls.push(summary));
+    }
+
+    /// Runs a control tool in the host.
+    async fn control(&self, live: &LiveRun, control: ControlTool, input: &Value) -> ToolResult {
+        let spec = &live.agent.manifest.spec;
+        let run = live.snapshot();
+        match control {
+            ControlTool::SubmitResult => {
+                if let Err(list) = live.agent.output.check(input) {
+                    return ToolResult::error(
+                        "invalid_input",
+                        format!(
+                            "the result does not match the agent's output schema: {}",
+                            list.iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ),
+                    );
+                }
+                if !input.get("status").is_some_and(Value::is_string) {
+                    return ToolResult::error(
+                        "invalid_input",
+                        "the result must have a `status` string",
+                    );
+                }
+                *lock(&live.submitted) = Some(input.clone());
+                ToolResult::Output(json!({"accepted": true}))
+            }
+            ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
+                let (kind, title, assignment) = if control == ControlTool::RequestHumanHelp {
+                    let Some(handover) = &spec.handover else {
+                        return ToolResult::error(
+                            "denied",
+                            format!("agent `{}` has no handover", run.agent),
+                        );
+                    };
+                    (
+                        "handover",
+                        input["reason"].as_str().unwrap_or_default().to_owned(),
+                        handover.assignment.clone(),
+                    )
+                } else {
+                    let assignment = input
+                        .get("assignment")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()));
+                    let Some(assignment) = assignment else {
+                        return ToolResult::error(
+                            "invalid_input",
+                            "no `assignment` given and the agent has no handover group",
+                        );
+                    };
+                    (
+                        "task",
+                        input["title"].as_str().unwrap_or_default().to_owned(),
+                        assignment,
+                    )
+                };
+                if run.shadow {
+                    return ToolResult::Output(json!({
+                        "task": null,
+                        "assignment": assignment,
+                        "shadow": true,
+                        "summary": format!("shadow run: would create a {kind} task for {assignment}"),
+                    }));
+                }
+                let task = Task {
+                    id: TaskId::new(),
+                    run: run.id.clone(),
+                    kind: kind.to_owned(),
+                    assignment: assignment.clone(),
+                    title,
+                    details: input.get("details").map(JsonText::from_value),
+                    created_at_ms: now_ms(),
+                };
+                let row = TaskRow {
+                    id: task.id.to_string(),
+                    run: run.id.to_string(),
+                    kind: task.kind.clone(),
+                    assignment: assignment.clone(),
+                    state: "open".to_owned(),
+                    created_at_ms: task.created_at_ms,
+                    body: hane_core::seal(&task),
+                };
+                if let Err(e) = self.inner.registry.create_task(row).await {
+                    return ToolResult::error(
+                        "failed",
+                        format!("the task could not be stored: {e}"),
+                    );
+                }
+                self.update(live, |r| r.tasks.push(task.id.clone()));
+                ToolResult::Output(json!({
+                    "task": task.id.to_string(),
+                    "assignment": assignment,
+                    "shadow": false,
+                    "summary": format!("{kind} task {} for {assignment}", task.id),
+                }))
+            }
+        }
+    }
+}
+
+fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
+    hane_core::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))
+}

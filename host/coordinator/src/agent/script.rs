@@ -1,0 +1,53 @@
+//! The scripted driver: the agent's `script`, step by step, no model.
+
+use hane_core::{Scope, ScriptStep};
+use serde_json::Value;
+
+use super::runtime::{AgentRuntime, RunEnd};
+use super::token::RunToken;
+use super::tools::ControlTool;
+use super::translate::ToolResult;
+
+/// Runs `script` for the run `token` names: each step whose condition
+/// holds calls its tool with its rendered input, through the gateway like
+/// any driver. A successful `submit_result` ends the run; a step that
+/// fails ends it as failed; so does a script that ends without a result.
+pub(crate) async fn run(
+    runtime: &AgentRuntime,
+    token: &RunToken,
+    script: &[ScriptStep],
+    input: Value,
+) -> Result<(), RunEnd> {
+    let mut scope = Scope::new(input);
+    for (index, step) in script.iter().enumerate() {
+        let at = |message: String| {
+            RunEnd::Failed(format!(
+                "script step {} (`{}`): {message}",
+                index + 1,
+                step.tool
+            ))
+        };
+        if step.when.as_ref().is_some_and(|c| !scope.holds(c)) {
+            continue;
+        }
+        let input = scope.render(&step.input).map_err(|e| at(e.to_string()))?;
+        match runtime
+            .call_tool(token, &step.tool, input)
+            .await
+            .map_err(RunEnd::Gateway)?
+        {
+            ToolResult::Output(output) => {
+                if step.tool == ControlTool::SubmitResult.name() {
+                    return Ok(());
+                }
+                scope.record(step, output);
+            }
+            ToolResult::Error { kind, message } => {
+                return Err(at(format!("{kind}: {message}")));
+            }
+        }
+    }
+    Err(RunEnd::Failed(
+        "the script ended without a result: no `submit_result` step ran".to_owned(),
+    ))
+}

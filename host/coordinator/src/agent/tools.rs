@@ -1,0 +1,182 @@
+//! Tools: what an agent may call, each with its [`ToolDefinition`] and what
+//! runs it — an operation in the sandbox or a control tool in the host.
+
+use std::sync::{Arc, LazyLock};
+
+use hane_core::{Impact, Limits, Policy};
+use hane_sandbox::Schema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// What a driver (and `GET /v1/agents/tools`) is told about a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDefinition {
+    /// The name agents call it by, such as `data.find_record`.
+    pub name: String,
+    /// What it does, written for a model choosing tools.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+    /// JSON Schema of its output.
+    pub output_schema: Value,
+    /// `read`, `write` or `outbound` for operations; `control` for tools
+    /// the host runs itself.
+    pub impact: String,
+    /// How long one call may take, such as `5s`.
+    pub timeout: String,
+    /// The operation behind it, when it is not a control tool.
+    pub operation: Option<String>,
+    /// The operation's version.
+    pub version: Option<String>,
+}
+
+/// The tools the host runs itself, for every agent that may call them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlTool {
+    /// Ends the run with a result valid against the agent's output schema.
+    SubmitResult,
+    /// Hands the run's work to a person: a handover task assigned per the
+    /// agent's `handover`.
+    RequestHumanHelp,
+    /// Creates a task for people.
+    CreateTask,
+}
+
+impl ControlTool {
+    /// Every control tool.
+    pub const ALL: [ControlTool; 3] = [
+        ControlTool::SubmitResult,
+        ControlTool::RequestHumanHelp,
+        ControlTool::CreateTask,
+    ];
+
+    /// The tool's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ControlTool::SubmitResult => "submit_result",
+            ControlTool::RequestHumanHelp => "request_human_help",
+            ControlTool::CreateTask => "tasks.create",
+        }
+    }
+
+    /// The control tool with this name.
+    pub fn named(name: &str) -> Option<Self> {
+        ControlTool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its definition.
+    pub fn definition(self) -> &'static ToolDefinition {
+        &CONTROL_DEFINITIONS[self as usize]
+    }
+}
+
+static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 3]> = LazyLock::new(|| {
+    let control = |name: &str, description: &str, input: Value, output: Value| ToolDefinition {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        input_schema: input,
+        output_schema: output,
+        impact: "control".to_owned(),
+        timeout: "1s".to_owned(),
+        operation: None,
+        version: None,
+    };
+    [
+        control(
+            "submit_result",
+            "Ends the run with its result. The result must match the agent's output schema and have a `status`.",
+            json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}}),
+            json!({"type": "object", "properties": {"accepted": {"type": "boolean"}}}),
+        ),
+        control(
+            "request_human_help",
+            "Hands the work to a person: creates a handover task for the agent's handover group with the reason given. Use it when the task cannot be done with the tools at hand; never guess instead.",
+            json!({
+                "type": "object",
+                "required": ["reason"],
+                "additionalProperties": false,
+                "properties": {
+                    "reason": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What a person needs to do, and why the agent could not."},
+                    "details": {"description": "Anything found so far that helps the person."}
+                }
+            }),
+            json!({"type": "object", "properties": {"task": {"type": ["string", "null"]}, "assignment": {"type": "string"}, "shadow": {"type": "boolean"}}}),
+        ),
+        control(
+            "tasks.create",
+            "Creates a task for people, assigned to a group (by default the agent's handover group).",
+            json!({
+                "type": "object",
+                "required": ["title"],
+                "additionalProperties": false,
+                "properties": {
+                    "title": {"type": "string", "minLength": 1, "maxLength": 500},
+                    "assignment": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "details": {}
+                }
+            }),
+            json!({"type": "object", "properties": {"task": {"type": ["string", "null"]}, "assignment": {"type": "string"}, "shadow": {"type": "boolean"}}}),
+        ),
+    ]
+});
+
+/// An operation a release makes available as a tool, with everything
+/// needed to run it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleasedOperation {
+    /// Its name in the release.
+    pub name: String,
+    /// `sha256:` digest of the component.
+    pub digest: String,
+    /// What it may touch; host paths absolute.
+    pub policy: Policy,
+    /// Its limits.
+    pub limits: Limits,
+    /// The component's version.
+    pub version: String,
+    /// The component's description.
+    pub description: String,
+    /// JSON Schema of its input, as text.
+    pub input_schema: String,
+    /// JSON Schema of its output, as text.
+    pub output_schema: String,
+    /// What it may do outside.
+    pub impact: Impact,
+}
+
+/// What runs a tool.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
+    /// An operation, run in the sandbox.
+    Operation(Arc<OperationTool>),
+    /// A control tool, run by the host.
+    Control(ControlTool),
+}
+
+/// An operation-backed tool, with its input schema compiled once.
+pub struct OperationTool {
+    /// The operation.
+    pub operation: ReleasedOperation,
+    /// Its limits for this tool (an exposure may shorten the timeout).
+    pub limits: Limits,
+    /// The compiled input schema.
+    pub input: Schema,
+}
+
+impl std::fmt::Debug for OperationTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OperationTool")
+            .field("operation", &self.operation.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool as the gateway and translators see it.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// What drivers are told.
+    pub definition: ToolDefinition,
+    /// What runs it.
+    pub kind: ToolKind,
+}

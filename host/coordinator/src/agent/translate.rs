@@ -1,0 +1,225 @@
+//! Translators: pure functions between a tool call and what runs it.
+//!
+//! [`translate`] validates a call and returns its status and the
+//! operations it produces; [`format`] turns a recorded status and how its
+//! operation ended into the result the driver sees. Neither does I/O, so
+//! both run on the coordinator's path without waiting on anything.
+
+use std::sync::LazyLock;
+
+use hane_core::{JsonText, Operation, Outcome, SessionId, ToolCall, ToolCallStatus, WasmCall};
+use hane_sandbox::{Schema, SchemaViolation};
+use serde_json::Value;
+
+use super::tools::{ControlTool, Tool, ToolKind};
+use crate::Ending;
+
+/// What the driver sees of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolResult {
+    /// The tool's output.
+    Output(Value),
+    /// What went wrong, in words the driver (or a model) can act on.
+    Error {
+        /// `invalid_input`, `not_found`, `denied`, `rejected`, or the
+        /// operation's outcome such as `timeout`.
+        kind: String,
+        /// The message.
+        message: String,
+    },
+}
+
+impl ToolResult {
+    /// An error result.
+    pub fn error(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolResult::Error {
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+}
+
+static CONTROL_SCHEMAS: LazyLock<Vec<Schema>> = LazyLock::new(|| {
+    ControlTool::ALL
+        .iter()
+        .map(|t| {
+            Schema::from_value(&t.definition().input_schema).expect("control tool schemas compile")
+        })
+        .collect()
+});
+
+fn violations(list: &[SchemaViolation]) -> String {
+    list.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Validates `call` of `tool` in `session`: an invalid input is
+/// `rejected` with the schema's words; a valid call of an operation tool
+/// is `submitted` with one `pending` operation; a valid call of a control
+/// tool is `submitted` with none (the host runs it).
+pub fn translate(
+    tool: &Tool,
+    session: &SessionId,
+    call: &ToolCall,
+    input: &Value,
+) -> (ToolCallStatus, Vec<Operation>) {
+    match &tool.kind {
+        ToolKind::Operation(op) => {
+            if let Err(list) = op.input.check(input) {
+                return (
+                    ToolCallStatus::Rejected {
+                        message: format!(
+                            "invalid input for `{}`: {}",
+                            call.tool,
+                            violations(&list)
+                        ),
+                    },
+                    Vec::new(),
+                );
+            }
+            let operation = Operation::wasm(
+                session.clone(),
+                call.id.clone(),
+                op.operation.impact,
+                WasmCall {
+                    name: op.operation.name.clone(),
+                    component: op.operation.digest.clone(),
+                    policy: op.operation.policy.clone(),
+                    limits: op.limits,
+                    input: call.input.clone(),
+                },
+            );
+            let status = ToolCallStatus::Submitted {
+                operations: vec![operation.id.clone()],
+            };
+            (status, vec![operation])
+        }
+        ToolKind::Control(control) => {
+            if let Err(list) = CONTROL_SCHEMAS[*control as usize].check(input) {
+                return (
+                    ToolCallStatus::Rejected {
+                        message: format!(
+                            "invalid input for `{}`: {}",
+                            call.tool,
+                            violations(&list)
+                        ),
+                    },
+                    Vec::new(),
+                );
+            }
+            (
+                ToolCallStatus::Submitted {
+                    operations: Vec::new(),
+                },
+                Vec::new(),
+            )
+        }
+    }
+}
+
+/// The result the driver sees for a call with `status` whose operation
+/// ended as `ending` (none for a rejected call).
+pub fn format(status: &ToolCallStatus, ending: Option<&Ending>) -> ToolResult {
+    match (status, ending) {
+        (ToolCallStatus::Rejected { message }, _) => ToolResult::error("rejected", message.clone()),
+        (ToolCallStatus::Submitted { .. }, None) => {
+            ToolResult::error("failed", "the operation did not run")
+        }
+        (ToolCallStatus::Submitted { .. }, Some(Ending::Succeeded(output))) => {
+            match output.output.to_value() {
+                Ok(value) => ToolResult::Output(value),
+                Err(e) => ToolResult::error("failed", format!("output is not JSON: {e}")),
+            }
+        }
+        (ToolCallStatus::Submitted { .. }, Some(Ending::Failed(failure))) => {
+            let kind = match failure.outcome {
+                Outcome::OperationError => guest_error_kind(&failure.message),
+                other => other.as_str(),
+            };
+            ToolResult::error(kind, failure.message.clone())
+        }
+        (ToolCallStatus::Submitted { .. }, Some(Ending::Lost { reason })) => ToolResult::error(
+            "unknown",
+            format!("the operation's outcome is unknown: {reason}"),
+        ),
+    }
+}
+
+/// The guest's own error kind, from the sandbox's message
+/// (`operation error: not found: ...`).
+fn guest_error_kind(message: &str) -> &'static str {
+    let message = message.strip_prefix("operation error: ").unwrap_or(message);
+    for (prefix, kind) in [
+        ("invalid input", "invalid_input"),
+        ("not found", "not_found"),
+        ("denied", "denied"),
+    ] {
+        if message.starts_with(prefix) {
+            return kind;
+        }
+    }
+    "failed"
+}
+
+/// The call's input as stored text.
+pub(crate) fn input_text(input: &Value) -> JsonText {
+    JsonText::from_value(input)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hane_core::{OperationFailure, ToolCallId};
+
+    fn control(tool: ControlTool) -> Tool {
+        Tool {
+            definition: tool.definition().clone(),
+            kind: ToolKind::Control(tool),
+        }
+    }
+
+    #[test]
+    fn control_tools_are_validated_and_produce_no_operations() {
+        let tool = control(ControlTool::RequestHumanHelp);
+        let session = SessionId::new();
+        let good = serde_json::json!({"reason": "not in the ledger"});
+        let call = ToolCall {
+            id: ToolCallId::new(),
+            tool: "request_human_help".into(),
+            input: input_text(&good),
+        };
+        let (status, ops) = translate(&tool, &session, &call, &good);
+        assert_eq!(status, ToolCallStatus::Submitted { operations: vec![] });
+        assert!(ops.is_empty());
+        let bad = serde_json::json!({"why": 1});
+        let (status, _) = translate(&tool, &session, &call, &bad);
+        let ToolCallStatus::Rejected { message } = status else {
+            panic!("accepted {bad}");
+        };
+        assert!(message.contains("reason"), "{message}");
+    }
+
+    #[test]
+    fn format_reports_guest_errors_by_kind() {
+        let submitted = ToolCallStatus::Submitted { operations: vec![] };
+        let ending = Ending::Failed(OperationFailure {
+            outcome: Outcome::OperationError,
+            message: "operation error: not found: no record `V-9` in `vehicles`".into(),
+            receipt: None,
+            logs: vec![],
+        });
+        assert_eq!(
+            format(&submitted, Some(&ending)),
+            ToolResult::error(
+                "not_found",
+                "operation error: not found: no record `V-9` in `vehicles`"
+            )
+        );
+        let timeout = Ending::failed(Outcome::Timeout, "time limit of 2s exceeded");
+        assert!(
+            matches!(format(&submitted, Some(&timeout)), ToolResult::Error { kind, .. } if kind == "timeout")
+        );
+    }
+}
