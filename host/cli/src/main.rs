@@ -1,7 +1,11 @@
 //! `hane`: run AI-agent tools as sandboxed WebAssembly operations.
 
+mod agents;
+mod keys;
 mod op;
+mod runtime;
 mod scaffold;
+mod serve;
 mod session;
 mod worker;
 
@@ -37,6 +41,20 @@ enum Command {
     /// Run operations sent by a coordinator in another process, over TCP
     /// or a Unix socket.
     Worker(worker::WorkerArgs),
+    /// Activate, list and roll back releases of agents and operations.
+    Release(agents::ReleaseArgs),
+    /// Run an agent of the active release and print the run.
+    Run(agents::RunArgs),
+    /// List and show agent runs.
+    Runs(agents::RunsArgs),
+    /// Activate `examples/` and run the scripted vehicle check twice: for
+    /// a vehicle in the example fleet ledger and for one that is not.
+    Demo(agents::DemoArgs),
+    /// Serve the HTTP API (/v1/agents/...) over the store, for API keys
+    /// made with `hane keys create`.
+    Serve(serve::ServeArgs),
+    /// Create, list and remove the API keys `hane serve` accepts.
+    Keys(keys::KeysArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,5 +63,11 @@ fn main() -> ExitCode {
         Command::Op(cmd) => op::main(cmd),
         Command::Session(args) => session::main(args),
         Command::Worker(args) => worker::main(args),
+        Command::Release(args) => agents::release(args),
+        Command::Run(args) => agents::run(args),
+        Command::Runs(args) => agents::runs(args),
+        Command::Demo(args) => agents::demo(args),
+        Command::Serve(args) => serve::main(args),
+        Command::Keys(args) => keys::main(args),
     }
 }

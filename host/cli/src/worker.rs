@@ -98,7 +98,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
 }
 
 /// Resolves on SIGTERM or ctrl-c.
-async fn stopped() -> anyhow::Result<()> {
+pub(crate) async fn stopped() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch for SIGTERM")?;
     tokio::select! {

@@ -1,0 +1,405 @@
+//! `hane release`, `hane run`, `hane runs` and `hane demo`: activate
+//! agents and run them against the embedded store, with no server.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::agent::{ActivationError, AgentRun, RunError, RunStatus, StartRun, Task};
+use hane_core::RunId;
+use hane_store::{RunQuery, StoreError};
+
+use crate::exit;
+use crate::session::default_store_path;
+
+/// The store flag every command here shares.
+#[derive(Args)]
+pub struct StoreArg {
+    /// The store's file [default: $HANE_STORE, else
+    /// $XDG_DATA_HOME/hane/hane.db, else ~/.local/share/hane/hane.db].
+    #[arg(long, global = true, value_name = "FILE")]
+    store: Option<PathBuf>,
+}
+
+impl StoreArg {
+    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
+        let path = self
+            .store
+            .clone()
+            .or_else(default_store_path)
+            .context("no store: pass --store FILE or set HANE_STORE")?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        Ok(path)
+    }
+}
+
+#[derive(Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(subcommand)]
+    command: ReleaseCommand,
+}
+
+#[derive(Subcommand)]
+enum ReleaseCommand {
+    /// Check every manifest, component and ledger file in DIR and activate
+    /// them together as a new release. On any error nothing changes.
+    Activate {
+        /// The release's directory: manifests (*.yaml) anywhere in it, the
+        /// ledger under `ledger/`.
+        dir: PathBuf,
+    },
+    /// List releases; the active one is marked.
+    List,
+    /// Activate an earlier release again: release N, or the one before
+    /// the active one.
+    Rollback {
+        /// The release to activate.
+        number: Option<u64>,
+    },
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The agent, from the active release.
+    agent: String,
+    /// The run's input as JSON, or `@FILE`, or `@-` for stdin.
+    #[arg(long, value_name = "JSON")]
+    input: String,
+    /// Skip handovers and outbound actions; only keep a record.
+    #[arg(long)]
+    shadow: bool,
+    /// Print the run as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(subcommand)]
+    command: RunsCommand,
+}
+
+#[derive(Subcommand)]
+enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only runs of this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only runs with this status (queued, running, succeeded, failed,
+        /// cancelled, limit_exceeded).
+        #[arg(long)]
+        status: Option<RunStatus>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: input, tool calls, result, tasks.
+    Show {
+        /// The run's id.
+        id: RunId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The release to activate.
+    #[arg(long, default_value = "examples", value_name = "DIR")]
+    examples: PathBuf,
+}
+
+/// How a command failed, for its exit code.
+fn code(e: &anyhow::Error) -> u8 {
+    if let Some(e) = e.downcast_ref::<RunError>() {
+        return match e {
+            RunError::NoRelease
+            | RunError::UnknownAgent { .. }
+            | RunError::InvalidInput { .. }
+            | RunError::DriverUnavailable { .. }
+            | RunError::NotFound(_)
+            | RunError::Finished { .. } => exit::USAGE,
+            _ => exit::FAILURE,
+        };
+    }
+    if e.downcast_ref::<ActivationError>()
+        .is_some_and(|e| matches!(e, ActivationError::Invalid(_)))
+        || e.downcast_ref::<StoreError>()
+            .is_some_and(|e| matches!(e, StoreError::ReleaseNotFound(_)))
+    {
+        return exit::USAGE;
+    }
+    exit::FAILURE
+}
+
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(code(&e))
+        }
+    }
+}
+
+fn block_on<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(f)
+}
+
+pub fn release(args: ReleaseArgs) -> ExitCode {
+    finish(block_on(async {
+        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        match args.command {
+            ReleaseCommand::Activate { dir } => {
+                let info = runtime.activate(&dir).await?;
+                println!("activated release {}: {}", info.number, info.summary);
+            }
+            ReleaseCommand::List => {
+                let releases = runtime.registry().releases().await?;
+                if releases.is_empty() {
+                    eprintln!("no releases yet: activate one with `hane release activate DIR`");
+                }
+                for r in releases {
+                    println!(
+                        "{} {:>4}  {}  {}  {}",
+                        if r.active { "*" } else { " " },
+                        r.number,
+                        time(r.created_at_ms),
+                        r.summary,
+                        r.source
+                    );
+                }
+            }
+            ReleaseCommand::Rollback { number } => {
+                let info = runtime.registry().rollback(number).await?;
+                println!("release {} is active again: {}", info.number, info.summary);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }))
+}
+
+/// Reads `--input`: JSON, `@FILE` or `@-`.
+fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
+    let text = match input.strip_prefix('@') {
+        Some("-") => std::io::read_to_string(std::io::stdin()).context("reading stdin")?,
+        Some(file) => std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?,
+        None => input.to_owned(),
+    };
+    serde_json::from_str(&text).context("--input is not JSON")
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    finish(block_on(async {
+        let input = read_input(&args.input)?;
+        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let run = runtime
+            .run_to_end(StartRun {
+                agent: args.agent,
+                input,
+                shadow: args.shadow,
+            })
+            .await?;
+        print_run(&runtime, &run, args.json).await?;
+        Ok(ExitCode::from(match run.status {
+            RunStatus::Succeeded => 0,
+            RunStatus::LimitExceeded => exit::LIMIT,
+            _ => exit::FAILURE,
+        }))
+    }))
+}
+
+pub fn runs(args: RunsArgs) -> ExitCode {
+    finish(block_on(async {
+        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        match args.command {
+            RunsCommand::List {
+                agent,
+                status,
+                limit,
+                json,
+            } => {
+                let runs = runtime
+                    .list(RunQuery {
+                        agent,
+                        status: status.map(|s| s.as_str().to_owned()),
+                        limit,
+                    })
+                    .await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&runs)?);
+                } else if runs.is_empty() {
+                    eprintln!("no runs");
+                } else {
+                    for run in &runs {
+                        println!(
+                            "{}  {}  {:<15} {}  {}",
+                            run.id,
+                            time(run.created_at_ms),
+                            run.status.as_str(),
+                            run.agent,
+                            result_status(run)
+                        );
+                    }
+                }
+            }
+            RunsCommand::Show { id, json } => {
+                let run = runtime.get(&id).await?;
+                print_run(&runtime, &run, json).await?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }))
+}
+
+pub fn demo(args: DemoArgs) -> ExitCode {
+    finish(block_on(async {
+        let path = args.store.path()?;
+        let runtime = crate::runtime::open_runtime(&path).await?;
+        let info = runtime.activate(&args.examples).await.with_context(|| {
+            format!(
+                "activating {} (run `hane demo` from the repository's root, or pass --examples DIR)",
+                args.examples.display()
+            )
+        })?;
+        println!(
+            "activated release {} from {}: {}\n",
+            info.number,
+            args.examples.display(),
+            info.summary
+        );
+        let mut failed = false;
+        for vehicle in ["架空 300 あ 10-02", "架空 999 ん 00-00"] {
+            let run = runtime
+                .run_to_end(StartRun {
+                    agent: "vehicle-check-scripted".to_owned(),
+                    input: serde_json::json!({ "vehicle": vehicle }),
+                    shadow: false,
+                })
+                .await?;
+            failed |= run.status != RunStatus::Succeeded;
+            print_run(&runtime, &run, false).await?;
+            println!();
+        }
+        println!(
+            "store: {}\nsee them again with `hane runs list` and `hane runs show RUN`",
+            path.display()
+        );
+        Ok(if failed {
+            ExitCode::from(exit::FAILURE)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }))
+}
+
+fn result_status(run: &AgentRun) -> String {
+    run.result
+        .as_ref()
+        .and_then(|r| r.to_value().ok())
+        .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned))
+        .map(|s| format!("→ {s}"))
+        .unwrap_or_default()
+}
+
+async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow::Result<()> {
+    let tasks: Vec<Task> = runtime.tasks(&run.id).await?;
+    if json {
+        let mut value = serde_json::to_value(run)?;
+        value["taskDetails"] = serde_json::to_value(&tasks)?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    let elapsed = run.updated_at_ms.saturating_sub(run.created_at_ms);
+    println!(
+        "run {}  {}  {}  (release {}, {} tool call{}, {elapsed} ms{})",
+        run.id,
+        run.agent,
+        run.status,
+        run.release,
+        run.tool_calls.len(),
+        if run.tool_calls.len() == 1 { "" } else { "s" },
+        if run.shadow { ", shadow" } else { "" }
+    );
+    println!("  input   {}", run.input);
+    for (i, call) in run.tool_calls.iter().enumerate() {
+        let detail = if call.detail.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", call.detail)
+        };
+        println!(
+            "  {:>2}. {:<24} {:<9} {:>8.2} ms{detail}",
+            i + 1,
+            call.tool,
+            call.status,
+            call.duration_us as f64 / 1000.0
+        );
+    }
+    if let Some(result) = &run.result {
+        let pretty = result
+            .to_value()
+            .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
+            .unwrap_or_else(|_| result.to_string());
+        println!("  result  {}", pretty.replace('\n', "\n          "));
+    }
+    if let Some(error) = &run.error {
+        println!("  error   {error}");
+    }
+    for task in &tasks {
+        println!(
+            "  task    {} {} for {}: {}",
+            task.id, task.kind, task.assignment, task.title
+        );
+    }
+    if let Some(session) = &run.session {
+        println!("  session {session}");
+    }
+    Ok(())
+}
+
+fn time(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_is_json_or_a_file() {
+        assert_eq!(read_input(r#"{"a":1}"#).unwrap()["a"], 1);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("in.json");
+        std::fs::write(&file, r#"{"vehicle":"x"}"#).unwrap();
+        assert_eq!(
+            read_input(&format!("@{}", file.display())).unwrap()["vehicle"],
+            "x"
+        );
+        assert!(read_input("not json").is_err());
+    }
+}

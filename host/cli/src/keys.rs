@@ -1,0 +1,125 @@
+//! `hane keys create | list | remove`: the API keys `hane serve` accepts.
+//! Only a key's hash is stored, so `create` is the one time it is shown.
+
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use clap::{Args, Subcommand};
+use hane_server::{KeyError, Role};
+use hane_store::Registry;
+use serde_json::json;
+
+use crate::agents::StoreArg;
+use crate::exit;
+
+#[derive(Args)]
+pub struct KeysArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(subcommand)]
+    command: KeysCommand,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key and print it on stdout. It is shown only now: only its
+    /// hash is stored.
+    Create {
+        /// The key's name: 1 to 64 ASCII letters, digits, `_`, `.` or `-`.
+        name: String,
+        /// What it may do: a viewer reads runs and tools, an operator also
+        /// starts and cancels runs, an approver reads (approving comes in a
+        /// later version).
+        #[arg(
+            long,
+            value_name = "ROLE",
+            value_parser = PossibleValuesParser::new(Role::ALL.map(Role::as_str))
+                .try_map(|s| s.parse::<Role>())
+        )]
+        role: Role,
+        /// Print JSON: name, role and key.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys by name with their roles; never the keys themselves.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a key: requests with it are refused from now on.
+    Remove {
+        /// The key's name.
+        name: String,
+    },
+}
+
+pub(crate) fn main(args: KeysArgs) -> ExitCode {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let usage = e
+                .downcast_ref::<KeyError>()
+                .is_some_and(|e| matches!(e, KeyError::InvalidName(_) | KeyError::Duplicate(_)));
+            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
+        }
+    }
+}
+
+fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
+    let path = args.store.path()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        // Keys live in the registry alone: no sandbox is started.
+        let registry = Registry::open(&path)
+            .with_context(|| format!("opening the registry at {}", path.display()))?;
+        match args.command {
+            KeysCommand::Create { name, role, json } => {
+                let key = hane_server::create_key(&registry, &name, role).await?;
+                if json {
+                    let doc = json!({"name": name, "role": role.as_str(), "key": key});
+                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                } else {
+                    eprintln!(
+                        "created key `{name}` with the {role} role; it is shown only now, keep it somewhere safe:"
+                    );
+                    println!("{key}");
+                }
+            }
+            KeysCommand::List { json } => {
+                let keys = registry.api_keys().await?;
+                if json {
+                    let list: Vec<_> = keys
+                        .iter()
+                        .map(|k| json!({"name": k.name, "role": k.role, "createdAtMs": k.created_at_ms}))
+                        .collect();
+                    println!("{}", serde_json::to_string_pretty(&list)?);
+                } else if keys.is_empty() {
+                    eprintln!("no API keys: create one with `hane keys create NAME --role operator`");
+                } else {
+                    let width = keys.iter().map(|k| k.name.len()).max().unwrap_or(0).max(4);
+                    println!("{:width$}  {:8}  CREATED", "NAME", "ROLE");
+                    for key in &keys {
+                        let created = humantime::format_rfc3339_seconds(
+                            UNIX_EPOCH + Duration::from_millis(key.created_at_ms),
+                        );
+                        println!("{:width$}  {:8}  {created}", key.name, key.role);
+                    }
+                }
+            }
+            KeysCommand::Remove { name } => {
+                if !registry.remove_api_key(&name).await? {
+                    eprintln!("error: no key is named `{name}`: `hane keys list` lists them");
+                    return Ok(ExitCode::from(exit::USAGE));
+                }
+                eprintln!("removed key `{name}`: requests with it are refused from now on");
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,98 @@
+//! `hane serve`: the HTTP API (`/v1/agents/...`) over the embedded store.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::agents::StoreArg;
+use crate::exit;
+use crate::runtime::open_runtime;
+use crate::worker::stopped;
+
+/// How long a stopping server waits for requests in progress (a start
+/// with `wait: true` lasts as long as its run).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Where to listen: HOST:PORT (port 0 picks a free one).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    listen: String,
+}
+
+/// No key could use the server.
+#[derive(Debug)]
+struct NoKeys;
+
+impl std::fmt::Display for NoKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "no API key exists, so no request could be let in: create one with `hane keys create NAME --role operator` (with the same --store)",
+        )
+    }
+}
+
+impl std::error::Error for NoKeys {}
+
+pub(crate) fn main(args: ServeArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let usage = e.downcast_ref::<NoKeys>().is_some();
+            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let path = args.store.path()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let served = runtime.block_on(async {
+        let agents = open_runtime(&path).await?;
+        if agents.registry().api_keys().await?.is_empty() {
+            return Err(NoKeys.into());
+        }
+        match agents.registry().active_number().await? {
+            Some(n) => eprintln!("serving release {n} from {}", path.display()),
+            None => eprintln!(
+                "no release is active in {}: runs are refused until `hane release activate DIR`",
+                path.display()
+            ),
+        }
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        eprintln!("listening on http://{}", listener.local_addr()?);
+        let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+        let server = hane_server::serve(listener, agents, async {
+            let _ = stopping.await;
+        });
+        tokio::pin!(server);
+        tokio::select! {
+            served = &mut server => served?,
+            signal = stopped() => {
+                signal?;
+                eprintln!(
+                    "stopping: waiting up to {} s for requests in progress",
+                    SHUTDOWN_GRACE.as_secs()
+                );
+                let _ = stop.send(());
+                if let Ok(served) = tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+                    served?;
+                }
+            }
+        }
+        Ok(())
+    });
+    // A run still going on is not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
+}

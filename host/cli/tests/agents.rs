@@ -1,0 +1,182 @@
+//! `hane release`, `hane run`, `hane runs` and `hane demo`, run as the
+//! real binary against a store in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn hane(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .env("HANE_CACHE_DIR", store.with_file_name("cache"))
+        .output()
+        .expect("run hane")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+#[test]
+fn release_run_and_runs_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let examples = examples();
+    let examples = examples.to_str().unwrap();
+
+    // Nothing active yet: a clear usage error.
+    let none = hane(&store, &["run", "vehicle-check-scripted", "--input", "{}"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        text(&none.stderr).contains("no release is active"),
+        "{}",
+        text(&none.stderr)
+    );
+
+    let activated = ok(&hane(&store, &["release", "activate", examples]));
+    assert!(
+        activated.contains("activated release 1: 3 agents, 5 operations"),
+        "{activated}"
+    );
+
+    let found = hane(
+        &store,
+        &[
+            "run",
+            "vehicle-check-scripted",
+            "--input",
+            r#"{"vehicle": "架空 500 さ 12-34"}"#,
+            "--json",
+        ],
+    );
+    let run: serde_json::Value = serde_json::from_str(&ok(&found)).unwrap();
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["result"]["status"], "found");
+    assert_eq!(run["result"]["model"], "Nissan Caravan");
+    let id = run["id"].as_str().unwrap().to_owned();
+
+    let missing = ok(&hane(
+        &store,
+        &[
+            "run",
+            "vehicle-check-scripted",
+            "--input",
+            r#"{"vehicle": "架空 1 x 0"}"#,
+        ],
+    ));
+    assert!(missing.contains("succeeded"), "{missing}");
+    assert!(missing.contains(r#""status": "handed_over""#), "{missing}");
+    assert!(missing.contains("handover for fleet-desk"), "{missing}");
+
+    // The seed's agent activated, and its driver is refused at run start.
+    let opencode = hane(
+        &store,
+        &["run", "vehicle-check", "--input", r#"{"vehicle": "x"}"#],
+    );
+    assert_eq!(opencode.status.code(), Some(2));
+    assert!(
+        text(&opencode.stderr).contains("driver `opencode`, which is not available in this build"),
+        "{}",
+        text(&opencode.stderr)
+    );
+    // Input that breaks the agent's schema names the field.
+    let bad = hane(
+        &store,
+        &[
+            "run",
+            "vehicle-check-scripted",
+            "--input",
+            r#"{"vehicle": 1}"#,
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("/vehicle"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let list = ok(&hane(&store, &["runs", "list"]));
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(
+        list.lines().last().unwrap().contains(&id),
+        "oldest last: {list}"
+    );
+    let shown = ok(&hane(&store, &["runs", "show", &id]));
+    assert!(shown.contains("data.find_record"), "{shown}");
+    assert!(shown.contains("Nissan Caravan"), "{shown}");
+    let filtered = ok(&hane(&store, &["runs", "list", "--status", "failed"]));
+    assert!(filtered.is_empty(), "{filtered}");
+    let wrong = hane(&store, &["runs", "list", "--status", "done"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        text(&wrong.stderr).contains("limit_exceeded"),
+        "{}",
+        text(&wrong.stderr)
+    );
+
+    // A broken release is refused with file, line and field; release 1
+    // stays active.
+    let broken = dir.path().join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("agent.yaml"),
+        "apiVersion: agents/v1alpha1\nkind: Agent\nmetadata:\n  name: broken\nspec:\n  purpose: x\n  input: { type: object }\n  output: { type: object, required: [status] }\n  driver: scripted\n  script: [{ tool: submit_result, input: {} }]\n  colour: blue\n",
+    )
+    .unwrap();
+    let refused = hane(&store, &["release", "activate", broken.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let message = text(&refused.stderr);
+    assert!(message.contains("agent.yaml:11"), "{message}");
+    assert!(message.contains("colour"), "{message}");
+    let releases = ok(&hane(&store, &["release", "list"]));
+    assert_eq!(releases.lines().count(), 1, "{releases}");
+    assert!(releases.starts_with("*    1"), "{releases}");
+
+    // A second release, and a rollback to the first.
+    ok(&hane(&store, &["release", "activate", examples]));
+    let back = ok(&hane(&store, &["release", "rollback"]));
+    assert!(back.contains("release 1 is active again"), "{back}");
+    let nothing = hane(&store, &["release", "rollback"]);
+    assert_eq!(nothing.status.code(), Some(2));
+    assert!(
+        text(&nothing.stderr).contains("no release before"),
+        "{}",
+        text(&nothing.stderr)
+    );
+}
+
+#[test]
+fn demo_runs_a_found_and_a_missing_vehicle() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let out = ok(&hane(
+        &store,
+        &["demo", "--examples", examples().to_str().unwrap()],
+    ));
+    assert!(out.contains("activated release 1"), "{out}");
+    assert_eq!(
+        out.matches("vehicle-check-scripted  succeeded").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains(r#""model": "Toyota Hiace Van""#), "{out}");
+    assert!(out.contains(r#""status": "handed_over""#), "{out}");
+    assert!(out.contains("handover for fleet-desk"), "{out}");
+}

@@ -1,0 +1,230 @@
+//! [`ApiError`]: every error the API answers with, in one JSON shape, and
+//! the extractors that turn axum's rejections into it.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::agent::RunError;
+use serde_json::{Value, json};
+
+/// The `code` of an error body: what kind of failure, for machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorCode {
+    /// A well-formed request whose content is wrong, such as an input the
+    /// agent's schema refuses (422).
+    InvalidInput,
+    /// No such route, run or agent (404).
+    NotFound,
+    /// No API key, or one that is not known (401).
+    Unauthorized,
+    /// The key's role may not do this (403).
+    Forbidden,
+    /// The request conflicts with the state: the run ended, no release is
+    /// active (409).
+    Conflict,
+    /// A request that cannot be read: broken JSON, a malformed id or query
+    /// (400).
+    BadRequest,
+    /// The body is over [`crate::MAX_BODY_BYTES`] (413).
+    PayloadTooLarge,
+    /// The body is not `application/json` (415).
+    UnsupportedMediaType,
+    /// The route has no such method (405).
+    MethodNotAllowed,
+    /// The server failed; its log says why (500).
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code.
+    pub(crate) const ALL: [ErrorCode; 10] = [
+        ErrorCode::InvalidInput,
+        ErrorCode::NotFound,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::Conflict,
+        ErrorCode::BadRequest,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Internal,
+    ];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An error answer: `{"error": {"code", "message", "path"?}}` with the
+/// status its code stands for.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    code: ErrorCode,
+    message: String,
+    /// JSON Pointer into the request body, when the error is about one
+    /// place in it.
+    path: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            path: None,
+        }
+    }
+
+    pub(crate) fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// A failure of the server itself: the details go to the log, never to
+    /// the client.
+    pub(crate) fn internal(what: &str, error: &dyn std::fmt::Display) -> Self {
+        eprintln!("hane-server: {what}: {error}");
+        Self::new(
+            ErrorCode::Internal,
+            "the server failed; its log has the details",
+        )
+    }
+
+    pub(crate) fn body(&self) -> Value {
+        let mut error = json!({"code": self.code.as_str(), "message": self.message});
+        if let Some(path) = &self.path {
+            error["path"] = json!(path);
+        }
+        json!({ "error": error })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.code.status(), axum::Json(self.body())).into_response();
+        if self.code == ErrorCode::Unauthorized {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"hane\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> Self {
+        let message = e.to_string();
+        match e {
+            RunError::NoRelease | RunError::Finished { .. } => {
+                Self::new(ErrorCode::Conflict, message)
+            }
+            RunError::UnknownAgent { .. } => Self::new(ErrorCode::NotFound, message).at("/agent"),
+            RunError::InvalidInput { path, .. } => {
+                Self::new(ErrorCode::InvalidInput, message).at(format!("/input{path}"))
+            }
+            RunError::DriverUnavailable { .. } => {
+                Self::new(ErrorCode::InvalidInput, message).at("/agent")
+            }
+            RunError::NotFound(_) => Self::new(ErrorCode::NotFound, message),
+            e => Self::internal("agent runtime", &e),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let code = match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+            // A body that is JSON but not what the route takes is checked
+            // by the handler; this is JSON that does not parse.
+            _ => ErrorCode::BadRequest,
+        };
+        let message = match code {
+            ErrorCode::PayloadTooLarge => format!(
+                "the request body is larger than {} bytes",
+                crate::MAX_BODY_BYTES
+            ),
+            ErrorCode::UnsupportedMediaType => {
+                "the request body must be JSON, sent with `Content-Type: application/json`"
+                    .to_owned()
+            }
+            _ => format!(
+                "the request body is not valid JSON: {}",
+                rejection.body_text()
+            ),
+        };
+        Self::new(code, message)
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::new(ErrorCode::BadRequest, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::new(ErrorCode::BadRequest, rejection.body_text())
+    }
+}
+
+/// An extractor whose rejection is answered as an [`ApiError`]: `Checked<Query<T>>`,
+/// `Checked<Path<T>>`, `Checked<Json<T>>`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checked<E>(pub(crate) E);
+
+impl<S, E> FromRequestParts<S> for Checked<E>
+where
+    S: Send + Sync,
+    E: FromRequestParts<S>,
+    ApiError: From<E::Rejection>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Ok(Self(E::from_request_parts(parts, state).await?))
+    }
+}
+
+impl<S, T> FromRequest<S> for Checked<axum::Json<T>>
+where
+    S: Send + Sync,
+    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Ok(Self(axum::Json::<T>::from_request(request, state).await?))
+    }
+}

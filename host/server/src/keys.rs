@@ -1,0 +1,161 @@
+//! API keys: their roles, how a key is made, and the one hash of it that is
+//! stored.
+
+use std::fmt;
+use std::str::FromStr;
+
+use hane_store::{Registry, StoreError};
+use sha2::{Digest as _, Sha256};
+
+/// What every API key starts with, so a leaked one is easy to spot.
+pub const KEY_PREFIX: &str = "hane_";
+
+/// Random bytes in a key: 160 bits, written as 40 hex characters.
+const KEY_RANDOM_BYTES: usize = 20;
+
+/// The longest key name, in characters.
+pub const MAX_KEY_NAME_LEN: usize = 64;
+
+/// What a key may do.
+///
+/// A `viewer` reads runs and tools; an `operator` also starts and cancels
+/// runs; an `approver` reads like a viewer (approving outbound actions
+/// comes in a later version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Reads, starts and cancels runs.
+    Operator,
+    /// Reads; will approve outbound actions.
+    Approver,
+    /// Reads.
+    Viewer,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Operator, Role::Approver, Role::Viewer];
+
+    /// The role as stored and written in the CLI, such as `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Operator => "operator",
+            Role::Approver => "approver",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A role name that is not one of [`Role::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown role `{0}`: expected operator, approver or viewer")]
+pub struct UnknownRole(pub String);
+
+impl FromStr for Role {
+    type Err = UnknownRole;
+
+    fn from_str(s: &str) -> Result<Self, UnknownRole> {
+        Role::ALL
+            .into_iter()
+            .find(|role| role.as_str() == s)
+            .ok_or_else(|| UnknownRole(s.to_owned()))
+    }
+}
+
+/// Why a key could not be created.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The name is empty, too long, or has characters other than ASCII
+    /// letters, digits, `_`, `.` and `-`.
+    #[error(
+        "invalid key name `{0}`: use 1 to {MAX_KEY_NAME_LEN} ASCII letters, digits, `_`, `.` or `-`"
+    )]
+    InvalidName(String),
+    /// A key with this name exists.
+    #[error("a key named `{0}` already exists: remove it first or choose another name")]
+    Duplicate(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// The SHA-256 of `secret`, in lowercase hex: what the registry stores and
+/// looks keys up by. Keys are 160 random bits, so a fast hash is enough.
+pub fn hash_key(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=MAX_KEY_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Creates a key named `name` with `role` and returns its secret:
+/// [`KEY_PREFIX`] and 40 lowercase hex characters. Only its
+/// [`hash_key`] is stored, so the secret cannot be shown again.
+///
+/// # Errors
+///
+/// The name is invalid or taken, or the store failed.
+pub async fn create_key(registry: &Registry, name: &str, role: Role) -> Result<String, KeyError> {
+    if !valid_name(name) {
+        return Err(KeyError::InvalidName(name.to_owned()));
+    }
+    let mut random = [0u8; KEY_RANDOM_BYTES];
+    // As for ids: without an entropy source the process cannot work at all.
+    getrandom::fill(&mut random).expect("the operating system provides random bytes");
+    let secret = format!("{KEY_PREFIX}{}", hex::encode(random));
+    registry
+        .add_api_key(name, role.as_str(), &hash_key(&secret))
+        .await
+        .map_err(|e| match e {
+            StoreError::DuplicateKey(name) => KeyError::Duplicate(name),
+            e => KeyError::Store(e),
+        })?;
+    Ok(secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_round_trip() {
+        for role in Role::ALL {
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+            assert_eq!(role.to_string(), role.as_str());
+        }
+        let err = "admin".parse::<Role>().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown role `admin`: expected operator, approver or viewer"
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("ci-bot_1.prod"));
+        assert!(valid_name(&"a".repeat(MAX_KEY_NAME_LEN)));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"a".repeat(MAX_KEY_NAME_LEN + 1)));
+        assert!(!valid_name("has space"));
+        assert!(!valid_name("slash/"));
+        assert!(!valid_name("ключ"));
+    }
+
+    #[test]
+    fn hash_is_sha256_hex() {
+        assert_eq!(
+            hash_key("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

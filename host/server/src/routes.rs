@@ -1,0 +1,526 @@
+//! The routes: one table ([`ROUTES`]) that both the router and the OpenAPI
+//! document are built from, the handlers, and the bearer-key check.
+
+use std::future::Future;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, MethodRouter, on};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::agent::{AgentRun, RunStatus, StartRun};
+use hane_core::RunId;
+use hane_store::{MAX_RUNS_LISTED, RunQuery};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::keys::{Role, hash_key};
+
+/// The largest request body accepted, in bytes; a larger one is answered
+/// `413`. A run's input is a few fields, so 1 MiB is far more than enough.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Runs listed when a request gives no `limit`.
+pub const DEFAULT_LIST_LIMIT: u32 = 100;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Anyone, without a key.
+    Public,
+    /// A key with any role.
+    Read,
+    /// A key with the `operator` role.
+    Operate,
+}
+
+impl Access {
+    fn allows(self, role: Role) -> bool {
+        match self {
+            Access::Public | Access::Read => true,
+            Access::Operate => role == Role::Operator,
+        }
+    }
+
+    /// Who may call it, in words, for errors and the OpenAPI document.
+    pub(crate) fn needs(self) -> &'static str {
+        match self {
+            Access::Public => "no API key",
+            Access::Read => "an API key with any role (viewer, approver or operator)",
+            Access::Operate => "an API key with the operator role",
+        }
+    }
+}
+
+/// What a route does; the router and the OpenAPI document each match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Health,
+    OpenApi,
+    StartRun,
+    ListRuns,
+    GetRun,
+    CancelRun,
+    RunTasks,
+    ListTools,
+}
+
+/// One route of the API.
+#[derive(Debug)]
+pub(crate) struct Route {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) method: Method,
+    /// In axum's and OpenAPI's syntax alike: `{id}` is a parameter.
+    pub(crate) path: &'static str,
+    pub(crate) access: Access,
+}
+
+/// Every route the API serves.
+pub(crate) const ROUTES: [Route; 8] = [
+    Route {
+        endpoint: Endpoint::Health,
+        method: Method::GET,
+        path: "/healthz",
+        access: Access::Public,
+    },
+    Route {
+        endpoint: Endpoint::OpenApi,
+        method: Method::GET,
+        path: "/v1/openapi.json",
+        access: Access::Public,
+    },
+    Route {
+        endpoint: Endpoint::StartRun,
+        method: Method::POST,
+        path: "/v1/agents/runs",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::ListRuns,
+        method: Method::GET,
+        path: "/v1/agents/runs",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::GetRun,
+        method: Method::GET,
+        path: "/v1/agents/runs/{id}",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::CancelRun,
+        method: Method::POST,
+        path: "/v1/agents/runs/{id}/cancel",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::RunTasks,
+        method: Method::GET,
+        path: "/v1/agents/runs/{id}/tasks",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::ListTools,
+        method: Method::GET,
+        path: "/v1/agents/tools",
+        access: Access::Read,
+    },
+];
+
+/// The API over `runtime`: every route in the OpenAPI document (served at
+/// `GET /v1/openapi.json`), each checking the caller's API key and role
+/// against the runtime's registry on every request, so a removed key stops
+/// working at once.
+pub fn router(runtime: AgentRuntime) -> Router {
+    let mut router = Router::new();
+    for route in &ROUTES {
+        let filter = MethodFilter::try_from(route.method.clone())
+            .expect("every method in ROUTES has a filter");
+        let handler: MethodRouter<AgentRuntime> = match route.endpoint {
+            Endpoint::Health => on(filter, health),
+            Endpoint::OpenApi => on(filter, openapi),
+            Endpoint::StartRun => on(filter, start_run),
+            Endpoint::ListRuns => on(filter, list_runs),
+            Endpoint::GetRun => on(filter, get_run),
+            Endpoint::CancelRun => on(filter, cancel_run),
+            Endpoint::RunTasks => on(filter, run_tasks),
+            Endpoint::ListTools => on(filter, list_tools),
+        };
+        let handler = match route.access {
+            Access::Public => handler,
+            _ => handler.route_layer(middleware::from_fn_with_state(
+                Guard {
+                    runtime: runtime.clone(),
+                    route,
+                },
+                authorize,
+            )),
+        };
+        router = router.route(route.path, handler);
+    }
+    router
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(runtime)
+}
+
+/// Serves the API over `runtime` on `listener` until `shutdown` resolves,
+/// then waits for the requests in progress (a `wait: true` start waits
+/// for its run, at most the agent's `maxSeconds`).
+///
+/// # Errors
+///
+/// Accepting connections failed.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    runtime: AgentRuntime,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(runtime))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The state of the key check on one route.
+#[derive(Clone)]
+struct Guard {
+    runtime: AgentRuntime,
+    route: &'static Route,
+}
+
+async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    match check_key(&guard, request.headers()).await {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
+    let secret = bearer(headers)?;
+    let key = guard
+        .runtime
+        .registry()
+        .api_key(&hash_key(secret))
+        .await
+        .map_err(|e| ApiError::internal("checking an API key", &e))?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthorized,
+                "the API key is not known: it may have been removed",
+            )
+        })?;
+    let route = guard.route;
+    let role: Role = key.role.parse().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "key `{}` has role `{}`, which this server does not know",
+                key.name, key.role
+            ),
+        )
+    })?;
+    if !route.access.allows(role) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "`{} {}` needs {}; key `{}` has the {role} role",
+                route.method,
+                route.path,
+                route.access.needs(),
+                key.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The key in an `Authorization: Bearer KEY` header.
+fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "this route needs an API key: send `Authorization: Bearer KEY` (create a key with `hane keys create NAME --role ROLE`)",
+        ));
+    };
+    let malformed = || {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "the Authorization header must be `Bearer KEY`",
+        )
+    };
+    let (scheme, key) = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .ok_or_else(malformed)?;
+    let key = key.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || key.is_empty() || key.contains(' ') {
+        return Err(malformed());
+    }
+    Ok(key)
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!(
+            "no route `{method} {}`: GET /v1/openapi.json lists them",
+            uri.path()
+        ),
+    )
+}
+
+async fn no_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!(
+            "`{}` does not take {method}: GET /v1/openapi.json lists its methods",
+            uri.path()
+        ),
+    )
+}
+
+async fn health() -> axum::Json<Value> {
+    axum::Json(json!({"status": "ok"}))
+}
+
+async fn openapi() -> axum::Json<&'static Value> {
+    axum::Json(crate::openapi())
+}
+
+/// The fields of a start request's body.
+const START_FIELDS: [&str; 4] = ["agent", "input", "shadow", "wait"];
+
+/// A checked start request.
+struct StartBody {
+    run: StartRun,
+    wait: bool,
+}
+
+/// Checks a start request's body field by field, so every error names
+/// the field (as a JSON Pointer) it is about.
+fn start_body(body: Value) -> Result<StartBody, ApiError> {
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidInput, message);
+    let Value::Object(mut fields) = body else {
+        return Err(invalid(
+            "the request body must be a JSON object with `agent` and `input`".to_owned(),
+        )
+        .at(""));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !START_FIELDS.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "unknown field `{unknown}`: a run request has the fields {}",
+            START_FIELDS.join(", ")
+        ))
+        .at(format!("/{}", pointer_token(unknown))));
+    }
+    let agent = match fields.remove("agent") {
+        Some(Value::String(agent)) if !agent.is_empty() => agent,
+        Some(_) => {
+            return Err(
+                invalid("`agent` must be a string: the agent's name".to_owned()).at("/agent"),
+            );
+        }
+        None => {
+            return Err(invalid("`agent` is required: the agent's name".to_owned()).at("/agent"));
+        }
+    };
+    let input = match fields.remove("input") {
+        Some(input @ Value::Object(_)) => input,
+        Some(_) => {
+            return Err(invalid("`input` must be a JSON object".to_owned()).at("/input"));
+        }
+        None => {
+            return Err(invalid(
+                "`input` is required: the agent's input, a JSON object".to_owned(),
+            )
+            .at("/input"));
+        }
+    };
+    let flag = |fields: &Map<String, Value>, name: &str| match fields.get(name) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(invalid(format!("`{name}` must be true or false")).at(format!("/{name}"))),
+    };
+    Ok(StartBody {
+        wait: flag(&fields, "wait")?,
+        run: StartRun {
+            agent,
+            input,
+            shadow: flag(&fields, "shadow")?,
+        },
+    })
+}
+
+/// `name` escaped as one JSON Pointer reference token.
+fn pointer_token(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartQuery {
+    #[serde(default)]
+    wait: bool,
+}
+
+async fn start_run(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<StartQuery>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let body = start_body(body)?;
+    let mut run = runtime.start(body.run).await?;
+    if body.wait || query.wait {
+        run = runtime.wait(&run.id).await?;
+    }
+    let location = HeaderValue::try_from(format!("/v1/agents/runs/{}", run.id))
+        .expect("a run id is a valid header value");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        axum::Json(run),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    agent: Option<String>,
+    status: Option<String>,
+    limit: Option<String>,
+}
+
+async fn list_runs(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let bad = |message: String| ApiError::new(ErrorCode::BadRequest, message);
+    // `?agent=` is the same as no filter.
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let status = given(query.status)
+        .map(|s| s.parse::<RunStatus>().map_err(bad))
+        .transpose()?;
+    let limit = match given(query.limit) {
+        None => DEFAULT_LIST_LIMIT,
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_RUNS_LISTED).contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "`limit` must be a whole number from 1 to {MAX_RUNS_LISTED}, not `{text}`"
+                ))
+            })?,
+    };
+    let runs = runtime
+        .list(RunQuery {
+            agent: given(query.agent),
+            status: status.map(|s| s.as_str().to_owned()),
+            limit,
+        })
+        .await?;
+    Ok(axum::Json(json!({ "runs": runs })))
+}
+
+fn run_id(text: &str) -> Result<RunId, ApiError> {
+    text.parse()
+        .map_err(|e: hane_core::IdError| ApiError::new(ErrorCode::BadRequest, e.to_string()))
+}
+
+async fn get_run(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<AgentRun>, ApiError> {
+    Ok(axum::Json(runtime.get(&run_id(&id)?).await?))
+}
+
+async fn cancel_run(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<AgentRun>, ApiError> {
+    Ok(axum::Json(runtime.cancel(&run_id(&id)?).await?))
+}
+
+async fn run_tasks(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id = run_id(&id)?;
+    // A run without tasks and no run at all are told apart.
+    runtime.get(&id).await?;
+    let tasks = runtime.tasks(&id).await?;
+    Ok(axum::Json(json!({ "tasks": tasks })))
+}
+
+async fn list_tools(State(runtime): State<AgentRuntime>) -> Result<axum::Json<Value>, ApiError> {
+    let tools = runtime.tools().await?;
+    Ok(axum::Json(json!({ "tools": tools })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_body_names_the_field() {
+        let err = |body: Value| start_body(body).err().expect("an error").body();
+        assert_eq!(
+            err(json!({"agent": "a", "input": {}, "colour": 1}))["error"]["path"],
+            "/colour"
+        );
+        assert_eq!(
+            err(json!({"agent": "a", "input": {}, "a/b": 1}))["error"]["path"],
+            "/a~1b"
+        );
+        assert_eq!(err(json!({"input": {}}))["error"]["path"], "/agent");
+        assert_eq!(
+            err(json!({"agent": 3, "input": {}}))["error"]["path"],
+            "/agent"
+        );
+        assert_eq!(err(json!({"agent": "a"}))["error"]["path"], "/input");
+        assert_eq!(
+            err(json!({"agent": "a", "input": []}))["error"]["path"],
+            "/input"
+        );
+        assert_eq!(
+            err(json!({"agent": "a", "input": {}, "wait": "yes"}))["error"]["path"],
+            "/wait"
+        );
+        assert_eq!(err(json!([1]))["error"]["code"], "invalid_input");
+        let ok = start_body(json!({"agent": "a", "input": {"x": 1}, "shadow": true, "wait": true}))
+            .expect("valid");
+        assert!(ok.wait && ok.run.shadow);
+        assert_eq!(ok.run.agent, "a");
+    }
+
+    #[test]
+    fn bearer_headers() {
+        let headers = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+            h
+        };
+        assert_eq!(bearer(&headers("Bearer hane_x")).ok(), Some("hane_x"));
+        assert_eq!(bearer(&headers("bearer hane_x")).ok(), Some("hane_x"));
+        assert!(bearer(&headers("Basic abc")).is_err());
+        assert!(bearer(&headers("Bearer")).is_err());
+        assert!(bearer(&headers("Bearer ")).is_err());
+        assert!(bearer(&headers("Bearer a b")).is_err());
+        assert!(bearer(&HeaderMap::new()).is_err());
+    }
+
+    #[test]
+    fn roles_per_access() {
+        assert!(Access::Read.allows(Role::Viewer));
+        assert!(Access::Read.allows(Role::Approver));
+        assert!(Access::Operate.allows(Role::Operator));
+        assert!(!Access::Operate.allows(Role::Viewer));
+        assert!(!Access::Operate.allows(Role::Approver));
+    }
+}

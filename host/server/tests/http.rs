@@ -1,0 +1,728 @@
+//! The API over real HTTP: a runtime on a temporary store with the release
+//! in `examples/` active, served on a loopback port, spoken to with
+//! HTTP/1.1 written by hand.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use hane_coordinator::manager::{Components, LocalConfig};
+use hane_coordinator::{AgentRuntime, Coordinator, CoordinatorConfig, LocalOperationManager};
+use hane_sandbox::{Sandbox, SandboxConfig};
+use hane_server::Role;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+const FOUND: &str = "架空 300 あ 10-02";
+const MISSING: &str = "架空 999 ん 99-99";
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("server-component-cache")
+}
+
+fn examples() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples"))
+}
+
+/// A server on a loopback port, with a key of every role.
+struct Server {
+    addr: SocketAddr,
+    runtime: AgentRuntime,
+    operator: String,
+    viewer: String,
+    approver: String,
+    stop: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+/// Activations one at a time, so the first compiles the release's
+/// components into the cache and the others load them from it.
+static ACTIVATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl Server {
+    async fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("hane.db");
+        let store = Arc::new(hane_store::SqliteStore::open(
+            &db,
+            &hane_store::SqliteConfig::new(),
+        )?);
+        let registry = hane_store::Registry::open(&db)?;
+        let mut config = SandboxConfig::new();
+        config.cache_dir(Some(cache_dir()));
+        let sandbox = Sandbox::new(&config)?;
+        let components = Components::with_builtins();
+        let manager = Arc::new(LocalOperationManager::new(
+            sandbox.clone(),
+            components.clone(),
+            &LocalConfig::new(),
+        ));
+        let coordinator = Coordinator::new(store, manager, &CoordinatorConfig::new());
+        let runtime = AgentRuntime::new(registry, coordinator, sandbox, components);
+        {
+            let _one = ACTIVATING.lock().await;
+            runtime
+                .activate(examples())
+                .await
+                .context("activating examples/")?;
+        }
+        let registry = runtime.registry();
+        let operator = hane_server::create_key(registry, "ops", Role::Operator).await?;
+        let viewer = hane_server::create_key(registry, "dashboard", Role::Viewer).await?;
+        let approver = hane_server::create_key(registry, "desk", Role::Approver).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(hane_server::serve(listener, runtime.clone(), async {
+            let _ = stopped.await;
+        }));
+        Ok(Self {
+            addr,
+            runtime,
+            operator,
+            viewer,
+            approver,
+            stop: Some(stop),
+            served: Some(served),
+            _dir: dir,
+        })
+    }
+
+    /// Stops the server and checks it stopped cleanly.
+    async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.take().expect("running").send(());
+        self.served.take().expect("running").await??;
+        Ok(())
+    }
+
+    async fn get(&self, path: &str, key: Option<&str>) -> anyhow::Result<Reply> {
+        request(self.addr, "GET", path, key, None).await
+    }
+
+    async fn post(&self, path: &str, key: Option<&str>, body: &str) -> anyhow::Result<Reply> {
+        request(self.addr, "POST", path, key, Some(body)).await
+    }
+
+    /// Starts a run as the operator and waits for its end.
+    async fn run(&self, agent: &str, input: Value) -> anyhow::Result<Value> {
+        let body = json!({"agent": agent, "input": input, "wait": true}).to_string();
+        let reply = self
+            .post("/v1/agents/runs", Some(&self.operator), &body)
+            .await?;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        Ok(reply.body)
+    }
+}
+
+/// An answer: its status, headers (names lowercase) and body as JSON.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts this is an error answer with `status` and `code`, and
+    /// returns its message.
+    fn error(&self, status: u16, code: &str) -> &str {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(self.body["error"]["code"], code, "{}", self.body);
+        self.body["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no message in {}", self.body))
+    }
+}
+
+/// Sends `method path` with a bearer `key` and a JSON `body`.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<&str>,
+) -> anyhow::Result<Reply> {
+    let headers: Vec<String> = key
+        .map(|key| format!("Authorization: Bearer {key}"))
+        .into_iter()
+        .collect();
+    send(addr, method, path, &headers, body).await
+}
+
+/// Sends a request with `headers` as given on a connection of its own
+/// (`Connection: close`), and reads the whole answer.
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    body: Option<&str>,
+) -> anyhow::Result<Reply> {
+    let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for header in headers {
+        text.push_str(header);
+        text.push_str("\r\n");
+    }
+    if let Some(body) = body {
+        text.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    text.push_str("\r\n");
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.write_all(text.as_bytes()).await?;
+    if let Some(body) = body {
+        stream.write_all(body.as_bytes()).await?;
+    }
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    parse(&answer)
+}
+
+fn parse(answer: &[u8]) -> anyhow::Result<Reply> {
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of the head")?;
+    let head = std::str::from_utf8(&answer[..split])?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().context("no status line")?;
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .context("no status")?
+        .parse()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = answer[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = dechunk(&body)?;
+    }
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "the body of a {status} answer is not JSON: {}",
+                String::from_utf8_lossy(&body)
+            )
+        })?
+    };
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut data: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("no chunk size")?;
+        let size = std::str::from_utf8(&data[..end])?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)?;
+        data = &data[end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// A document of `schema` in the served OpenAPI document is valid.
+fn assert_matches(doc: &Value, schema: &str, value: &Value) {
+    let wrapper = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$ref": format!("#/components/schemas/{schema}"),
+        "components": doc["components"],
+    });
+    let validator = jsonschema::validator_for(&wrapper).expect("the document's schemas compile");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not a valid {schema}: {errors:?}\n{value:#}"
+    );
+}
+
+#[tokio::test]
+async fn health_and_openapi_need_no_key() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let health = server.get("/healthz", None).await?;
+    assert_eq!(health.status, 200);
+    assert_eq!(health.body, json!({"status": "ok"}));
+
+    let doc = server.get("/v1/openapi.json", None).await?;
+    assert_eq!(doc.status, 200);
+    assert_eq!(doc.header("content-type"), Some("application/json"));
+    assert_eq!(doc.body["openapi"], "3.1.0");
+    assert_eq!(
+        doc.body["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    let start = &doc.body["paths"]["/v1/agents/runs"]["post"];
+    assert_eq!(start["operationId"], "startRun");
+    assert!(
+        start["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("operator role"))
+    );
+    for schema in ["AgentRun", "ToolDefinition", "Task", "Error"] {
+        assert!(
+            doc.body["components"]["schemas"][schema].is_object(),
+            "{schema}"
+        );
+    }
+    server.stop().await
+}
+
+/// Every documented operation is served, and asks for a key exactly when
+/// the document says it does.
+#[tokio::test]
+async fn every_documented_route_is_served() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let paths = doc["paths"].as_object().context("paths")?;
+    let mut operations = 0;
+    for (path, item) in paths {
+        let path = path.replace("{id}", "run_00000000000000000000000000");
+        for (method, op) in item.as_object().context("a path item")? {
+            operations += 1;
+            let method = method.to_ascii_uppercase();
+            let body = (method == "POST").then_some("{}");
+            let reply = request(server.addr, &method, &path, None, body).await?;
+            if op.get("security") == Some(&json!([])) {
+                assert_eq!(reply.status, 200, "{method} {path}: {}", reply.body);
+            } else {
+                reply.error(401, "unauthorized");
+                assert!(
+                    reply.body["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("needs an API key")),
+                    "{method} {path}: {}",
+                    reply.body
+                );
+            }
+        }
+    }
+    assert_eq!(operations, 8);
+    let reply = server.get("/v1/agents/nothing", None).await?;
+    assert!(reply.error(404, "not_found").contains("/v1/agents/nothing"));
+    let reply = request(server.addr, "DELETE", "/v1/agents/runs", None, None).await?;
+    reply.error(405, "method_not_allowed");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn keys_are_checked() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let reply = server.get("/v1/agents/tools", None).await?;
+    let message = reply.error(401, "unauthorized");
+    assert!(message.contains("Authorization: Bearer"), "{message}");
+    assert_eq!(
+        reply.header("www-authenticate"),
+        Some("Bearer realm=\"hane\"")
+    );
+
+    let basic = ["Authorization: Basic dXNlcjpwYXNz".to_owned()];
+    let reply = send(server.addr, "GET", "/v1/agents/tools", &basic, None).await?;
+    assert!(
+        reply
+            .error(401, "unauthorized")
+            .contains("must be `Bearer KEY`")
+    );
+    assert_eq!(
+        reply.header("www-authenticate"),
+        Some("Bearer realm=\"hane\"")
+    );
+
+    let wrong = "hane_0000000000000000000000000000000000000000";
+    let reply = server.get("/v1/agents/tools", Some(wrong)).await?;
+    assert!(reply.error(401, "unauthorized").contains("not known"));
+    assert_eq!(
+        reply.header("www-authenticate"),
+        Some("Bearer realm=\"hane\"")
+    );
+
+    // A viewer and an approver read, but neither starts or cancels runs.
+    for key in [&server.viewer, &server.approver] {
+        let reply = server.get("/v1/agents/tools", Some(key)).await?;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let body = json!({"agent": "vehicle-check-scripted", "input": {"vehicle": FOUND}});
+        let reply = server
+            .post("/v1/agents/runs", Some(key), &body.to_string())
+            .await?;
+        let message = reply.error(403, "forbidden");
+        assert!(message.contains("operator role"), "{message}");
+        let cancel = "/v1/agents/runs/run_00000000000000000000000000/cancel";
+        let reply = server.post(cancel, Some(key), "").await?;
+        assert!(reply.error(403, "forbidden").contains("operator role"));
+    }
+    let listed = server.get("/v1/agents/runs", Some(&server.viewer)).await?;
+    assert_eq!(
+        listed.body,
+        json!({"runs": []}),
+        "a forbidden start started nothing"
+    );
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_removed_key_stops_working() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let key = hane_server::create_key(server.runtime.registry(), "temporary", Role::Viewer).await?;
+    assert!(key.starts_with(hane_server::KEY_PREFIX));
+    assert_eq!(key.len(), hane_server::KEY_PREFIX.len() + 40);
+    let reply = server.get("/v1/agents/runs", Some(&key)).await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+
+    assert!(
+        server
+            .runtime
+            .registry()
+            .remove_api_key("temporary")
+            .await?
+    );
+    let reply = server.get("/v1/agents/runs", Some(&key)).await?;
+    assert!(reply.error(401, "unauthorized").contains("not known"));
+    // The other keys still work.
+    let reply = server.get("/v1/agents/runs", Some(&server.viewer)).await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_run_finds_the_vehicle() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let body =
+        json!({"agent": "vehicle-check-scripted", "input": {"vehicle": FOUND}, "wait": true});
+    let reply = server
+        .post("/v1/agents/runs", Some(&server.operator), &body.to_string())
+        .await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let run = &reply.body;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["agent"], "vehicle-check-scripted");
+    assert_eq!(run["input"], json!({"vehicle": FOUND}));
+    assert_eq!(run["result"]["status"], "found");
+    assert_eq!(run["result"]["vehicle"], FOUND);
+    assert_eq!(run["result"]["model"], "Toyota Hiace Van");
+    assert_eq!(run["toolCalls"][0]["tool"], "data.find_record");
+    assert_eq!(run["toolCalls"][0]["status"], "succeeded");
+    assert_eq!(run["tasks"], json!([]));
+    assert_matches(&doc, "AgentRun", run);
+    let id = run["id"].as_str().context("an id")?;
+    assert_eq!(
+        reply.header("location"),
+        Some(format!("/v1/agents/runs/{id}").as_str())
+    );
+
+    // Read back, the same run.
+    let got = server
+        .get(&format!("/v1/agents/runs/{id}"), Some(&server.viewer))
+        .await?;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(&got.body, run);
+
+    // It has ended: it cannot be cancelled.
+    let cancel = server
+        .post(
+            &format!("/v1/agents/runs/{id}/cancel"),
+            Some(&server.operator),
+            "",
+        )
+        .await?;
+    let message = cancel.error(409, "conflict");
+    assert!(message.contains("already ended as succeeded"), "{message}");
+    assert_matches(&doc, "Error", &cancel.body);
+
+    let tasks = server
+        .get(&format!("/v1/agents/runs/{id}/tasks"), Some(&server.viewer))
+        .await?;
+    assert_eq!(tasks.status, 200);
+    assert_eq!(tasks.body, json!({"tasks": []}));
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_missing_vehicle_is_handed_over() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    // `wait` in the query this time.
+    let body = json!({"agent": "vehicle-check-scripted", "input": {"vehicle": MISSING}});
+    let reply = server
+        .post(
+            "/v1/agents/runs?wait=true",
+            Some(&server.operator),
+            &body.to_string(),
+        )
+        .await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let run = &reply.body;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(
+        run["result"],
+        json!({"status": "handed_over", "vehicle": MISSING})
+    );
+    assert_eq!(run["tasks"].as_array().map(Vec::len), Some(1), "{run}");
+
+    let id = run["id"].as_str().context("an id")?;
+    let tasks = server
+        .get(&format!("/v1/agents/runs/{id}/tasks"), Some(&server.viewer))
+        .await?;
+    assert_eq!(tasks.status, 200, "{}", tasks.body);
+    let list = tasks.body["tasks"].as_array().context("tasks")?;
+    assert_eq!(list.len(), 1, "{}", tasks.body);
+    assert_eq!(list[0]["assignment"], "fleet-desk");
+    assert_eq!(list[0]["kind"], "handover");
+    assert_eq!(list[0]["run"], id);
+    assert_eq!(list[0]["id"], run["tasks"][0]);
+    assert!(
+        list[0]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains(MISSING))
+    );
+    assert_matches(&doc, "TaskList", &tasks.body);
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_run_without_wait_answers_at_once() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let body =
+        json!({"agent": "vehicle-check-scripted", "input": {"vehicle": FOUND}, "shadow": true});
+    let reply = server
+        .post("/v1/agents/runs", Some(&server.operator), &body.to_string())
+        .await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.body["status"], "queued", "{}", reply.body);
+    assert_eq!(reply.body["shadow"], true);
+    assert_eq!(reply.body["result"], Value::Null);
+    let id: hane_core::RunId = reply.body["id"].as_str().context("an id")?.parse()?;
+    let ended = server.runtime.wait(&id).await?;
+    assert_eq!(ended.status.as_str(), "succeeded");
+    let got = server
+        .get(&format!("/v1/agents/runs/{id}"), Some(&server.viewer))
+        .await?;
+    assert_eq!(got.body["status"], "succeeded", "{}", got.body);
+    assert_eq!(got.body["result"]["status"], "found");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn start_requests_are_checked() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let key = Some(server.operator.as_str());
+    let start = async |body: String| server.post("/v1/agents/runs", key, &body).await;
+
+    let reply = start(json!({"agent": "no-such-agent", "input": {}}).to_string()).await?;
+    let message = reply.error(404, "not_found");
+    assert!(message.contains("no-such-agent"), "{message}");
+    assert!(
+        message.contains("vehicle-check-scripted"),
+        "lists the agents: {message}"
+    );
+    assert_eq!(reply.body["error"]["path"], "/agent");
+    assert_matches(&doc, "Error", &reply.body);
+
+    let reply = start(json!({"agent": "vehicle-check-scripted", "input": {}}).to_string()).await?;
+    let message = reply.error(422, "invalid_input");
+    assert!(message.contains("vehicle"), "{message}");
+    assert!(
+        reply.body["error"]["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/input")),
+        "{}",
+        reply.body
+    );
+
+    let reply =
+        start(json!({"agent": "vehicle-check-scripted", "input": {"vehicle": 7}}).to_string())
+            .await?;
+    reply.error(422, "invalid_input");
+    assert_eq!(reply.body["error"]["path"], "/input/vehicle");
+
+    let reply = start(
+        json!({"agent": "vehicle-check-scripted", "input": {"vehicle": FOUND}, "priority": 1})
+            .to_string(),
+    )
+    .await?;
+    let message = reply.error(422, "invalid_input");
+    assert!(message.contains("unknown field `priority`"), "{message}");
+    assert_eq!(reply.body["error"]["path"], "/priority");
+
+    let reply = start(json!({"input": {"vehicle": FOUND}}).to_string()).await?;
+    assert!(
+        reply
+            .error(422, "invalid_input")
+            .contains("`agent` is required")
+    );
+    assert_eq!(reply.body["error"]["path"], "/agent");
+
+    let reply = start(r#"{"agent": "vehicle-check-scripted", "input": {"#.to_owned()).await?;
+    let message = reply.error(400, "bad_request");
+    assert!(message.contains("not valid JSON"), "{message}");
+    assert_matches(&doc, "Error", &reply.body);
+
+    let reply =
+        start(json!({"agent": "vehicle-check", "input": {"vehicle": FOUND}}).to_string()).await?;
+    let message = reply.error(422, "invalid_input");
+    assert!(message.contains("driver `opencode`"), "{message}");
+    assert!(message.contains("not available"), "{message}");
+    assert_eq!(reply.body["error"]["path"], "/agent");
+
+    let reply = server.post("/v1/agents/runs?wait=maybe", key, "{}").await?;
+    reply.error(400, "bad_request");
+
+    // No body at all is not JSON.
+    let headers = [format!("Authorization: Bearer {}", server.operator)];
+    let reply = send(server.addr, "POST", "/v1/agents/runs", &headers, None).await?;
+    reply.error(415, "unsupported_media_type");
+
+    let big = format!(
+        r#"{{"agent": "vehicle-check-scripted", "input": {{"vehicle": "{}"}}}}"#,
+        "x".repeat(hane_server::MAX_BODY_BYTES)
+    );
+    let reply = start(big).await?;
+    let message = reply.error(413, "payload_too_large");
+    assert!(
+        message.contains(&hane_server::MAX_BODY_BYTES.to_string()),
+        "{message}"
+    );
+
+    let listed = server.get("/v1/agents/runs", key).await?;
+    assert_eq!(
+        listed.body,
+        json!({"runs": []}),
+        "no refused request started a run"
+    );
+    server.stop().await
+}
+
+#[tokio::test]
+async fn runs_are_read_and_listed() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let key = Some(server.viewer.as_str());
+    let found = server
+        .run("vehicle-check-scripted", json!({"vehicle": FOUND}))
+        .await?;
+    let missing = server
+        .run("vehicle-check-scripted", json!({"vehicle": MISSING}))
+        .await?;
+
+    let all = server.get("/v1/agents/runs", key).await?;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert_eq!(all.body["runs"], json!([missing, found]), "newest first");
+    assert_matches(&doc, "RunList", &all.body);
+
+    let by_agent = server
+        .get(
+            "/v1/agents/runs?agent=vehicle-check-scripted&status=succeeded",
+            key,
+        )
+        .await?;
+    assert_eq!(by_agent.body["runs"].as_array().map(Vec::len), Some(2));
+    let other = server.get("/v1/agents/runs?agent=lease-qa", key).await?;
+    assert_eq!(other.body, json!({"runs": []}));
+    let failed = server.get("/v1/agents/runs?status=failed", key).await?;
+    assert_eq!(failed.body, json!({"runs": []}));
+    let limited = server
+        .get("/v1/agents/runs?limit=1&agent=&status=", key)
+        .await?;
+    assert_eq!(limited.body, json!({"runs": [missing]}));
+
+    let reply = server.get("/v1/agents/runs?status=done", key).await?;
+    let message = reply.error(400, "bad_request");
+    assert!(message.contains("`done`"), "{message}");
+    assert!(
+        message.contains("queued, running, succeeded, failed, cancelled, limit_exceeded"),
+        "{message}"
+    );
+    for limit in ["0", "1001", "many"] {
+        let reply = server
+            .get(&format!("/v1/agents/runs?limit={limit}"), key)
+            .await?;
+        assert!(reply.error(400, "bad_request").contains("from 1 to 1000"));
+    }
+    let reply = server.get("/v1/agents/runs?colour=red", key).await?;
+    assert!(reply.error(400, "bad_request").contains("colour"));
+
+    let reply = server.get("/v1/agents/runs/not-a-run", key).await?;
+    let message = reply.error(400, "bad_request");
+    assert!(message.contains("`not-a-run`"), "{message}");
+    let unknown = "run_00000000000000000000000000";
+    let reply = server
+        .get(&format!("/v1/agents/runs/{unknown}"), key)
+        .await?;
+    assert!(reply.error(404, "not_found").contains(unknown));
+    let reply = server
+        .get(&format!("/v1/agents/runs/{unknown}/tasks"), key)
+        .await?;
+    reply.error(404, "not_found");
+    let reply = server
+        .post(
+            &format!("/v1/agents/runs/{unknown}/cancel"),
+            Some(&server.operator),
+            "",
+        )
+        .await?;
+    reply.error(404, "not_found");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn tools_are_listed() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let reply = server
+        .get("/v1/agents/tools", Some(&server.approver))
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "ToolList", &reply.body);
+    let tools = reply.body["tools"].as_array().context("tools")?;
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {tools:?}"))
+    };
+    let find = tool("data.find_record");
+    assert_eq!(find["impact"], "read");
+    assert_eq!(find["inputSchema"]["type"], "object");
+    assert!(
+        find["inputSchema"]["properties"]["collection"].is_object(),
+        "{find}"
+    );
+    assert!(find["operation"].is_string(), "{find}");
+    let submit = tool("submit_result");
+    assert_eq!(submit["impact"], "control");
+    assert_eq!(submit["operation"], Value::Null);
+    assert_eq!(submit["inputSchema"]["required"], json!(["status"]));
+    server.stop().await
+}
