@@ -140,6 +140,18 @@ async fn vehicle_check_scripted_finds_a_vehicle() {
         2
     );
     assert_eq!(events.last().map(String::as_str), Some("run_state_changed"));
+    // Written behind the calls, and all there once the run has ended.
+    let store = SqliteStore::open(runtime.registry().path(), &SqliteConfig::new()).unwrap();
+    use hane_store::SessionStore as _;
+    let op = run.tool_calls[0]
+        .operation
+        .clone()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let record = store.operation(&op).await.unwrap();
+    assert_eq!(record.state, hane_core::OperationState::Succeeded);
+    assert_eq!(record.attempts, 1);
 }
 
 async fn runtime_store_events(

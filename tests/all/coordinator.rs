@@ -333,3 +333,36 @@ async fn a_batch_the_store_refuses_starts_nothing() {
         Err(StoreError::OperationNotFound(_))
     ));
 }
+
+#[tokio::test]
+async fn execute_read_runs_a_read_without_writing_and_refuses_other_impacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(&dir.path().join("hane.db"), &CoordinatorConfig::new());
+    let session = host.store.create_session().await.unwrap().id;
+    let (call, _) = tool_call(
+        &session,
+        &host.echo,
+        serde_json::json!({"message": "hi"}),
+        Limits::default(),
+    );
+    let SessionEvent::ToolCallRecorded { mut operations, .. } = call else {
+        unreachable!()
+    };
+    let mut op = operations.remove(0);
+    let (ending, attempts) = host.coordinator.execute_read(&op).await.unwrap();
+    assert!(matches!(ending, Ending::Succeeded(_)), "{ending:?}");
+    assert_eq!(attempts, 1);
+    // The caller owns the recording: nothing was written.
+    assert!(
+        host.store
+            .read(&session, 0..u64::MAX)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(host.store.operation(&op.id).await.is_err());
+
+    op.impact = Impact::Write;
+    let err = host.coordinator.execute_read(&op).await.unwrap_err();
+    assert!(err.to_string().contains("only read operations"), "{err}");
+}

@@ -73,6 +73,17 @@ pub enum CoordinatorError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// [`Coordinator::execute_read`] was given an operation that is not
+    /// `read`.
+    #[error(
+        "operation `{operation}` is {impact}: only read operations may run before they are recorded"
+    )]
+    NotRead {
+        /// The operation.
+        operation: OperationId,
+        /// Its impact.
+        impact: Impact,
+    },
     /// The task running an operation stopped without recording an ending.
     #[error("operation `{operation}` stopped without an ending: {message}")]
     Aborted {
@@ -249,6 +260,14 @@ impl Coordinator {
     /// Appends `events` to `session` in one transaction, then starts every
     /// operation that a `tool_call_recorded` event among them produced.
     ///
+    /// A `read` operation is recorded `running` in that same transaction,
+    /// which saves a write per call: a crash after the commit makes
+    /// recovery run it (again), which is safe for a read whether or not it
+    /// had started. `write` and `outbound` operations are recorded
+    /// `running` on their own, just before they start, so that recovery can
+    /// tell one that never started (started then) from one that may have
+    /// had its effect (`unknown`).
+    ///
     /// # Errors
     ///
     /// The store refused the batch; then nothing was appended and nothing
@@ -256,7 +275,7 @@ impl Coordinator {
     pub async fn commit(
         &self,
         session: &SessionId,
-        events: Vec<SessionEvent>,
+        mut events: Vec<SessionEvent>,
     ) -> Result<Vec<Dispatched>, CoordinatorError> {
         let operations: Vec<Operation> = events
             .iter()
@@ -266,11 +285,68 @@ impl Coordinator {
             })
             .flatten()
             .collect();
+        events.extend(
+            operations
+                .iter()
+                .filter(|op| op.impact == Impact::Read)
+                .map(|op| SessionEvent::OperationStarted {
+                    operation: op.id.clone(),
+                    attempt: 1,
+                }),
+        );
         self.inner.store.append(session, events).await?;
         Ok(operations
             .into_iter()
-            .map(|operation| self.dispatch(operation, 1))
+            .map(|operation| {
+                let recorded = operation.impact == Impact::Read;
+                self.dispatch_with(operation, 1, recorded)
+            })
             .collect())
+    }
+
+    /// Runs a `read` operation whose recording the caller owns: nothing is
+    /// written here. The caller records `tool_call_recorded` and
+    /// `operation_started` (attempt 1) before or while it runs, and the
+    /// ending after (see [`ending_event`]); a crash in between leaves it
+    /// unrecorded or `running`, and either way running it again is safe,
+    /// because it only reads. It can be cancelled like any running
+    /// operation, by id or by a `cancel` input to its session. A read whose
+    /// worker went away runs again, up to the configured attempts; the
+    /// second value is how many attempts ran.
+    ///
+    /// # Errors
+    ///
+    /// [`CoordinatorError::NotRead`] for an operation that is not `read`:
+    /// those must be recorded `running` before they start, by
+    /// [`Coordinator::commit`].
+    pub async fn execute_read(
+        &self,
+        operation: &Operation,
+    ) -> Result<(Ending, u32), CoordinatorError> {
+        if operation.impact != Impact::Read {
+            return Err(CoordinatorError::NotRead {
+                operation: operation.id.clone(),
+                impact: operation.impact,
+            });
+        }
+        let session = operation.session.clone();
+        let id = operation.id.clone();
+        self.inner
+            .sessions()
+            .running
+            .entry(session.clone())
+            .or_default()
+            .insert(id.clone());
+        let mut attempt = 1;
+        let ending = loop {
+            let ending = self.inner.manager.submit(operation.clone()).ending().await;
+            match ending {
+                Ending::Lost { .. } if attempt < self.inner.config.read_attempts => attempt += 1,
+                ending => break ending,
+            }
+        };
+        self.inner.forget_running(&session, &id);
+        Ok((ending, attempt))
     }
 
     /// Cancels a queued or running operation; it settles as failed with
@@ -370,9 +446,15 @@ impl Coordinator {
     }
 
     fn dispatch(&self, operation: Operation, attempt: u32) -> Dispatched {
+        self.dispatch_with(operation, attempt, false)
+    }
+
+    /// Runs `operation` as attempt `attempt`; `recorded` when its
+    /// `operation_started` for this attempt is already stored.
+    fn dispatch_with(&self, operation: Operation, attempt: u32, recorded: bool) -> Dispatched {
         let id = operation.id.clone();
         let inner = Arc::clone(&self.inner);
-        let handle = tokio::spawn(async move { inner.run(operation, attempt).await });
+        let handle = tokio::spawn(async move { inner.run(operation, attempt, recorded).await });
         Dispatched { id, handle }
     }
 }
@@ -383,7 +465,12 @@ impl Inner {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn run(&self, operation: Operation, mut attempt: u32) -> Result<Settled, StoreError> {
+    async fn run(
+        &self,
+        operation: Operation,
+        mut attempt: u32,
+        mut recorded: bool,
+    ) -> Result<Settled, StoreError> {
         let session = operation.session.clone();
         let id = operation.id.clone();
         self.sessions()
@@ -395,46 +482,26 @@ impl Inner {
             loop {
                 // Recorded before the manager sees it: from here on a crash
                 // leaves it `running`, and recovery knows it may have run.
-                self.store
-                    .append(
-                        &session,
-                        vec![SessionEvent::OperationStarted {
-                            operation: id.clone(),
-                            attempt,
-                        }],
-                    )
-                    .await?;
+                if !std::mem::take(&mut recorded) {
+                    self.store
+                        .append(
+                            &session,
+                            vec![SessionEvent::OperationStarted {
+                                operation: id.clone(),
+                                attempt,
+                            }],
+                        )
+                        .await?;
+                }
                 let ending = self.manager.submit(operation.clone()).ending().await;
-                let (state, event) = match &ending {
-                    Ending::Succeeded(result) => (
-                        OperationState::Succeeded,
-                        SessionEvent::OperationCompleted {
-                            operation: id.clone(),
-                            result: result.clone(),
-                        },
-                    ),
-                    Ending::Failed(failure) => (
-                        OperationState::Failed,
-                        SessionEvent::OperationFailed {
-                            operation: id.clone(),
-                            failure: failure.clone(),
-                        },
-                    ),
-                    Ending::Lost { .. }
-                        if operation.impact == Impact::Read
-                            && attempt < self.config.read_attempts =>
-                    {
-                        attempt += 1;
-                        continue;
-                    }
-                    Ending::Lost { reason } => (
-                        OperationState::Unknown,
-                        SessionEvent::OperationUnknown {
-                            operation: id.clone(),
-                            reason: reason.clone(),
-                        },
-                    ),
-                };
+                if matches!(ending, Ending::Lost { .. })
+                    && operation.impact == Impact::Read
+                    && attempt < self.config.read_attempts
+                {
+                    attempt += 1;
+                    continue;
+                }
+                let (state, event) = ending_event(&id, &ending);
                 self.store.append(&session, vec![event]).await?;
                 return Ok(Settled {
                     id: id.clone(),
@@ -444,14 +511,46 @@ impl Inner {
             }
         }
         .await;
+        self.forget_running(&session, &id);
+        result
+    }
+
+    fn forget_running(&self, session: &SessionId, id: &OperationId) {
         let mut sessions = self.sessions();
-        if let Some(running) = sessions.running.get_mut(&session) {
-            running.remove(&id);
+        if let Some(running) = sessions.running.get_mut(session) {
+            running.remove(id);
             if running.is_empty() {
-                sessions.running.remove(&session);
+                sessions.running.remove(session);
             }
         }
-        result
+    }
+}
+
+/// The state an operation that ended as `ending` is in, and the event that
+/// records it.
+pub fn ending_event(id: &OperationId, ending: &Ending) -> (OperationState, SessionEvent) {
+    match ending {
+        Ending::Succeeded(result) => (
+            OperationState::Succeeded,
+            SessionEvent::OperationCompleted {
+                operation: id.clone(),
+                result: result.clone(),
+            },
+        ),
+        Ending::Failed(failure) => (
+            OperationState::Failed,
+            SessionEvent::OperationFailed {
+                operation: id.clone(),
+                failure: failure.clone(),
+            },
+        ),
+        Ending::Lost { reason } => (
+            OperationState::Unknown,
+            SessionEvent::OperationUnknown {
+                operation: id.clone(),
+                reason: reason.clone(),
+            },
+        ),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod manager;
 pub use agent::AgentRuntime;
 pub use coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorError, Delivery, Dispatched, Recovery, Settled,
+    ending_event,
 };
 pub use inbox::Inbox;
 pub use manager::{

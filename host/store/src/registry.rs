@@ -128,8 +128,19 @@ impl Registry {
     ///
     /// The file cannot be opened, is not a database, or has a newer schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Synchronous::Full)
+    }
+
+    /// Opens the registry with its commits synced as `synchronous` says
+    /// (see [`crate::SqliteConfig::synchronous`]); [`Registry::open`] syncs
+    /// every commit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::open`].
+    pub fn open_with(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
-        let conn = schema::open_writer(&path, Synchronous::Full)?;
+        let conn = schema::open_writer(&path, synchronous)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path,

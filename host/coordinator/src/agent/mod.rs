@@ -3,6 +3,7 @@
 //! runs.
 
 mod gateway;
+mod journal;
 mod release;
 mod run;
 mod runtime;

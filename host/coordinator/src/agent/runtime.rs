@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hane_core::{
-    Control, Input, InputId, InputKind, JsonText, RunId, SessionEvent, SessionId, TaskId, ToolCall,
-    ToolCallId, ToolCallStatus,
+    Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
+    TaskId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::Sandbox;
 use hane_store::{Registry, RunQuery, RunRow, StoreError, TaskRow};
@@ -15,14 +15,16 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::gateway::{GatewayError, Stop, ToolGateway};
+use super::journal::Journal;
 use super::release::{LoadedAgent, LoadedRelease, load_active};
 use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
 use super::script;
 use super::token::{RunToken, RunTokenKey};
 use super::tools::{ControlTool, ToolDefinition, ToolKind};
 use super::translate::{self, ToolResult};
+use crate::Ending;
 use crate::manager::Components;
-use crate::{Coordinator, CoordinatorError};
+use crate::{Coordinator, CoordinatorError, ending_event};
 
 /// Why a run could not be started, read or cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +102,7 @@ struct LiveRun {
     run: Mutex<AgentRun>,
     agent: Arc<LoadedAgent>,
     session: Mutex<Option<SessionId>>,
+    journal: std::sync::OnceLock<Arc<Journal>>,
     submitted: Mutex<Option<Value>>,
     changes: watch::Sender<AgentRun>,
 }
@@ -341,6 +344,7 @@ impl AgentRuntime {
             run: Mutex::new(run.clone()),
             agent,
             session: Mutex::new(None),
+            journal: std::sync::OnceLock::new(),
             submitted: Mutex::new(None),
             changes,
         });
@@ -528,6 +532,14 @@ impl AgentRuntime {
             None => (status, error),
         };
         self.inner.gateway.close(&id);
+        // What the run did is stored before its end is.
+        let (status, error) = match live.journal.get() {
+            Some(journal) => match journal.flush().await {
+                Ok(()) => (status, error),
+                Err(e) => (RunStatus::Failed, Some(e)),
+            },
+            None => (status, error),
+        };
         let result = lock(&live.submitted).take();
         let session = lock(&live.session).clone();
         if let Some(session) = &session {
@@ -606,6 +618,10 @@ impl AgentRuntime {
             .await
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
         *lock(&live.session) = Some(session.clone());
+        let _ = live.journal.set(Arc::new(Journal::new(
+            self.inner.coordinator.store().clone(),
+            session.clone(),
+        )));
         let token = self.inner.gateway.open(&run.id, live.agent.clone());
         // A cancel that came while the session was being made.
         if lock(&live.run).error.is_some() {
@@ -683,43 +699,84 @@ impl AgentRuntime {
         };
         let (status, operations) = translate::translate(&admitted.tool, &session, &call, &input);
         let operation = operations.first().map(|op| op.id.to_string());
-        let committed = self
-            .inner
-            .coordinator
-            .commit(
-                &session,
-                vec![SessionEvent::ToolCallRecorded {
-                    call,
-                    status: status.clone(),
-                    operations,
-                }],
-            )
-            .await;
-        let dispatched = match committed {
-            Ok(dispatched) => dispatched,
-            Err(e) => {
-                let result =
-                    ToolResult::error("failed", format!("the call could not be recorded: {e}"));
+        let Some(journal) = live.journal.get().cloned() else {
+            return Err(GatewayError::NotRunning(admitted.run.clone()));
+        };
+        let result = if operations.iter().all(|op| op.impact == Impact::Read) {
+            // Reads and control tools: recorded behind the call (see
+            // `Journal`), so the call waits on the operation, not the disk.
+            let mut events = vec![SessionEvent::ToolCallRecorded {
+                call,
+                status: status.clone(),
+                operations: operations.clone(),
+            }];
+            events.extend(operations.iter().map(|op| SessionEvent::OperationStarted {
+                operation: op.id.clone(),
+                attempt: 1,
+            }));
+            journal.record(events);
+            match (&status, &admitted.tool.kind) {
+                (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
+                (_, ToolKind::Control(control)) => self.control(&live, *control, &input).await,
+                (_, ToolKind::Operation(_)) => {
+                    let mut ending = None;
+                    for op in &operations {
+                        match self.inner.coordinator.execute_read(op).await {
+                            Ok((done, attempts)) => {
+                                let mut events: Vec<SessionEvent> = (2..=attempts)
+                                    .map(|attempt| SessionEvent::OperationStarted {
+                                        operation: op.id.clone(),
+                                        attempt,
+                                    })
+                                    .collect();
+                                events.push(ending_event(&op.id, &done).1);
+                                journal.record(events);
+                                ending = Some(done);
+                            }
+                            Err(e) => {
+                                ending = Some(Ending::failed(Outcome::HostError, e.to_string()));
+                            }
+                        }
+                    }
+                    translate::format(&status, ending.as_ref())
+                }
+            }
+        } else {
+            // An operation that may change something is on disk as
+            // `running` before it starts: everything before it first.
+            if let Err(e) = journal.flush().await {
+                let result = ToolResult::error("failed", e);
                 self.summarize_result(&admitted.run, tool, &result, operation, started);
                 return Ok(result);
             }
-        };
-        let result = match (&status, &admitted.tool.kind) {
-            (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
-            (_, ToolKind::Control(control)) => self.control(&live, *control, &input).await,
-            (_, ToolKind::Operation(_)) => {
-                let mut ending = None;
-                for d in dispatched {
-                    match d.settled().await {
-                        Ok(settled) => ending = Some(settled.ending),
-                        Err(e) => {
-                            let result = ToolResult::error("failed", e.to_string());
-                            self.summarize_result(&admitted.run, tool, &result, operation, started);
-                            return Ok(result);
+            let committed = self
+                .inner
+                .coordinator
+                .commit(
+                    &session,
+                    vec![SessionEvent::ToolCallRecorded {
+                        call,
+                        status: status.clone(),
+                        operations,
+                    }],
+                )
+                .await;
+            match committed {
+                Err(e) => {
+                    ToolResult::error("failed", format!("the call could not be recorded: {e}"))
+                }
+                Ok(dispatched) => {
+                    let mut ending = None;
+                    for d in dispatched {
+                        match d.settled().await {
+                            Ok(settled) => ending = Some(settled.ending),
+                            Err(e) => {
+                                ending = Some(Ending::failed(Outcome::HostError, e.to_string()));
+                            }
                         }
                     }
+                    translate::format(&status, ending.as_ref())
                 }
-                translate::format(&status, ending.as_ref())
             }
         };
         self.summarize_result(&admitted.run, tool, &result, operation, started);
