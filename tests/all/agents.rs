@@ -2,17 +2,14 @@
 //! through the Tool Gateway, cancel, limits and run tokens.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hane_coordinator::agent::{
-    AgentRuntime, GatewayError, RunError, RunStatus, StartRun, Stop, TokenError,
+    AgentRuntime, GatewayError, RunError, RunStatus, RuntimeConfig, StartRun, Stop, TokenError,
 };
-use hane_coordinator::manager::{Components, LocalConfig};
-use hane_coordinator::{Coordinator, CoordinatorConfig, LocalOperationManager};
 use hane_core::RunId;
-use hane_sandbox::{Sandbox, SandboxConfig};
-use hane_store::{Registry, RunQuery, SqliteConfig, SqliteStore};
+use hane_sandbox::SandboxConfig;
+use hane_store::{RunQuery, SqliteConfig, SqliteStore};
 use serde_json::{Value, json};
 
 use crate::harness;
@@ -20,22 +17,13 @@ use crate::harness;
 /// A runtime on a fresh store, with its own sandbox (the ledger is per
 /// sandbox) sharing the tests' component cache.
 pub fn runtime(dir: &Path) -> AgentRuntime {
-    let db = dir.join("hane.db");
-    let store = Arc::new(SqliteStore::open(&db, &SqliteConfig::new()).unwrap());
-    let registry = Registry::open(&db).unwrap();
-    let mut config = SandboxConfig::new();
-    config
+    let mut sandbox = SandboxConfig::new();
+    sandbox
         .cache_dir(Some(harness::cache_dir()))
         .max_instances(16);
-    let sandbox = Sandbox::new(&config).unwrap();
-    let components = Components::with_builtins();
-    let manager = Arc::new(LocalOperationManager::new(
-        sandbox.clone(),
-        components.clone(),
-        &LocalConfig::new(),
-    ));
-    let coordinator = Coordinator::new(store, manager, &CoordinatorConfig::new());
-    AgentRuntime::new(registry, coordinator, sandbox, components)
+    let mut config = RuntimeConfig::new();
+    config.sandbox(sandbox);
+    AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
 }
 
 async fn activated(dir: &Path) -> AgentRuntime {

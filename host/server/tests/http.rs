@@ -4,12 +4,11 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use hane_coordinator::manager::{Components, LocalConfig};
-use hane_coordinator::{AgentRuntime, Coordinator, CoordinatorConfig, LocalOperationManager};
-use hane_sandbox::{Sandbox, SandboxConfig};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::agent::RuntimeConfig;
+use hane_sandbox::SandboxConfig;
 use hane_server::Role;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -46,23 +45,11 @@ static ACTIVATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 impl Server {
     async fn start() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let db = dir.path().join("hane.db");
-        let store = Arc::new(hane_store::SqliteStore::open(
-            &db,
-            &hane_store::SqliteConfig::new(),
-        )?);
-        let registry = hane_store::Registry::open(&db)?;
-        let mut config = SandboxConfig::new();
-        config.cache_dir(Some(cache_dir()));
-        let sandbox = Sandbox::new(&config)?;
-        let components = Components::with_builtins();
-        let manager = Arc::new(LocalOperationManager::new(
-            sandbox.clone(),
-            components.clone(),
-            &LocalConfig::new(),
-        ));
-        let coordinator = Coordinator::new(store, manager, &CoordinatorConfig::new());
-        let runtime = AgentRuntime::new(registry, coordinator, sandbox, components);
+        let mut sandbox = SandboxConfig::new();
+        sandbox.cache_dir(Some(cache_dir()));
+        let mut config = RuntimeConfig::new();
+        config.sandbox(sandbox);
+        let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config)?;
         {
             let _one = ACTIVATING.lock().await;
             runtime

@@ -17,7 +17,7 @@ pub use release::{
     ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
 };
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
-pub use runtime::{AgentRuntime, RunError, StartRun};
+pub use runtime::{AgentRuntime, OpenError, RunError, RuntimeConfig, StartRun};
 pub use token::{RunToken, RunTokenKey, TokenError};
 pub use tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
 pub use translate::{ToolResult, format, translate};

@@ -9,8 +9,10 @@ use hane_core::{
     Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
     TaskId, ToolCall, ToolCallId, ToolCallStatus,
 };
-use hane_sandbox::Sandbox;
-use hane_store::{Registry, RunQuery, RunRow, StoreError, TaskRow};
+use hane_sandbox::{Sandbox, SandboxConfig, StartError};
+use hane_store::{
+    Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
+};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -23,8 +25,10 @@ use super::token::{RunToken, RunTokenKey};
 use super::tools::{ControlTool, ToolDefinition, ToolKind};
 use super::translate::{self, ToolResult};
 use crate::Ending;
-use crate::manager::Components;
-use crate::{Coordinator, CoordinatorError, ending_event};
+use crate::manager::{Components, LocalConfig};
+use crate::{
+    Coordinator, CoordinatorConfig, CoordinatorError, LocalOperationManager, ending_event,
+};
 
 /// Why a run could not be started, read or cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +163,93 @@ pub(crate) enum RunEnd {
     Failed(String),
 }
 
+/// How [`AgentRuntime::open`] sets up what it opens.
+///
+/// | setting | default |
+/// |---|---|
+/// | `sandbox` | [`SandboxConfig::new`] (its own defaults, cache in `$HANE_CACHE_DIR`) |
+/// | `synchronous` | [`Synchronous::Full`]: every commit on disk before it is acknowledged |
+/// | `local` | [`LocalConfig::new`] |
+/// | `coordinator` | [`CoordinatorConfig::new`] |
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    sandbox: SandboxConfig,
+    synchronous: Synchronous,
+    local: LocalConfig,
+    coordinator: CoordinatorConfig,
+}
+
+impl RuntimeConfig {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The sandbox's settings.
+    pub fn sandbox(&mut self, config: SandboxConfig) -> &mut Self {
+        self.sandbox = config;
+        self
+    }
+
+    /// How the store and the registry sync their commits.
+    pub fn synchronous(&mut self, synchronous: Synchronous) -> &mut Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// The local operation manager's settings.
+    pub fn local(&mut self, config: LocalConfig) -> &mut Self {
+        self.local = config;
+        self
+    }
+
+    /// The coordinator's settings.
+    pub fn coordinator(&mut self, config: CoordinatorConfig) -> &mut Self {
+        self.coordinator = config;
+        self
+    }
+}
+
+/// Why [`AgentRuntime::open`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The store could not be opened.
+    #[error("opening the store: {0}")]
+    Store(#[from] StoreError),
+    /// The sandbox could not start.
+    #[error(transparent)]
+    Sandbox(#[from] StartError),
+}
+
 impl AgentRuntime {
+    /// Opens everything a runtime needs on the store at `path` (created
+    /// if missing): the session store, the registry in the same file, a
+    /// sandbox, the built-in components, a local operation manager and a
+    /// coordinator.
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be opened or the sandbox cannot start.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    pub fn open(path: &std::path::Path, config: &RuntimeConfig) -> Result<Self, OpenError> {
+        let mut store_config = SqliteConfig::new();
+        store_config.synchronous(config.synchronous);
+        let store = Arc::new(SqliteStore::open(path, &store_config)?);
+        let registry = Registry::open_with(path, config.synchronous)?;
+        let sandbox = Sandbox::new(&config.sandbox)?;
+        let components = Components::with_builtins();
+        let manager = Arc::new(LocalOperationManager::new(
+            sandbox.clone(),
+            components.clone(),
+            &config.local,
+        ));
+        let coordinator = Coordinator::new(store, manager, &config.coordinator);
+        Ok(Self::new(registry, coordinator, sandbox, components))
+    }
+
     /// A runtime over `registry` (releases, runs, tasks), running tool
     /// calls through `coordinator`, whose operation manager finds
     /// components in `components`; `sandbox` loads components at
