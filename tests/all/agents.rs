@@ -364,6 +364,33 @@ async fn a_cancelled_run_stops_its_operation_and_makes_no_further_call() {
 }
 
 #[tokio::test]
+async fn a_run_of_another_process_is_reported_not_driven_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let release = spin_release(dir.path());
+    let driving = runtime(dir.path());
+    driving.activate(&release).await.unwrap();
+    let run = driving.start(start("slow", json!({}))).await.unwrap();
+    // A second runtime on the same store, as `hane serve` beside a
+    // `hane run`, sees the run but does not drive it.
+    let other = runtime(dir.path());
+    let seen = other.get(&run.id).await.unwrap();
+    assert!(!seen.status.is_final(), "{seen:?}");
+    let err = other.cancel(&run.id).await.unwrap_err();
+    assert!(matches!(err, RunError::NotHere { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("not driven by this process"),
+        "{err}"
+    );
+    driving.cancel(&run.id).await.unwrap();
+    let ended = driving.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    assert!(matches!(
+        other.cancel(&run.id).await,
+        Err(RunError::Finished { .. })
+    ));
+}
+
+#[tokio::test]
 async fn the_gateway_refuses_the_next_call_after_a_cancel_and_bad_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;

@@ -137,7 +137,8 @@ fn code(e: &anyhow::Error) -> u8 {
             | RunError::InvalidInput { .. }
             | RunError::DriverUnavailable { .. }
             | RunError::NotFound(_)
-            | RunError::Finished { .. } => exit::USAGE,
+            | RunError::Finished { .. }
+            | RunError::NotHere { .. } => exit::USAGE,
             _ => exit::FAILURE,
         };
     }

@@ -144,7 +144,7 @@ impl From<RunError> for ApiError {
     fn from(e: RunError) -> Self {
         let message = e.to_string();
         match e {
-            RunError::NoRelease | RunError::Finished { .. } => {
+            RunError::NoRelease | RunError::Finished { .. } | RunError::NotHere { .. } => {
                 Self::new(ErrorCode::Conflict, message)
             }
             RunError::UnknownAgent { .. } => Self::new(ErrorCode::NotFound, message).at("/agent"),

@@ -79,6 +79,17 @@ pub enum RunError {
         /// How it ended.
         status: RunStatus,
     },
+    /// The run has not ended, but no driver in this process runs it: another
+    /// hane process started it, or the process that did stopped.
+    #[error(
+        "run `{run}` is {status} in the store but not driven by this process: another hane process runs it, or the one that did has stopped"
+    )]
+    NotHere {
+        /// The run.
+        run: RunId,
+        /// Its stored status.
+        status: RunStatus,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -539,6 +550,12 @@ impl AgentRuntime {
     pub async fn cancel(&self, id: &RunId) -> Result<AgentRun, RunError> {
         let Some(live) = lock(&self.inner.live).get(id).cloned() else {
             let run = self.get(id).await?;
+            if !run.status.is_final() {
+                return Err(RunError::NotHere {
+                    run: run.id,
+                    status: run.status,
+                });
+            }
             return Err(RunError::Finished {
                 run: run.id,
                 status: run.status,
