@@ -329,23 +329,15 @@ impl Coordinator {
                 impact: operation.impact,
             });
         }
-        let session = operation.session.clone();
-        let id = operation.id.clone();
-        self.inner
-            .sessions()
-            .running
-            .entry(session.clone())
-            .or_default()
-            .insert(id.clone());
+        self.inner.remember_running(operation);
         let mut attempt = 1;
         let ending = loop {
-            let ending = self.inner.manager.submit(operation.clone()).ending().await;
-            match ending {
-                Ending::Lost { .. } if attempt < self.inner.config.read_attempts => attempt += 1,
-                ending => break ending,
+            match self.inner.attempt(operation, attempt).await {
+                Some(ending) => break ending,
+                None => attempt += 1,
             }
         };
-        self.inner.forget_running(&session, &id);
+        self.inner.forget_running(&operation.session, &operation.id);
         Ok((ending, attempt))
     }
 
@@ -473,11 +465,7 @@ impl Inner {
     ) -> Result<Settled, StoreError> {
         let session = operation.session.clone();
         let id = operation.id.clone();
-        self.sessions()
-            .running
-            .entry(session.clone())
-            .or_default()
-            .insert(id.clone());
+        self.remember_running(&operation);
         let result = async {
             loop {
                 // Recorded before the manager sees it: from here on a crash
@@ -493,14 +481,10 @@ impl Inner {
                         )
                         .await?;
                 }
-                let ending = self.manager.submit(operation.clone()).ending().await;
-                if matches!(ending, Ending::Lost { .. })
-                    && operation.impact == Impact::Read
-                    && attempt < self.config.read_attempts
-                {
+                let Some(ending) = self.attempt(&operation, attempt).await else {
                     attempt += 1;
                     continue;
-                }
+                };
                 let (state, event) = ending_event(&id, &ending);
                 self.store.append(&session, vec![event]).await?;
                 return Ok(Settled {
@@ -513,6 +497,27 @@ impl Inner {
         .await;
         self.forget_running(&session, &id);
         result
+    }
+
+    /// Runs attempt `attempt` of `operation`; `None` when the worker
+    /// running it went away and, being a read with attempts left, it runs
+    /// again.
+    async fn attempt(&self, operation: &Operation, attempt: u32) -> Option<Ending> {
+        let ending = self.manager.submit(operation.clone()).ending().await;
+        let again = matches!(ending, Ending::Lost { .. })
+            && operation.impact == Impact::Read
+            && attempt < self.config.read_attempts;
+        (!again).then_some(ending)
+    }
+
+    /// Marks `operation` running in its session, so a `cancel` input
+    /// reaches it.
+    fn remember_running(&self, operation: &Operation) {
+        self.sessions()
+            .running
+            .entry(operation.session.clone())
+            .or_default()
+            .insert(operation.id.clone());
     }
 
     fn forget_running(&self, session: &SessionId, id: &OperationId) {

@@ -169,7 +169,8 @@ fn bytes(size: ByteSize) -> String {
     }
 }
 
-fn list(v: &[SchemaViolation]) -> String {
+/// Violations as one line, `; `-separated, as errors show them.
+pub fn describe_violations(v: &[SchemaViolation]) -> String {
     v.iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
@@ -181,7 +182,7 @@ fn list(v: &[SchemaViolation]) -> String {
 #[non_exhaustive]
 pub enum CallError {
     /// The input did not match the input schema; the guest never ran.
-    #[error("invalid input: {}", list(.0))]
+    #[error("invalid input: {}", describe_violations(.0))]
     InvalidInput(Vec<SchemaViolation>),
     /// The input was not JSON; the guest never ran.
     #[error("invalid input: not JSON: {0}")]
@@ -190,7 +191,7 @@ pub enum CallError {
     #[error("invalid output: the operation returned text that is not JSON: {0}")]
     OutputNotJson(String),
     /// The output did not match the output schema.
-    #[error("invalid output: {}", list(.0))]
+    #[error("invalid output: {}", describe_violations(.0))]
     InvalidOutput(Vec<SchemaViolation>),
     /// The output or the log passed its byte limit.
     #[error("{stream} too large: more than the limit of {}", bytes(*.limit))]

@@ -49,7 +49,9 @@ mod sandbox;
 mod schema;
 mod state;
 
-pub use error::{CallError, GuestError, Limit, LoadError, SchemaViolation, Stream};
+pub use error::{
+    CallError, GuestError, Limit, LoadError, SchemaViolation, Stream, describe_violations,
+};
 pub use imports::{Grant, Import};
 pub use operation::{Call, CancelToken, Descriptor, Operation};
 pub use sandbox::{

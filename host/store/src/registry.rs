@@ -19,7 +19,7 @@ use crate::sqlite::Synchronous;
 pub const MAX_RUNS_LISTED: u32 = 1000;
 
 /// A release as listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReleaseInfo {
     /// Its number, from 1, in order of activation.
     pub number: u64,

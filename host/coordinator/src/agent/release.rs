@@ -111,31 +111,24 @@ pub async fn activate_dir(
     registry: &Registry,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
     let (body, components) = build(dir, sandbox).await?;
-    // Loading what will be stored is the last check.
-    let loaded = load_body(
-        ReleaseInfo {
-            number: 0,
-            created_at_ms: 0,
-            source: String::new(),
-            summary: String::new(),
-            active: false,
-        },
-        body.clone(),
-    )
-    .map_err(|e| ActivationError::Invalid(vec![e]))?;
+    let sealed = hane_core::seal(&body);
     let summary = format!(
         "{} agent{}, {} operation{}, {} eval suite{}, {} collection{}, {} document set{}",
-        loaded.agents.len(),
-        plural(loaded.agents.len()),
+        body.agents.len(),
+        plural(body.agents.len()),
         body.operations.len(),
         plural(body.operations.len()),
-        loaded.eval_suites.len(),
-        plural(loaded.eval_suites.len()),
+        body.eval_suites.len(),
+        plural(body.eval_suites.len()),
         body.ledger.collections.len(),
         plural(body.ledger.collections.len()),
         body.ledger.document_sets.len(),
         plural(body.ledger.document_sets.len()),
     );
+    // Loading what will be stored checks the agents' schemas and tools
+    // against the operations just loaded; it is also what runs use.
+    let loaded =
+        load_body(ReleaseInfo::default(), body).map_err(|e| ActivationError::Invalid(vec![e]))?;
     let source = std::path::absolute(dir)
         .unwrap_or_else(|_| dir.to_owned())
         .display()
@@ -144,7 +137,7 @@ pub async fn activate_dir(
         .activate(NewRelease {
             source,
             summary,
-            body: hane_core::seal(&body),
+            body: sealed,
             components,
         })
         .await?;
@@ -216,21 +209,6 @@ async fn build(
         operations,
         ledger,
     };
-    if errors.is_empty() {
-        // Agents' schemas and tools, against the operations just loaded.
-        if let Err(e) = load_body(
-            ReleaseInfo {
-                number: 0,
-                created_at_ms: 0,
-                source: String::new(),
-                summary: String::new(),
-                active: false,
-            },
-            body.clone(),
-        ) {
-            errors.push(e);
-        }
-    }
     if errors.is_empty() {
         Ok((body, components))
     } else {

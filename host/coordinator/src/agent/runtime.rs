@@ -2,6 +2,7 @@
 //! them, and passes every tool call through the [`ToolGateway`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -9,7 +10,7 @@ use hane_core::{
     Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
     TaskId, ToolCall, ToolCallId, ToolCallStatus,
 };
-use hane_sandbox::{Sandbox, SandboxConfig, StartError};
+use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
 use hane_store::{
     Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
 };
@@ -118,6 +119,9 @@ struct LiveRun {
     agent: Arc<LoadedAgent>,
     session: Mutex<Option<SessionId>>,
     journal: std::sync::OnceLock<Arc<Journal>>,
+    /// Set by a cancel; read before the run starts, when the gateway has
+    /// no gate for it yet.
+    cancelled: AtomicBool,
     submitted: Mutex<Option<Value>>,
     changes: watch::Sender<AgentRun>,
 }
@@ -408,11 +412,7 @@ impl AgentRuntime {
             return Err(RunError::InvalidInput {
                 agent: request.agent,
                 path: first.instance_path.clone(),
-                message: list
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                message: describe_violations(&list),
             });
         }
         let driver = agent.manifest.spec.driver;
@@ -446,6 +446,7 @@ impl AgentRuntime {
             agent,
             session: Mutex::new(None),
             journal: std::sync::OnceLock::new(),
+            cancelled: AtomicBool::new(false),
             submitted: Mutex::new(None),
             changes,
         });
@@ -562,18 +563,16 @@ impl AgentRuntime {
             });
         };
         {
-            let mut run = lock(&live.run);
+            let run = lock(&live.run);
             if run.status.is_final() {
                 return Err(RunError::Finished {
                     run: run.id.clone(),
                     status: run.status,
                 });
             }
-            // A run that has not started yet never starts.
-            if run.error.is_none() {
-                run.error = Some("cancelled".to_owned());
-            }
         }
+        // A run that has not started yet never starts.
+        live.cancelled.store(true, Ordering::SeqCst);
         self.inner.gateway.stop(id, Stop::Cancelled);
         let session = lock(&live.session).clone();
         if let Some(session) = session {
@@ -686,7 +685,7 @@ impl AgentRuntime {
 
     async fn drive_inner(&self, live: &Arc<LiveRun>) -> Result<(), RunEnd> {
         let run = live.snapshot();
-        if run.error.is_some() {
+        if live.cancelled.load(Ordering::SeqCst) {
             return Err(RunEnd::Gateway(GatewayError::Cancelled(run.id)));
         }
         let store = self.inner.coordinator.store().clone();
@@ -731,7 +730,7 @@ impl AgentRuntime {
         )));
         let token = self.inner.gateway.open(&run.id, live.agent.clone());
         // A cancel that came while the session was being made.
-        if lock(&live.run).error.is_some() {
+        if live.cancelled.load(Ordering::SeqCst) {
             self.inner.gateway.stop(&run.id, Stop::Cancelled);
         }
         let running = self.update(live, |r| {
@@ -945,10 +944,7 @@ impl AgentRuntime {
                         "invalid_input",
                         format!(
                             "the result does not match the agent's output schema: {}",
-                            list.iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join("; ")
+                            describe_violations(&list)
                         ),
                     );
                 }

@@ -114,10 +114,7 @@ impl RunTokenKey {
         };
         let run: RunId = run.parse().map_err(|_| TokenError::Malformed)?;
         let ms: u64 = ms.parse().map_err(|_| TokenError::Malformed)?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        if now >= ms {
+        if SystemTime::now() >= UNIX_EPOCH + Duration::from_millis(ms) {
             return Err(TokenError::Expired);
         }
         Ok(run)

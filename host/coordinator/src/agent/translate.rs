@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use hane_core::{JsonText, Operation, Outcome, SessionId, ToolCall, ToolCallStatus, WasmCall};
-use hane_sandbox::{Schema, SchemaViolation};
+use hane_sandbox::{Schema, describe_violations};
 use serde_json::Value;
 
 use super::tools::{ControlTool, Tool, ToolKind};
@@ -48,13 +48,6 @@ static CONTROL_SCHEMAS: LazyLock<Vec<Schema>> = LazyLock::new(|| {
         .collect()
 });
 
-fn violations(list: &[SchemaViolation]) -> String {
-    list.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// Validates `call` of `tool` in `session`: an invalid input is
 /// `rejected` with the schema's words; a valid call of an operation tool
 /// is `submitted` with one `pending` operation; a valid call of a control
@@ -65,20 +58,20 @@ pub fn translate(
     call: &ToolCall,
     input: &Value,
 ) -> (ToolCallStatus, Vec<Operation>) {
+    let schema = match &tool.kind {
+        ToolKind::Operation(op) => &op.input,
+        ToolKind::Control(control) => &CONTROL_SCHEMAS[*control as usize],
+    };
+    if let Err(list) = schema.check(input) {
+        let message = format!(
+            "invalid input for `{}`: {}",
+            call.tool,
+            describe_violations(&list)
+        );
+        return (ToolCallStatus::Rejected { message }, Vec::new());
+    }
     match &tool.kind {
         ToolKind::Operation(op) => {
-            if let Err(list) = op.input.check(input) {
-                return (
-                    ToolCallStatus::Rejected {
-                        message: format!(
-                            "invalid input for `{}`: {}",
-                            call.tool,
-                            violations(&list)
-                        ),
-                    },
-                    Vec::new(),
-                );
-            }
             let operation = Operation::wasm(
                 session.clone(),
                 call.id.clone(),
@@ -96,26 +89,13 @@ pub fn translate(
             };
             (status, vec![operation])
         }
-        ToolKind::Control(control) => {
-            if let Err(list) = CONTROL_SCHEMAS[*control as usize].check(input) {
-                return (
-                    ToolCallStatus::Rejected {
-                        message: format!(
-                            "invalid input for `{}`: {}",
-                            call.tool,
-                            violations(&list)
-                        ),
-                    },
-                    Vec::new(),
-                );
-            }
-            (
-                ToolCallStatus::Submitted {
-                    operations: Vec::new(),
-                },
-                Vec::new(),
-            )
-        }
+        // The host runs it: no operation.
+        ToolKind::Control(_) => (
+            ToolCallStatus::Submitted {
+                operations: Vec::new(),
+            },
+            Vec::new(),
+        ),
     }
 }
 
