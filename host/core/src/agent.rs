@@ -21,9 +21,31 @@ pub const SUBMIT_RESULT: &str = "submit_result";
 /// The tool that hands work over to a person; needs `handover`.
 pub const REQUEST_HUMAN_HELP: &str = "request_human_help";
 
+/// The tool a review agent returns its decision on an outbound action
+/// with (approve, reject or escalate to a person); an agent that a
+/// `DeciderPolicy` names as a decider must list it.
+pub const SUBMIT_REVIEW: &str = "submit_review";
+
 /// Tools the runtime serves itself rather than through an operation:
-/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`] and `tasks.create`.
-pub const CONTROL_TOOLS: [&str; 3] = [SUBMIT_RESULT, REQUEST_HUMAN_HELP, "tasks.create"];
+/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create` and
+/// [`SUBMIT_REVIEW`].
+pub const CONTROL_TOOLS: [&str; 4] = [
+    SUBMIT_RESULT,
+    REQUEST_HUMAN_HELP,
+    "tasks.create",
+    SUBMIT_REVIEW,
+];
+
+/// Tools that act outside hane: each call is an outbound action that a
+/// decider approves first (see the agent's `approval` and `DeciderPolicy`).
+/// The runtime serves them itself, like the [`CONTROL_TOOLS`], rather than
+/// through an operation.
+pub const OUTBOUND_TOOLS: [&str; 4] = [
+    "communication.send_email",
+    "communication.send_sms",
+    "communication.place_call",
+    "integration.execute",
+];
 
 /// The most cases an `EvalSuite` may list.
 pub const MAX_EVAL_CASES: usize = 50;
@@ -246,8 +268,8 @@ impl AgentLimits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Approval {
-    /// The DeciderPolicy that decides who approves; a person decides every
-    /// action when absent.
+    /// The name of the `DeciderPolicy` of the bundle that decides who
+    /// approves each action; a person decides every action when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decider: Option<String>,
     /// Where approval tasks for people are assigned.
@@ -344,14 +366,16 @@ impl AgentSpec {
     }
 
     /// The operation that serves `tool`: the one a tool exposure names, or
-    /// else the operation of the same name. Callers check each tool in
-    /// `tools` that is not one of the [`CONTROL_TOOLS`] against the
+    /// else the operation of the same name; `None` for a tool the runtime
+    /// serves itself, one of the [`CONTROL_TOOLS`] or [`OUTBOUND_TOOLS`].
+    /// Callers check the operations of the tools in `tools` against the
     /// operations they have.
-    pub fn operation_for<'a>(&'a self, tool: &'a str) -> &'a str {
-        self.tool_exposures
-            .iter()
-            .find(|e| e.tool == tool)
-            .map_or(tool, |e| e.operation.as_str())
+    pub fn operation_for<'a>(&'a self, tool: &'a str) -> Option<&'a str> {
+        match self.tool_exposures.iter().find(|e| e.tool == tool) {
+            Some(exposure) => Some(&exposure.operation),
+            None if is_host_tool(tool) => None,
+            None => Some(tool),
+        }
     }
 
     /// The rules serde cannot express, each error naming its field.
@@ -478,7 +502,7 @@ impl AgentSpec {
                     format!("`{tool}` is already exposed by spec.toolExposures[{j}]"),
                 ));
             }
-            if CONTROL_TOOLS.contains(&tool.as_str()) {
+            if is_host_tool(tool) {
                 return Err(fail(
                     &format!("{field}.tool"),
                     format!("`{tool}` is served by the runtime and cannot be exposed"),
@@ -675,9 +699,15 @@ impl EvalSuiteManifest {
     }
 }
 
-/// DNS-label names for agents and suites: `a-z`, `0-9` and `-`, 1 to 63
-/// characters, starting with a letter.
-fn check_dns_name(name: &str) -> Result<(), String> {
+/// Whether the runtime serves `tool` itself: one of the [`CONTROL_TOOLS`]
+/// or [`OUTBOUND_TOOLS`].
+fn is_host_tool(tool: &str) -> bool {
+    CONTROL_TOOLS.contains(&tool) || OUTBOUND_TOOLS.contains(&tool)
+}
+
+/// DNS-label names for agents, suites, decider policies and budgets:
+/// `a-z`, `0-9` and `-`, 1 to 63 characters, starting with a letter.
+pub(crate) fn check_dns_name(name: &str) -> Result<(), String> {
     let valid = (1..=63).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -707,7 +737,7 @@ fn check_tool_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn not_blank(value: &str) -> Result<(), String> {
+pub(crate) fn not_blank(value: &str) -> Result<(), String> {
     if value.trim().is_empty() {
         Err("must not be empty".to_owned())
     } else {

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::manifest::{Header, Source};
 use crate::{
-    AGENTS_API_VERSION, AgentManifest, EvalSuiteManifest, ManifestError, OPERATION_API_VERSION,
-    OperationManifest,
+    AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
+    EvalSuiteManifest, ManifestError, OPERATION_API_VERSION, OperationManifest,
+    PLATFORM_API_VERSION, SUBMIT_REVIEW,
 };
 
 /// The most bytes one manifest file may hold (1 MiB).
@@ -20,10 +21,12 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 3] = [
+const KINDS: [(&str, &str); 5] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
+    (AGENTS_API_VERSION, "DeciderPolicy"),
     (OPERATION_API_VERSION, "Operation"),
+    (PLATFORM_API_VERSION, "Budget"),
 ];
 
 /// One definition of a bundle.
@@ -36,6 +39,10 @@ pub enum Definition {
     Operation(OperationManifest),
     /// An `EvalSuite` manifest.
     EvalSuite(EvalSuiteManifest),
+    /// A `DeciderPolicy` manifest.
+    DeciderPolicy(DeciderPolicyManifest),
+    /// A `Budget` manifest.
+    Budget(BudgetManifest),
 }
 
 impl Definition {
@@ -45,6 +52,8 @@ impl Definition {
             Definition::Agent(_) => "Agent",
             Definition::Operation(_) => "Operation",
             Definition::EvalSuite(_) => "EvalSuite",
+            Definition::DeciderPolicy(_) => "DeciderPolicy",
+            Definition::Budget(_) => "Budget",
         }
     }
 
@@ -54,6 +63,8 @@ impl Definition {
             Definition::Agent(m) => &m.metadata.name,
             Definition::Operation(m) => &m.metadata.name,
             Definition::EvalSuite(m) => &m.metadata.name,
+            Definition::DeciderPolicy(m) => &m.metadata.name,
+            Definition::Budget(m) => &m.metadata.name,
         }
     }
 
@@ -77,6 +88,22 @@ impl Definition {
     pub fn as_eval_suite(&self) -> Option<&EvalSuiteManifest> {
         match self {
             Definition::EvalSuite(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The decider policy, when this is one.
+    pub fn as_decider_policy(&self) -> Option<&DeciderPolicyManifest> {
+        match self {
+            Definition::DeciderPolicy(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The budget, when this is one.
+    pub fn as_budget(&self) -> Option<&BudgetManifest> {
+        match self {
+            Definition::Budget(m) => Some(m),
             _ => None,
         }
     }
@@ -129,10 +156,13 @@ impl fmt::Display for Lines<'_> {
 /// folder (a ledger's data, not definitions) are skipped.
 ///
 /// Each definition is checked on its own, then against the others: names
-/// are unique within a kind, an `EvalSuite`'s agent is an `Agent` of the
-/// bundle, and a tool exposure's operation is an `Operation` of the
-/// bundle. Whether each agent's tools exist is for the caller to check,
-/// since it also knows the built-in tools; see
+/// are unique within a kind; an `EvalSuite`'s agent is an `Agent` of the
+/// bundle; a tool exposure's operation is an `Operation` of the bundle; an
+/// agent's `approval.decider` is a `DeciderPolicy` of the bundle; an agent
+/// a `DeciderPolicy` names as a decider is an `Agent` of the bundle that
+/// lists [`SUBMIT_REVIEW`] in its tools; and there is at most one `Budget`
+/// per project and environment. Whether each agent's tools exist is for
+/// the caller to check, since it also knows the built-in tools; see
 /// [`AgentSpec::operation_for`](crate::AgentSpec::operation_for).
 ///
 /// # Errors
@@ -223,6 +253,15 @@ impl Document {
         self.source().error(field, message).shifted(self.offset)
     }
 
+    /// `FILE:LINE` of the document's name, for errors about another
+    /// document that clashes with this one.
+    fn place(&self) -> String {
+        match self.error("metadata.name", "").line {
+            Some(line) => format!("{}:{line}", self.file),
+            None => self.file.clone(),
+        }
+    }
+
     /// Reads the document by its `apiVersion` and `kind`; `None` for an
     /// empty document.
     fn definition(&self) -> Result<Option<Definition>, ManifestError> {
@@ -238,8 +277,14 @@ impl Document {
             (AGENTS_API_VERSION, "EvalSuite") => {
                 Definition::EvalSuite(EvalSuiteManifest::from_yaml(file, text)?)
             }
+            (AGENTS_API_VERSION, "DeciderPolicy") => {
+                Definition::DeciderPolicy(DeciderPolicyManifest::from_yaml(file, text)?)
+            }
             (OPERATION_API_VERSION, "Operation") => {
                 Definition::Operation(OperationManifest::from_yaml(file, text)?)
+            }
+            (PLATFORM_API_VERSION, "Budget") => {
+                Definition::Budget(BudgetManifest::from_yaml(file, text)?)
             }
             (api_version, kind) => {
                 return Err(match KINDS.iter().find(|(_, k)| *k == kind) {
@@ -274,31 +319,53 @@ fn known_kinds() -> String {
         .iter()
         .map(|(version, kinds)| {
             let kinds: Vec<String> = kinds.iter().map(|k| format!("`{k}`")).collect();
-            format!("{} in {version}", kinds.join(" and "))
+            let kinds = match kinds.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => kinds.concat(),
+            };
+            format!("{kinds} in {version}")
         })
         .collect::<Vec<_>>()
         .join("; ")
 }
 
-/// Unique names within each kind, and references that resolve.
+/// Unique names within each kind, references that resolve, and one budget
+/// per project and environment.
 fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
     let mut names: BTreeMap<(&str, &str), &Document> = BTreeMap::new();
+    let mut agents: BTreeMap<&str, &AgentManifest> = BTreeMap::new();
+    let mut budgets: BTreeMap<(&str, &str), (&Document, &str)> = BTreeMap::new();
     for (document, definition) in read {
         let key = (definition.kind(), definition.name());
         if let Some(first) = names.get(&key) {
-            let line = first
-                .error("metadata.name", "")
-                .line
-                .map_or(String::new(), |l| format!(":{l}"));
             errors.push(document.error(
                 "metadata.name",
                 format!(
-                    "{} `{}` is already defined in {}{line}",
-                    key.0, key.1, first.file
+                    "{} `{}` is already defined in {}",
+                    key.0,
+                    key.1,
+                    first.place()
                 ),
             ));
         } else {
             names.insert(key, document);
+            if let Definition::Agent(agent) = definition {
+                agents.insert(key.1, agent);
+            }
+        }
+        if let Definition::Budget(budget) = definition {
+            let (project, environment) = (&budget.spec.project, &budget.spec.environment);
+            if let Some((first, name)) = budgets.get(&(project, environment)) {
+                errors.push(document.error(
+                    "spec",
+                    format!(
+                        "Budget `{name}` in {} already sets the limits of project `{project}`, environment `{environment}`; a bundle has one Budget per project and environment",
+                        first.place()
+                    ),
+                ));
+            } else {
+                budgets.insert((project, environment), (document, &budget.metadata.name));
+            }
         }
     }
     let has = |kind: &str, name: &str| names.contains_key(&(kind, name));
@@ -317,6 +384,40 @@ fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>)
                             &format!("spec.toolExposures[{i}].operation"),
                             format!("no Operation named `{}` in this bundle", exposure.operation),
                         ));
+                    }
+                }
+                let decider = agent
+                    .spec
+                    .approval
+                    .as_ref()
+                    .and_then(|a| a.decider.as_ref());
+                if let Some(decider) = decider.filter(|d| !has("DeciderPolicy", d)) {
+                    errors.push(document.error(
+                        "spec.approval.decider",
+                        format!("no DeciderPolicy named `{decider}` in this bundle"),
+                    ));
+                }
+            }
+            Definition::DeciderPolicy(policy) => {
+                for (field, decider) in policy.spec.deciders() {
+                    let Decider::Agent(name) = decider else {
+                        continue;
+                    };
+                    let field = format!("{field}.agent");
+                    match agents.get(name.as_str()) {
+                        None => errors.push(
+                            document
+                                .error(&field, format!("no Agent named `{name}` in this bundle")),
+                        ),
+                        Some(agent) if !agent.spec.allows(SUBMIT_REVIEW) => {
+                            errors.push(document.error(
+                                &field,
+                                format!(
+                                    "Agent `{name}` does not list `{SUBMIT_REVIEW}` in its spec.tools, so it cannot return a decision"
+                                ),
+                            ));
+                        }
+                        Some(_) => {}
                     }
                 }
             }
@@ -425,7 +526,8 @@ mod tests {
     fn known_kinds_are_listed_by_api_version() {
         assert_eq!(
             known_kinds(),
-            "`Agent` and `EvalSuite` in agents/v1alpha1; `Operation` in operations/v1alpha1"
+            "`Agent`, `EvalSuite` and `DeciderPolicy` in agents/v1alpha1; \
+             `Operation` in operations/v1alpha1; `Budget` in platform/v1alpha1"
         );
     }
 }

@@ -137,6 +137,13 @@ generated_id!(
     "task_",
     "task id"
 );
+generated_id!(
+    /// Names one outbound action an agent proposed (an ActionRequest):
+    /// `act_` and 26 characters.
+    ActionId,
+    "act_",
+    "action id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

@@ -38,7 +38,9 @@
 //! ```
 
 mod agent;
+mod budget;
 mod bundle;
+mod decider;
 mod envelope;
 mod event;
 mod ids;
@@ -56,16 +58,20 @@ mod v1;
 pub use agent::{
     AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
     Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
-    MAX_EVAL_CASES, REQUEST_HUMAN_HELP, SUBMIT_RESULT, ToolExposure,
+    MAX_EVAL_CASES, OUTBOUND_TOOLS, REQUEST_HUMAN_HELP, SUBMIT_RESULT, SUBMIT_REVIEW, ToolExposure,
 };
+pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
     read_bundle_dir,
 };
+pub use decider::{
+    Decider, DeciderPolicyManifest, DeciderPolicySpec, DeciderRule, PolicyVerdict, glob_matches,
+};
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
-    IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId, ToolCallId,
+    ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId, ToolCallId,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;

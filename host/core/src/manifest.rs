@@ -210,6 +210,11 @@ impl<'a> Source<'a> {
                     field.push('.');
                 }
                 field.push_str(missing);
+            } else {
+                // A type that checks a node after reading it (a decider's
+                // "exactly one of") fails at the line of an enclosing node;
+                // the field is never written before its own line.
+                line = line.max(line_of(self.text, &field));
             }
             ManifestError {
                 file: self.file.to_owned(),

@@ -5,7 +5,7 @@
 //! A step runs when its `when` holds (or has none), calls its tool with its
 //! rendered `input`, and, when it has an `id`, keeps the tool's output under
 //! `steps.ID` for later steps. A run ends at the first `submit_result` that
-//! runs.
+//! runs (or, for a review agent, the first `submit_review`).
 //!
 //! Templates only look values up; they never evaluate code.
 //!
@@ -27,7 +27,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::agent::SUBMIT_RESULT;
+use crate::agent::{SUBMIT_RESULT, SUBMIT_REVIEW};
 
 /// The most bytes one rendered step input may hold (1 MiB), counted as
 /// compact JSON. A template can name a large tool output many times; this
@@ -336,9 +336,10 @@ pub struct ScriptError {
 /// Checks a script before it runs: step ids well formed and distinct,
 /// every `${` closed, every path well formed, every `steps.ID` naming an
 /// earlier step with that id, no step after an unconditional
-/// `submit_result`, and a last step that is an unconditional
-/// `submit_result`, so every run that gets there returns a result. An
-/// empty script passes; whether one is needed is the agent's business.
+/// `submit_result` or `submit_review` (which end a run), and a last step
+/// that is one of those without `when`, so every run that gets there
+/// returns a result or, for a review agent, a decision. An empty script
+/// passes; whether one is needed is the agent's business.
 ///
 /// # Errors
 ///
@@ -358,11 +359,14 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
         };
         if let Some(j) = steps[..i]
             .iter()
-            .position(|s| s.tool == SUBMIT_RESULT && s.when.is_none())
+            .position(|s| ends_run(&s.tool) && s.when.is_none())
         {
             return Err(fail(
                 "",
-                format!("unreachable: step {j} always submits the result and ends the run"),
+                format!(
+                    "unreachable: step {j} always calls `{}`, which ends the run",
+                    steps[j].tool
+                ),
             ));
         }
         if step.tool.trim().is_empty() {
@@ -418,17 +422,23 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
         }
     }
     if let Some(last) = steps.last()
-        && (last.tool != SUBMIT_RESULT || last.when.is_some())
+        && (!ends_run(&last.tool) || last.when.is_some())
     {
         return Err(ScriptError {
             step: steps.len() - 1,
             field: String::new(),
             message: format!(
-                "a script must end with a `{SUBMIT_RESULT}` step without `when`, so every run returns a result"
+                "a script must end with a `{SUBMIT_RESULT}` step (or, for a review agent, `{SUBMIT_REVIEW}`) without `when`, so every run returns a result"
             ),
         });
     }
     Ok(())
+}
+
+/// Whether a successful call of `tool` ends the run: an agent's
+/// `submit_result`, or a review agent's `submit_review`.
+fn ends_run(tool: &str) -> bool {
+    tool == SUBMIT_RESULT || tool == SUBMIT_REVIEW
 }
 
 /// Calls `f` with the field path (`input.match.registration`) and text of
@@ -905,10 +915,20 @@ mod tests {
         );
         assert_eq!(
             check("- tool: submit_result\n- tool: x\n"),
-            "script[1]: unreachable: step 0 always submits the result and ends the run"
+            "script[1]: unreachable: step 0 always calls `submit_result`, which ends the run"
         );
         assert!(
             check("- tool: x\n").starts_with("script[0]: a script must end with a `submit_result`")
+        );
+        // A review agent's run ends with its decision instead.
+        assert!(check_script(&steps("- tool: x\n- tool: submit_review\n")).is_ok());
+        assert_eq!(
+            check("- tool: submit_review\n- tool: submit_result\n"),
+            "script[1]: unreachable: step 0 always calls `submit_review`, which ends the run"
+        );
+        assert_eq!(
+            check("- tool: x\n- tool: submit_review\n  when: { empty: input.x }\n"),
+            "script[1]: a script must end with a `submit_result` step (or, for a review agent, `submit_review`) without `when`, so every run returns a result"
         );
         assert_eq!(
             check("- tool: x\n  input: [1]\n- tool: submit_result\n"),

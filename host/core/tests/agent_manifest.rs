@@ -1,5 +1,6 @@
-//! Agent, EvalSuite and bundle manifests: the examples parse, and each
-//! invalid manifest under `tests/manifests/` fails with the error in its
+//! Agent, EvalSuite, DeciderPolicy, Budget and bundle manifests: the
+//! examples and the bundles under `tests/bundles/` parse, and each invalid
+//! manifest under `tests/manifests/` fails with the error in its
 //! `error.txt`.
 //!
 //! Each case is a folder read with `read_bundle_dir`; `error.txt` holds the
@@ -10,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use hane_core::{
-    AgentManifest, Condition, Definition, Driver, EvalSuiteManifest, ManifestError, Scope,
-    ValuePath, read_bundle_dir,
+    AgentManifest, Condition, Decider, Definition, Driver, EvalSuiteManifest, ManifestError,
+    PolicyVerdict, Scope, ValuePath, read_bundle_dir,
 };
 use serde_json::json;
 
@@ -65,8 +66,9 @@ fn the_example_agents_parse() {
     assert!(vehicle.spec.script.is_empty());
     assert_eq!(
         vehicle.spec.operation_for("data.find_record"),
-        "data.find_record"
+        Some("data.find_record")
     );
+    assert_eq!(vehicle.spec.operation_for("request_human_help"), None);
 
     let scripted = agent("vehicle-check-scripted");
     assert_eq!(scripted.spec.driver, Driver::Scripted);
@@ -170,10 +172,15 @@ fn the_examples_folder_is_one_bundle() {
     assert_eq!(
         found,
         [
+            ("Agent", "driver-text"),
+            ("Agent", "inspection-reminder"),
             ("Agent", "lease-qa"),
+            ("Agent", "sms-review"),
             ("Agent", "vehicle-check-scripted"),
             ("Agent", "vehicle-check"),
+            ("Budget", "daily-budget"),
             ("EvalSuite", "lease-qa-eval"),
+            ("DeciderPolicy", "fleet-outbound"),
             ("Operation", "data.find_record"),
             ("Operation", "data.get_record"),
             ("Operation", "documents.read_pages"),
@@ -200,18 +207,166 @@ fn the_examples_folder_is_one_bundle() {
         examples().join("tools/../documents")
     );
 
-    // Every tool of every agent is a control tool or an operation here.
+    // Every tool of every agent is served by the runtime or by an
+    // operation here.
     for agent in definitions.iter().filter_map(|d| d.definition.as_agent()) {
         for tool in &agent.spec.tools {
-            let operation = agent.spec.operation_for(tool);
-            assert!(
-                hane_core::CONTROL_TOOLS.contains(&tool.as_str())
-                    || found.contains(&("Operation", operation)),
-                "{}: {tool}",
-                agent.metadata.name
-            );
+            if let Some(operation) = agent.spec.operation_for(tool) {
+                assert!(
+                    found.contains(&("Operation", operation)),
+                    "{}: {tool}",
+                    agent.metadata.name
+                );
+            }
         }
     }
+}
+
+#[test]
+fn the_example_policy_and_budget_parse() {
+    let definitions = read_bundle_dir(&examples()).unwrap_or_else(|e| panic!("{e}"));
+    let find = |kind: &str| {
+        definitions
+            .iter()
+            .find(|d| d.definition.kind() == kind)
+            .unwrap_or_else(|| panic!("no {kind}"))
+    };
+    let policy = find("DeciderPolicy");
+    assert_eq!(policy.file, examples().join("policies/outbound.yaml"));
+    let spec = &policy.definition.as_decider_policy().unwrap().spec;
+    let reminder = json!({ "subject": "Inspection reminder: KT-12" });
+    let email = "communication.send_email";
+    assert_eq!(
+        spec.decide(email, "desk@fleet.example", &reminder),
+        Some((Some(0), &Decider::Policy(PolicyVerdict::Approve)))
+    );
+    assert_eq!(
+        spec.decide("communication.send_sms", "+81 90 0000 0000", &json!({})),
+        Some((Some(1), &Decider::Agent("sms-review".into())))
+    );
+    assert_eq!(
+        spec.decide(email, "someone@else.example", &reminder),
+        Some((None, &Decider::Person("fleet-desk".into())))
+    );
+
+    let budget = find("Budget").definition.as_budget().unwrap();
+    assert_eq!(budget.metadata.name, "daily-budget");
+    assert_eq!(budget.spec.agent_runs_per_day, Some(200));
+    assert_eq!(budget.spec.external_actions_per_day, Some(50));
+    assert_eq!(budget.spec.model_tokens_per_day, Some(200_000));
+    assert_eq!(budget.spec.alert_at_percent, 80);
+}
+
+fn bundles() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bundles")
+}
+
+#[test]
+fn a_bundle_with_deciders_and_budgets_parses() {
+    let dir = bundles().join("outbound");
+    let definitions = read_bundle_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let found: Vec<(&str, &str, usize)> = definitions
+        .iter()
+        .map(|d| (d.definition.kind(), d.definition.name(), d.line))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("Agent", "reminder", 1),
+            ("Agent", "sms-review", 34),
+            ("Budget", "daily-budget", 1),
+            ("Budget", "staging-budget", 9),
+            ("DeciderPolicy", "fleet-outbound", 1),
+        ]
+    );
+    let get = |name: &str| {
+        &definitions
+            .iter()
+            .find(|d| d.definition.name() == name)
+            .unwrap()
+            .definition
+    };
+
+    let reminder = get("reminder").as_agent().unwrap();
+    let approval = reminder.spec.approval.as_ref().unwrap();
+    assert_eq!(approval.decider.as_deref(), Some("fleet-outbound"));
+    assert_eq!(approval.assignment.as_deref(), Some("approvers"));
+    // Outbound tools are served by the runtime, like the control tools.
+    for tool in hane_core::OUTBOUND_TOOLS {
+        assert_eq!(reminder.spec.operation_for(tool), None, "{tool}");
+    }
+    assert_eq!(reminder.spec.script[1].tool, "communication.send_sms");
+    let review = get("sms-review").as_agent().unwrap();
+    assert!(review.spec.allows(hane_core::SUBMIT_REVIEW));
+    assert_eq!(review.spec.operation_for(hane_core::SUBMIT_REVIEW), None);
+
+    let policy = get("fleet-outbound").as_decider_policy().unwrap();
+    assert!(get("fleet-outbound").as_agent().is_none());
+    let rules = &policy.spec.rules;
+    assert_eq!(rules.len(), 3);
+    assert_eq!(rules[0].name.as_deref(), Some("reminders"));
+    assert_eq!(rules[0].tools, ["communication.send_email"]);
+    assert_eq!(rules[0].recipient.as_deref(), Some("*@fleet.example"));
+    assert_eq!(rules[0].content["subject"], "Inspection reminder*");
+    assert_eq!(rules[0].decider, Decider::Policy(PolicyVerdict::Approve));
+    assert_eq!(rules[1].name, None);
+    assert_eq!(rules[1].recipient, None);
+    assert!(rules[1].content.is_empty());
+    assert_eq!(rules[1].decider, Decider::Agent("sms-review".into()));
+    assert_eq!(rules[2].tools, ["*"]);
+    assert_eq!(rules[2].decider, Decider::Policy(PolicyVerdict::Reject));
+    assert_eq!(
+        policy.spec.default,
+        Some(Decider::Person("fleet-desk".into()))
+    );
+    // The first matching rule decides: rule 2 would reject this call, but
+    // rule 1 matches it first.
+    assert_eq!(
+        policy
+            .spec
+            .decide("communication.place_call", "x@blocked.example", &json!({})),
+        Some((Some(1), &Decider::Agent("sms-review".into())))
+    );
+    assert_eq!(
+        policy
+            .spec
+            .decide("integration.execute", "x@blocked.example", &json!({})),
+        Some((Some(2), &Decider::Policy(PolicyVerdict::Reject)))
+    );
+
+    let daily = get("daily-budget").as_budget().unwrap();
+    assert_eq!(
+        (daily.spec.project.as_str(), daily.spec.environment.as_str()),
+        ("default", "default")
+    );
+    assert_eq!(daily.spec.agent_runs_per_day, Some(200));
+    assert_eq!(daily.spec.external_actions_per_day, Some(50));
+    assert_eq!(daily.spec.model_tokens_per_day, Some(200_000));
+    assert_eq!(daily.spec.alert_at_percent, 80);
+    let staging = get("staging-budget").as_budget().unwrap();
+    assert_eq!(
+        (
+            staging.spec.project.as_str(),
+            staging.spec.environment.as_str()
+        ),
+        ("fleet", "staging")
+    );
+    assert_eq!(staging.spec.agent_runs_per_day, None);
+    assert_eq!(staging.spec.external_actions_per_day, None);
+    assert_eq!(staging.spec.model_tokens_per_day, Some(10_000));
+    assert_eq!(staging.spec.alert_at_percent, 50);
+
+    // A release stores manifests as JSON, which the YAML parser reads back.
+    let json = serde_json::to_string(policy).unwrap();
+    assert_eq!(
+        hane_core::DeciderPolicyManifest::from_yaml("p.json", &json).unwrap(),
+        *policy
+    );
+    let json = serde_json::to_string(daily).unwrap();
+    assert_eq!(
+        hane_core::BudgetManifest::from_yaml("b.json", &json).unwrap(),
+        *daily
+    );
 }
 
 #[test]
@@ -302,7 +457,7 @@ fn every_optional_agent_field_parses() {
         spec.tool_exposures[0].timeout,
         Some(hane_core::Duration::seconds(3))
     );
-    assert_eq!(spec.operation_for("fleet.lookup"), "data.get_record");
+    assert_eq!(spec.operation_for("fleet.lookup"), Some("data.get_record"));
     assert_eq!(spec.cli_profile.as_ref().unwrap().cli_version, "2.1.0");
     assert!(spec.shadow);
     assert_eq!(

@@ -69,8 +69,9 @@ fn the_example_ledger_loads() {
     let ledger = examples();
     assert_eq!(
         ledger.collections.keys().collect::<Vec<_>>(),
-        ["leases", "vehicles"]
+        ["drivers", "leases", "vehicles"]
     );
+    assert_eq!(ledger.collections["drivers"].records.len(), 3);
     assert_eq!(ledger.collections["vehicles"].records.len(), 5);
     assert_eq!(ledger.collections["leases"].records.len(), 3);
     let set = &ledger.document_sets["leases"];
@@ -608,7 +609,10 @@ fn names_are_lowercase_letters_digits_dashes_and_underscores() {
 fn the_example_tool_manifests_grant_ledger_names() {
     let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tools");
     let find = crate::OperationManifest::from_file(&tools.join("data.find_record.yaml")).unwrap();
-    assert_eq!(find.spec.capabilities.records, ["vehicles", "leases"]);
+    assert_eq!(
+        find.spec.capabilities.records,
+        ["vehicles", "leases", "drivers"]
+    );
     let summary =
         crate::OperationManifest::from_file(&tools.join("documents.read_summary.yaml")).unwrap();
     assert_eq!(summary.spec.capabilities.documents, ["leases"]);
