@@ -44,7 +44,8 @@ mod store;
 mod writer;
 
 pub use registry::{
-    ApiKeyInfo, MAX_RUNS_LISTED, NewRelease, Registry, ReleaseInfo, RunQuery, RunRow, TaskRow,
+    ActionQuery, ActionRow, AlertRow, ApiKeyInfo, MAX_ACTIONS_LISTED, MAX_RUNS_LISTED, NewRelease,
+    OverrideRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TaskRow, Usage, UsageDelta,
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{

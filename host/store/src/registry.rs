@@ -15,6 +15,12 @@ use crate::query::now_ms;
 use crate::schema;
 use crate::sqlite::Synchronous;
 
+mod actions;
+
+pub use actions::{
+    ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage, UsageDelta,
+};
+
 /// Runs listed at most by one [`Registry::runs`] query.
 pub const MAX_RUNS_LISTED: u32 = 1000;
 
@@ -443,24 +449,8 @@ impl Registry {
     ///
     /// The database failed, or a task with this id exists.
     pub async fn create_task(&self, task: TaskRow) -> Result<(), StoreError> {
-        self.with("creating a task", move |conn| {
-            conn.execute(
-                "INSERT INTO tasks (id, run, kind, assignment, state, created_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    task.id,
-                    task.run,
-                    task.kind,
-                    task.assignment,
-                    task.state,
-                    task.created_at_ms as i64,
-                    task.body
-                ],
-            )
-            .map_err(db("creating a task"))?;
-            Ok(())
-        })
-        .await
+        self.with("creating a task", move |conn| insert_task(conn, &task))
+            .await
     }
 
     /// The tasks a run created, oldest first.
@@ -597,6 +587,24 @@ fn set_active(conn: &Connection, number: u64, now: u64) -> Result<(), StoreError
         params![number as i64, now as i64],
     )
     .map_err(db("activating a release"))?;
+    Ok(())
+}
+
+fn insert_task(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO tasks (id, run, kind, assignment, state, created_at, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            task.id,
+            task.run,
+            task.kind,
+            task.assignment,
+            task.state,
+            task.created_at_ms as i64,
+            task.body
+        ],
+    )
+    .map_err(db("creating a task"))?;
     Ok(())
 }
 

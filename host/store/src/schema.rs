@@ -112,6 +112,46 @@ const MIGRATIONS: &[&str] = &[
         role TEXT NOT NULL,
         created_at INTEGER NOT NULL
     ) STRICT;",
+    // Version 3: outbound actions and what limits them. An action's row is
+    // its ledger entry: `state` and `owner` (the process executing it) are
+    // columns so a claim is one guarded update; the rest is its `seal`ed
+    // body. Decider overrides by tool; per-day usage and alerts of the
+    // budget of a project and environment (`scope`).
+    "CREATE TABLE actions (
+        id TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        state TEXT NOT NULL,
+        owner TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX actions_by_state ON actions (state, created_at);
+    CREATE TABLE decider_overrides (
+        tool TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE budget_usage (
+        day TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        runs INTEGER NOT NULL,
+        actions INTEGER NOT NULL,
+        tokens_used INTEGER NOT NULL,
+        tokens_reserved INTEGER NOT NULL,
+        PRIMARY KEY (day, scope)
+    ) STRICT;
+    CREATE TABLE budget_alerts (
+        day TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        name TEXT NOT NULL,
+        used INTEGER NOT NULL,
+        limit_value INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (day, scope, name)
+    ) STRICT;",
 ];
 
 /// The newest schema version this build reads and writes.
