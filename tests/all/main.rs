@@ -3,9 +3,11 @@
 mod agents;
 mod builtins;
 mod coordinator;
+mod delivery;
 mod harness;
 mod hostile;
 mod ledger;
 mod manager;
 mod recovery;
 mod sandbox;
+mod smtp;

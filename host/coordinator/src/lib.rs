@@ -10,6 +10,7 @@
 //!   through the store, and after a crash resumes what is safe to resume.
 
 pub mod agent;
+pub mod delivery;
 mod coordinator;
 mod inbox;
 pub mod manager;
