@@ -49,7 +49,7 @@ fn result(run: &hane_coordinator::agent::AgentRun) -> Value {
 }
 
 /// A release directory: the examples' tools and ledger plus `agents`.
-fn release_with(dir: &Path, agents: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn release_with(dir: &Path, agents: &[(&str, &str)]) -> PathBuf {
     let release = dir.join("release");
     for sub in ["tools", "ledger/records", "ledger/documents/leases"] {
         std::fs::create_dir_all(release.join(sub)).unwrap();
@@ -76,7 +76,14 @@ async fn the_seed_agent_activates_and_its_driver_is_refused_at_run_start() {
     let names: Vec<&str> = release.agents.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["lease-qa", "vehicle-check", "vehicle-check-scripted"]
+        [
+            "driver-text",
+            "inspection-reminder",
+            "lease-qa",
+            "sms-review",
+            "vehicle-check",
+            "vehicle-check-scripted"
+        ]
     );
     let err = runtime
         .start(start(

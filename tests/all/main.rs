@@ -1,6 +1,7 @@
 //! Integration tests of hane, one binary so the heavy dependencies link once.
 
 mod agents;
+mod approvals;
 mod builtins;
 mod coordinator;
 mod delivery;

@@ -8,7 +8,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{ActivationError, AgentRun, RunError, RunStatus, StartRun, Task};
+use hane_coordinator::agent::{
+    ActionState, ActivationError, AgentRun, RunError, RunStatus, StartRun, Task,
+};
 use hane_core::RunId;
 use hane_store::{RunQuery, StoreError};
 
@@ -306,8 +308,9 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             print_run(&runtime, &run, false).await?;
             println!();
         }
+        failed |= !demo_outbound(&runtime).await?;
         println!(
-            "store: {}\nsee them again with `hane runs list` and `hane runs show RUN`",
+            "store: {}\nsee them again with `hane runs list`, `hane runs show RUN` and `hane approvals list`",
             path.display()
         );
         Ok(if failed {
@@ -316,6 +319,68 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             ExitCode::SUCCESS
         })
     }))
+}
+
+/// The demo's outbound action: an email proposed, shown with its digest
+/// and decider, then rejected so that nothing leaves the machine. True
+/// when the run ended as expected.
+async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
+    println!(
+        "inspection-reminder proposes an email to a depot outside fleet.example; its DeciderPolicy leaves that to a person of fleet-desk:"
+    );
+    let run = runtime
+        .start(StartRun {
+            agent: "inspection-reminder".to_owned(),
+            input: serde_json::json!({"vehicle": "架空 500 さ 12-34", "to": "depot@elsewhere.example"}),
+            shadow: false,
+        })
+        .await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let action = loop {
+        let pending = runtime
+            .actions()
+            .list(Some(ActionState::Pending), Some(&run.id))
+            .await?;
+        if let Some(action) = pending.into_iter().next() {
+            break action;
+        }
+        let now = runtime.get(&run.id).await?;
+        if now.status.is_final() || std::time::Instant::now() > deadline {
+            print_run(runtime, &now, false).await?;
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let content = action.content.to_value()?;
+    println!("  action  {} {} to {}", action.id, action.tool, action.recipient);
+    println!(
+        "  subject {}",
+        content["subject"].as_str().unwrap_or_default()
+    );
+    println!("  digest  {}", action.digest);
+    println!(
+        "  decider {} of {} ({})",
+        action.decider.as_str(),
+        action.assignment.as_deref().unwrap_or("-"),
+        action.rule.as_deref().unwrap_or("no rule")
+    );
+    println!(
+        "the demo rejects it, so nothing is sent; a person would approve it with\n  hane approvals approve {} --digest {}\n",
+        action.id, action.digest
+    );
+    runtime
+        .actions()
+        .reject(
+            action.id.as_str(),
+            &action.digest,
+            "cli:demo",
+            Some("the demo sends nothing".to_owned()),
+        )
+        .await?;
+    let ended = runtime.wait(&run.id).await?;
+    print_run(runtime, &ended, false).await?;
+    println!();
+    Ok(ended.status == RunStatus::Succeeded)
 }
 
 fn result_status(run: &AgentRun) -> String {

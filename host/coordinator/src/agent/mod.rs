@@ -2,8 +2,11 @@
 //! translators, the scripted driver and the [`AgentRuntime`] that drives
 //! runs.
 
+mod action;
+mod budget;
 mod gateway;
 mod journal;
+mod outbound;
 mod release;
 mod run;
 mod runtime;
@@ -12,10 +15,19 @@ mod token;
 mod tools;
 mod translate;
 
+pub use action::{
+    ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind, Decision,
+    Verdict, digest,
+};
+pub use budget::{
+    ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, ReportAlert, ReportLimits,
+    ReportUsage, utc_day,
+};
 pub use gateway::{Admitted, GatewayError, Stop, TOKEN_GRACE, ToolGateway};
 pub use release::{
     ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
 };
+pub use outbound::{ActionError, ActionLedger, Recovered};
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
 pub use runtime::{AgentRuntime, OpenError, RunError, RuntimeConfig, StartRun};
 pub use token::{RunToken, RunTokenKey, TokenError};

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hane_core::{
-    AgentManifest, Definition, EvalSuiteManifest, Ledger, Limits, OperationManifest, Policy,
-    Versioned,
+    AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition,
+    EvalSuiteManifest, Ledger, Limits, OperationManifest, Policy, Versioned,
 };
 use hane_sandbox::{Sandbox, Schema};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
+use super::budget::{ActiveBudget, BudgetScope};
 use super::tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
@@ -37,11 +38,41 @@ pub struct ReleaseBody {
     pub operations: Vec<ReleasedOperation>,
     /// The ledger the operations read.
     pub ledger: Ledger,
+    /// The DeciderPolicies.
+    pub decider_policies: Vec<SourceFile>,
+    /// The Budgets.
+    pub budgets: Vec<SourceFile>,
+}
+
+/// A release body as version 1 stored it: without decider policies and
+/// budgets.
+#[derive(Deserialize)]
+struct ReleaseBodyV1 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: Ledger,
 }
 
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const READS: &'static [u16] = &[1, 2];
+
+    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        if version == 1 {
+            let v1: ReleaseBodyV1 = postcard::from_bytes(payload)?;
+            return Ok(ReleaseBody {
+                agents: v1.agents,
+                eval_suites: v1.eval_suites,
+                operations: v1.operations,
+                ledger: v1.ledger,
+                decider_policies: Vec::new(),
+                budgets: Vec::new(),
+            });
+        }
+        postcard::from_bytes(payload)
+    }
 }
 
 /// Why a release was not activated; nothing changed.
@@ -92,6 +123,20 @@ pub struct LoadedRelease {
     pub digests: Vec<String>,
     /// Its ledger.
     pub ledger: Arc<Ledger>,
+    /// Its DeciderPolicies by name.
+    pub decider_policies: BTreeMap<String, DeciderPolicySpec>,
+    /// Its Budgets.
+    pub budgets: Vec<ActiveBudget>,
+}
+
+impl LoadedRelease {
+    /// The release's Budget for `scope`, if it has one.
+    pub fn budget_for(&self, scope: &BudgetScope) -> Option<ActiveBudget> {
+        self.budgets
+            .iter()
+            .find(|b| scope.matches(&b.spec))
+            .cloned()
+    }
 }
 
 /// Checks the release in `dir` and activates it. Every manifest is
@@ -164,6 +209,8 @@ async fn build(
     let mut agents = Vec::new();
     let mut eval_suites = Vec::new();
     let mut operations = Vec::new();
+    let mut decider_policies = Vec::new();
+    let mut budgets = Vec::new();
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
     let ledger = if ledger_dir.is_dir() {
@@ -190,6 +237,14 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            Definition::DeciderPolicy(manifest) => decider_policies.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
+            Definition::Budget(manifest) => budgets.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
             Definition::Operation(manifest) => {
                 match release_operation(&sourced.file, &file, &manifest, sandbox, &ledger).await {
                     Ok((operation, bytes)) => {
@@ -208,6 +263,8 @@ async fn build(
         eval_suites,
         operations,
         ledger,
+        decider_policies,
+        budgets,
     };
     if errors.is_empty() {
         Ok((body, components))
@@ -436,6 +493,25 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
             Err(e) => errors.push(e.to_string()),
         }
     }
+    let mut decider_policies = BTreeMap::new();
+    for source in &body.decider_policies {
+        match DeciderPolicyManifest::from_yaml(&source.file, &source.text) {
+            Ok(policy) => {
+                decider_policies.insert(policy.metadata.name.clone(), policy.spec);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let mut budgets = Vec::new();
+    for source in &body.budgets {
+        match BudgetManifest::from_yaml(&source.file, &source.text) {
+            Ok(budget) => budgets.push(ActiveBudget {
+                name: budget.metadata.name,
+                spec: budget.spec,
+            }),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
@@ -449,6 +525,8 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
         tools: definitions,
         digests,
         ledger: Arc::new(body.ledger),
+        decider_policies,
+        budgets,
     })
 }
 

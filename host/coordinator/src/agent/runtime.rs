@@ -7,17 +7,26 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hane_core::{
-    Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
-    TaskId, ToolCall, ToolCallId, ToolCallStatus,
+    ActionId, Control, Decider, Impact, Input, InputId, InputKind, JsonText, Outcome,
+    PolicyVerdict, RunId, SessionEvent, SessionId, TaskId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
 use hane_store::{
-    Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
+    OverrideRow, Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous,
+    TaskRow, UsageDelta,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::action::{
+    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Verdict,
+    digest,
+};
+use super::budget::{
+    BudgetExceeded, BudgetReport, BudgetScope, ChargeError, charge, utc_day,
+};
 use super::gateway::{GatewayError, Stop, ToolGateway};
+use super::outbound::{ActionError, ActionLedger};
 use super::journal::Journal;
 use super::release::{LoadedAgent, LoadedRelease, load_active};
 use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
@@ -26,6 +35,7 @@ use super::token::{RunToken, RunTokenKey};
 use super::tools::{ControlTool, ToolDefinition, ToolKind};
 use super::translate::{self, ToolResult};
 use crate::Ending;
+use crate::delivery::DeliveryConfig;
 use crate::manager::{Components, LocalConfig};
 use crate::{
     Coordinator, CoordinatorConfig, CoordinatorError, LocalOperationManager, ending_event,
@@ -69,6 +79,9 @@ pub enum RunError {
         /// Its driver.
         driver: String,
     },
+    /// The day's budget does not allow the run.
+    #[error(transparent)]
+    Budget(#[from] BudgetExceeded),
     /// No run has this id.
     #[error("run `{0}` not found")]
     NotFound(String),
@@ -117,6 +130,12 @@ pub struct StartRun {
 struct LiveRun {
     run: Mutex<AgentRun>,
     agent: Arc<LoadedAgent>,
+    /// The release the run started in: its decider policies decide the
+    /// run's actions.
+    release: Arc<LoadedRelease>,
+    /// Model tokens reserved from the day's budget when the run started:
+    /// the UTC day and how many.
+    reservation: Option<(String, u64)>,
     session: Mutex<Option<SessionId>>,
     journal: std::sync::OnceLock<Arc<Journal>>,
     /// Set by a cancel; read before the run starts, when the gateway has
@@ -140,6 +159,7 @@ struct Inner {
     gateway: ToolGateway,
     release: RwLock<Option<Arc<LoadedRelease>>>,
     live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
+    actions: ActionLedger,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -186,12 +206,16 @@ pub(crate) enum RunEnd {
 /// | `synchronous` | [`Synchronous::Full`]: every commit on disk before it is acknowledged |
 /// | `local` | [`LocalConfig::new`] |
 /// | `coordinator` | [`CoordinatorConfig::new`] |
+/// | `delivery` | [`DeliveryConfig::new`]: no adapter, every approved action fails saying what to configure |
+/// | `scope` | project `default`, environment `default` |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
     sandbox: SandboxConfig,
     synchronous: Synchronous,
     local: LocalConfig,
     coordinator: CoordinatorConfig,
+    delivery: DeliveryConfig,
+    scope: BudgetScope,
 }
 
 impl RuntimeConfig {
@@ -221,6 +245,19 @@ impl RuntimeConfig {
     /// The coordinator's settings.
     pub fn coordinator(&mut self, config: CoordinatorConfig) -> &mut Self {
         self.coordinator = config;
+        self
+    }
+
+    /// How approved outbound actions are delivered, with the host's
+    /// credentials.
+    pub fn delivery(&mut self, config: DeliveryConfig) -> &mut Self {
+        self.delivery = config;
+        self
+    }
+
+    /// The project and environment whose Budget applies.
+    pub fn scope(&mut self, scope: BudgetScope) -> &mut Self {
+        self.scope = scope;
         self
     }
 }
@@ -262,7 +299,21 @@ impl AgentRuntime {
             &config.local,
         ));
         let coordinator = Coordinator::new(store, manager, &config.coordinator);
-        Ok(Self::new(registry, coordinator, sandbox, components))
+        let actions = ActionLedger::new(
+            registry.clone(),
+            config.delivery.clone(),
+            config.scope.clone(),
+        );
+        let runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
+        // Actions a stopped process left mid-delivery become `unknown`;
+        // approved ones never attempted are delivered now.
+        let actions = runtime.inner.actions.clone();
+        tokio::spawn(async move {
+            if let Err(e) = actions.recover(true).await {
+                eprintln!("hane: recovering outbound actions: {e}");
+            }
+        });
+        Ok(runtime)
     }
 
     /// A runtime over `registry` (releases, runs, tasks), running tool
@@ -275,6 +326,21 @@ impl AgentRuntime {
         sandbox: Sandbox,
         components: Components,
     ) -> Self {
+        let actions = ActionLedger::new(
+            registry.clone(),
+            DeliveryConfig::new(),
+            BudgetScope::default(),
+        );
+        Self::assemble(registry, coordinator, sandbox, components, actions)
+    }
+
+    fn assemble(
+        registry: Registry,
+        coordinator: Coordinator,
+        sandbox: Sandbox,
+        components: Components,
+        actions: ActionLedger,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -284,8 +350,14 @@ impl AgentRuntime {
                 gateway: ToolGateway::new(RunTokenKey::generate()),
                 release: RwLock::new(None),
                 live: Mutex::new(HashMap::new()),
+                actions,
             }),
         }
+    }
+
+    /// The execution ledger of outbound actions.
+    pub fn actions(&self) -> &ActionLedger {
+        &self.inner.actions
     }
 
     /// The registry.
@@ -374,6 +446,9 @@ impl AgentRuntime {
             self.inner.components.insert(bytes);
         }
         self.inner.sandbox.set_ledger(release.ledger.clone());
+        self.inner
+            .actions
+            .set_budget(release.budget_for(self.inner.actions.scope()));
         *self
             .inner
             .release
@@ -416,7 +491,18 @@ impl AgentRuntime {
             });
         }
         let driver = agent.manifest.spec.driver;
+        // A run that uses a model reserves its maxModelTokens before it
+        // starts; a run counts against agentRunsPerDay.
+        let tokens = if driver == hane_core::Driver::Scripted {
+            0
+        } else {
+            agent.manifest.spec.limits.max_model_tokens
+        };
+        let reservation = self.charge_run(&release, tokens).await?;
         if !driver.is_available_in_this_build() {
+            if let Some((day, tokens)) = &reservation {
+                self.give_back(day, *tokens, 0).await;
+            }
             return Err(RunError::DriverUnavailable {
                 agent: request.agent,
                 driver: driver.to_string(),
@@ -444,6 +530,8 @@ impl AgentRuntime {
         let live = Arc::new(LiveRun {
             run: Mutex::new(run.clone()),
             agent,
+            release,
+            reservation,
             session: Mutex::new(None),
             journal: std::sync::OnceLock::new(),
             cancelled: AtomicBool::new(false),
@@ -678,6 +766,9 @@ impl AgentRuntime {
         if let Err(e) = self.persist(&run).await {
             run.error = Some(format!("the run ended but could not be stored: {e}"));
             *lock(&live.run) = run.clone();
+        }
+        if let Some((day, tokens)) = &live.reservation {
+            self.give_back(day, *tokens, run.tokens_used).await;
         }
         lock(&self.inner.live).remove(&id);
         live.changes.send_replace(run);
@@ -957,6 +1048,19 @@ impl AgentRuntime {
                 *lock(&live.submitted) = Some(input.clone());
                 ToolResult::Output(json!({"accepted": true}))
             }
+            ControlTool::SubmitReview => {
+                let decision = input["decision"].as_str().unwrap_or_default();
+                *lock(&live.submitted) = Some(json!({
+                    "status": decision,
+                    "decision": decision,
+                    "reason": input.get("reason").cloned().unwrap_or(Value::Null),
+                }));
+                ToolResult::Output(json!({"accepted": true}))
+            }
+            ControlTool::SendEmail
+            | ControlTool::SendSms
+            | ControlTool::PlaceCall
+            | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
             ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
                 let (kind, title, assignment) = if control == ControlTool::RequestHumanHelp {
                     let Some(handover) = &spec.handover else {
@@ -1031,6 +1135,8 @@ impl AgentRuntime {
         }
     }
 }
+
+mod approvals;
 
 fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
     hane_core::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))

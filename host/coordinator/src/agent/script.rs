@@ -10,7 +10,8 @@ use super::translate::ToolResult;
 
 /// Runs `script` for the run `token` names: each step whose condition
 /// holds calls its tool with its rendered input, through the gateway like
-/// any driver. A successful `submit_result` ends the run; a step that
+/// any driver. A successful `submit_result` (or a review agent's
+/// `submit_review`) ends the run; a step that
 /// fails ends it as failed; so does a script that ends without a result.
 pub(crate) async fn run(
     runtime: &AgentRuntime,
@@ -37,7 +38,9 @@ pub(crate) async fn run(
             .map_err(RunEnd::Gateway)?
         {
             ToolResult::Output(output) => {
-                if step.tool == ControlTool::SubmitResult.name() {
+                if step.tool == ControlTool::SubmitResult.name()
+                    || step.tool == ControlTool::SubmitReview.name()
+                {
                     return Ok(());
                 }
                 scope.record(step, output);

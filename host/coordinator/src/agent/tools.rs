@@ -41,14 +41,30 @@ pub enum ControlTool {
     RequestHumanHelp,
     /// Creates a task for people.
     CreateTask,
+    /// Ends a review agent's run with its decision on the action it
+    /// reviews: approve, reject or escalate to a person.
+    SubmitReview,
+    /// Proposes an email (an ActionRequest); sent only once approved.
+    SendEmail,
+    /// Proposes an SMS.
+    SendSms,
+    /// Proposes a phone call that speaks a message.
+    PlaceCall,
+    /// Proposes a call to a customer API of the agent's `connections`.
+    IntegrationExecute,
 }
 
 impl ControlTool {
     /// Every control tool.
-    pub const ALL: [ControlTool; 3] = [
+    pub const ALL: [ControlTool; 8] = [
         ControlTool::SubmitResult,
         ControlTool::RequestHumanHelp,
         ControlTool::CreateTask,
+        ControlTool::SubmitReview,
+        ControlTool::SendEmail,
+        ControlTool::SendSms,
+        ControlTool::PlaceCall,
+        ControlTool::IntegrationExecute,
     ];
 
     /// The tool's name.
@@ -57,7 +73,23 @@ impl ControlTool {
             ControlTool::SubmitResult => "submit_result",
             ControlTool::RequestHumanHelp => "request_human_help",
             ControlTool::CreateTask => "tasks.create",
+            ControlTool::SubmitReview => "submit_review",
+            ControlTool::SendEmail => "communication.send_email",
+            ControlTool::SendSms => "communication.send_sms",
+            ControlTool::PlaceCall => "communication.place_call",
+            ControlTool::IntegrationExecute => "integration.execute",
         }
+    }
+
+    /// True for the tools that propose outbound actions.
+    pub fn is_outbound(self) -> bool {
+        matches!(
+            self,
+            ControlTool::SendEmail
+                | ControlTool::SendSms
+                | ControlTool::PlaceCall
+                | ControlTool::IntegrationExecute
+        )
     }
 
     /// The control tool with this name.
@@ -71,7 +103,7 @@ impl ControlTool {
     }
 }
 
-static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 3]> = LazyLock::new(|| {
+static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 8]> = LazyLock::new(|| {
     let control = |name: &str, description: &str, input: Value, output: Value| ToolDefinition {
         name: name.to_owned(),
         description: description.to_owned(),
@@ -81,6 +113,13 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 3]> = LazyLock::new(|| {
         timeout: "1s".to_owned(),
         operation: None,
         version: None,
+    };
+    let outbound = |name: &str, description: &str, input: Value| ToolDefinition {
+        impact: "outbound".to_owned(),
+        // The call waits for a decision, which may take a person hours;
+        // the run's maxSeconds bounds it.
+        timeout: "none".to_owned(),
+        ..control(name, description, input, action_result_schema())
     };
     [
         control(
@@ -118,8 +157,93 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 3]> = LazyLock::new(|| {
             }),
             json!({"type": "object", "properties": {"task": {"type": ["string", "null"]}, "assignment": {"type": "string"}, "shadow": {"type": "boolean"}}}),
         ),
+        control(
+            "submit_review",
+            "Ends a review agent's run with its decision on the action under review (the run's input): `approve` sends it, `reject` refuses it, `escalate` hands it to a person.",
+            json!({
+                "type": "object",
+                "required": ["decision"],
+                "additionalProperties": false,
+                "properties": {
+                    "decision": {"enum": ["approve", "reject", "escalate"]},
+                    "reason": {"type": "string", "maxLength": 2000}
+                }
+            }),
+            json!({"type": "object", "properties": {"accepted": {"type": "boolean"}}}),
+        ),
+        outbound(
+            "communication.send_email",
+            "Proposes an email. Nothing is sent now: the recipient and content are fixed into an action request that the agent's decider approves or rejects; the result says what happened (delivered, failed, rejected or unknown).",
+            json!({
+                "type": "object",
+                "required": ["to", "subject", "body"],
+                "additionalProperties": false,
+                "properties": {
+                    "to": {"type": "string", "pattern": "^[^@\\s<>]+@[^@\\s<>]+$", "maxLength": 320},
+                    "subject": {"type": "string", "minLength": 1, "maxLength": 998, "pattern": "^[^\\r\\n]*$"},
+                    "body": {"type": "string", "maxLength": 100000}
+                }
+            }),
+        ),
+        outbound(
+            "communication.send_sms",
+            "Proposes a text message to a phone number in E.164 form (`+` and digits). Sent only once approved; the result says what happened.",
+            json!({
+                "type": "object",
+                "required": ["to", "text"],
+                "additionalProperties": false,
+                "properties": {
+                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
+                    "text": {"type": "string", "minLength": 1, "maxLength": 1600}
+                }
+            }),
+        ),
+        outbound(
+            "communication.place_call",
+            "Proposes a phone call that speaks `message` to a number in E.164 form. Placed only once approved; the result says what happened.",
+            json!({
+                "type": "object",
+                "required": ["to", "message"],
+                "additionalProperties": false,
+                "properties": {
+                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
+                    "message": {"type": "string", "minLength": 1, "maxLength": 5000}
+                }
+            }),
+        ),
+        outbound(
+            "integration.execute",
+            "Proposes a call to a customer API the agent's `connections` declare: `method` and `path` under the connection's base URL, with an optional JSON body. The host adds the connection's credential. Executed only once approved; the result says what happened.",
+            json!({
+                "type": "object",
+                "required": ["connection", "method", "path"],
+                "additionalProperties": false,
+                "properties": {
+                    "connection": {"type": "string", "minLength": 1},
+                    "method": {"enum": ["POST", "PUT", "PATCH", "DELETE"]},
+                    "path": {"type": "string", "pattern": "^/[^\\s]*$", "maxLength": 2000},
+                    "body": {}
+                }
+            }),
+        ),
     ]
 });
+
+/// What an outbound tool returns once its action is settled.
+fn action_result_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["action", "state", "digest"],
+        "properties": {
+            "action": {"type": "string"},
+            "state": {"enum": ["delivered", "failed", "rejected", "unknown", "shadowed"]},
+            "digest": {"type": "string"},
+            "detail": {"type": "string"},
+            "decidedBy": {"enum": ["person", "agent", "policy", null]},
+            "humanApproved": {"type": "boolean"}
+        }
+    })
+}
 
 /// An operation a release makes available as a tool, with everything
 /// needed to run it.

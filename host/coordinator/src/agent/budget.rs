@@ -1,0 +1,291 @@
+//! Budgets: daily (UTC) limits of runs, external actions and model tokens
+//! for a project and environment, counted in the registry.
+//!
+//! Usage is counted whether or not the active release has a `Budget` for
+//! the scope, so `GET /v1/agents/budget` always reports the day; limits
+//! and alerts apply only when it has one.
+
+use hane_core::BudgetSpec;
+use hane_store::{AlertRow, RegistryTx, StoreError, Usage, UsageDelta};
+use serde::Serialize;
+
+/// The project and environment a runtime counts against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetScope {
+    /// The project, `default` unless configured.
+    pub project: String,
+    /// The environment, `default` unless configured.
+    pub environment: String,
+}
+
+impl Default for BudgetScope {
+    fn default() -> Self {
+        Self {
+            project: "default".to_owned(),
+            environment: "default".to_owned(),
+        }
+    }
+}
+
+impl BudgetScope {
+    /// The key usage is stored under: `PROJECT/ENVIRONMENT`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.project, self.environment)
+    }
+
+    /// True when `spec` is this scope's budget.
+    pub fn matches(&self, spec: &BudgetSpec) -> bool {
+        spec.project == self.project && spec.environment == self.environment
+    }
+}
+
+/// The UTC day of `ms` (milliseconds since the Unix epoch), `YYYY-MM-DD`.
+pub fn utc_day(ms: u64) -> String {
+    let days = (ms / 86_400_000) as i64;
+    // Days to civil date (proleptic Gregorian), after H. Hinnant's
+    // `civil_from_days`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// A limit that a run or an action would cross; nothing was counted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the daily budget `{budget}` does not allow this: {limit} is {limit_value} for {day} (UTC), {used} used, {requested} more needed"
+)]
+pub struct BudgetExceeded {
+    /// The Budget's name.
+    pub budget: String,
+    /// `agentRunsPerDay`, `externalActionsPerDay` or `modelTokensPerDay`.
+    pub limit: &'static str,
+    /// The limit.
+    pub limit_value: u64,
+    /// What is used (and, for tokens, reserved) today.
+    pub used: u64,
+    /// What was asked for.
+    pub requested: u64,
+    /// The UTC day.
+    pub day: String,
+}
+
+/// Why a charge failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChargeError {
+    #[error(transparent)]
+    Exceeded(#[from] BudgetExceeded),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A budget with its name, as the active release defines it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveBudget {
+    /// The Budget's name.
+    pub name: String,
+    /// Its limits.
+    pub spec: BudgetSpec,
+}
+
+/// Adds `delta` to `day`'s usage of `scope` inside `tx`, unless that
+/// would cross a limit of `budget`; records an alert for each limit whose
+/// usage reaches `alertAtPercent` (once per day and limit).
+pub(crate) fn charge(
+    tx: &RegistryTx<'_>,
+    scope: &str,
+    day: &str,
+    budget: Option<&ActiveBudget>,
+    delta: UsageDelta,
+    now_ms: u64,
+) -> Result<Usage, ChargeError> {
+    let before = tx.usage(day, scope)?;
+    if let Some(budget) = budget {
+        for (limit, limit_value, used, requested) in checks(&budget.spec, &before, delta) {
+            if requested > 0 && used + requested > limit_value {
+                return Err(BudgetExceeded {
+                    budget: budget.name.clone(),
+                    limit,
+                    limit_value,
+                    used,
+                    requested,
+                    day: day.to_owned(),
+                }
+                .into());
+            }
+        }
+    }
+    let after = tx.add_usage(day, scope, delta)?;
+    if let Some(budget) = budget {
+        let percent = u64::from(budget.spec.alert_at_percent);
+        for (name, limit_value, used, _) in checks(&budget.spec, &after, UsageDelta::default()) {
+            if used * 100 >= limit_value * percent {
+                tx.record_alert(
+                    day,
+                    scope,
+                    &AlertRow {
+                        name: name.to_owned(),
+                        used,
+                        limit: limit_value,
+                        at_ms: now_ms,
+                    },
+                )?;
+            }
+        }
+    }
+    Ok(after)
+}
+
+/// Each limit `spec` sets: its name, value, what `usage` counts against
+/// it and what `delta` asks for.
+fn checks(
+    spec: &BudgetSpec,
+    usage: &Usage,
+    delta: UsageDelta,
+) -> Vec<(&'static str, u64, u64, u64)> {
+    let more = |n: i64| n.max(0) as u64;
+    let mut out = Vec::new();
+    if let Some(limit) = spec.agent_runs_per_day {
+        out.push(("agentRunsPerDay", limit, usage.runs, more(delta.runs)));
+    }
+    if let Some(limit) = spec.external_actions_per_day {
+        out.push((
+            "externalActionsPerDay",
+            limit,
+            usage.actions,
+            more(delta.actions),
+        ));
+    }
+    if let Some(limit) = spec.model_tokens_per_day {
+        out.push((
+            "modelTokensPerDay",
+            limit,
+            usage.tokens_used + usage.tokens_reserved,
+            more(delta.tokens_reserved) + more(delta.tokens_used),
+        ));
+    }
+    out
+}
+
+/// Today's usage, as `GET /v1/agents/budget` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetReport {
+    /// The UTC day.
+    pub day: String,
+    /// The project.
+    pub project: String,
+    /// The environment.
+    pub environment: String,
+    /// The active release's Budget for the scope, if it has one.
+    pub budget: Option<String>,
+    /// Its limits; `null` for none.
+    pub limits: ReportLimits,
+    /// What is counted today.
+    pub usage: ReportUsage,
+    /// Limits whose usage reached `alertAtPercent` today.
+    pub alerts: Vec<ReportAlert>,
+}
+
+/// The limits of a [`BudgetReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportLimits {
+    /// Runs per day.
+    pub agent_runs_per_day: Option<u64>,
+    /// Executed external actions per day.
+    pub external_actions_per_day: Option<u64>,
+    /// Model tokens per day, used and reserved.
+    pub model_tokens_per_day: Option<u64>,
+    /// When an alert is recorded.
+    pub alert_at_percent: Option<u8>,
+}
+
+/// The usage of a [`BudgetReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportUsage {
+    /// Runs started.
+    pub agent_runs: u64,
+    /// External actions executed (attempted).
+    pub external_actions: u64,
+    /// Model tokens used by runs that ended.
+    pub model_tokens_used: u64,
+    /// Model tokens reserved by runs still going.
+    pub model_tokens_reserved: u64,
+}
+
+/// An alert of a [`BudgetReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportAlert {
+    /// The limit.
+    pub limit: String,
+    /// Its value.
+    pub limit_value: u64,
+    /// The usage when it was recorded.
+    pub used: u64,
+    /// When.
+    pub at_ms: u64,
+}
+
+impl BudgetReport {
+    pub(crate) fn new(
+        day: String,
+        scope: &BudgetScope,
+        budget: Option<&ActiveBudget>,
+        usage: Usage,
+        alerts: Vec<AlertRow>,
+    ) -> Self {
+        let spec = budget.map(|b| &b.spec);
+        Self {
+            day,
+            project: scope.project.clone(),
+            environment: scope.environment.clone(),
+            budget: budget.map(|b| b.name.clone()),
+            limits: ReportLimits {
+                agent_runs_per_day: spec.and_then(|s| s.agent_runs_per_day),
+                external_actions_per_day: spec.and_then(|s| s.external_actions_per_day),
+                model_tokens_per_day: spec.and_then(|s| s.model_tokens_per_day),
+                alert_at_percent: spec.map(|s| s.alert_at_percent),
+            },
+            usage: ReportUsage {
+                agent_runs: usage.runs,
+                external_actions: usage.actions,
+                model_tokens_used: usage.tokens_used,
+                model_tokens_reserved: usage.tokens_reserved,
+            },
+            alerts: alerts
+                .into_iter()
+                .map(|a| ReportAlert {
+                    limit: a.name,
+                    limit_value: a.limit,
+                    used: a.used,
+                    at_ms: a.at_ms,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_days_are_civil_dates() {
+        assert_eq!(utc_day(0), "1970-01-01");
+        assert_eq!(utc_day(86_399_999), "1970-01-01");
+        assert_eq!(utc_day(86_400_000), "1970-01-02");
+        // 2000-02-29T12:00:00Z and 2026-11-30T23:59:59.999Z.
+        assert_eq!(utc_day(951_825_600_000), "2000-02-29");
+        assert_eq!(utc_day(1_796_083_199_999), "2026-11-30");
+        assert_eq!(utc_day(1_796_083_200_000), "2026-12-01");
+    }
+}

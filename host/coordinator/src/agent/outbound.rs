@@ -1,0 +1,788 @@
+//! The execution ledger: decisions on [`ActionRequest`]s, and delivery
+//! of approved ones exactly once.
+//!
+//! Every change to an action is one registry transaction that reads the
+//! row, checks its state, and writes it back. An approved action is
+//! *claimed* before anything goes out: its state becomes `executing` with
+//! the claiming process as owner and the attempt recorded, in one
+//! transaction, so of any number of approvals, in any number of
+//! processes, one claim wins and the others find it claimed. Only then is
+//! the content checked against the approved digest and handed to the
+//! adapter, and the outcome recorded. A process that dies between claim
+//! and outcome leaves the action `executing`; [`ActionLedger::recover`]
+//! finds its owner gone and makes it `unknown`, which is never resent.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hane_core::{ActionId, RunId};
+use hane_store::{ActionQuery, ActionRow, Registry, RegistryTx, StoreError, TaskRow, UsageDelta};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use super::action::{
+    ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Verdict, digest,
+};
+use super::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
+use crate::delivery::{Delivery, DeliveryConfig, Outbound, deliver};
+
+/// How often a run waiting for a decision made in another process looks
+/// at the store.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Why a decision or a reconciliation was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActionError {
+    /// No action has this id.
+    #[error("action `{0}` not found")]
+    NotFound(String),
+    /// The digest given is not the action's: the decider saw other
+    /// content.
+    #[error(
+        "action `{action}` has digest {expected}, not {given}: the content shown is not the content that would go out; show it again and decide on what it is now"
+    )]
+    StaleDigest {
+        /// The action.
+        action: ActionId,
+        /// Its digest.
+        expected: String,
+        /// The digest given.
+        given: String,
+    },
+    /// The action was decided already.
+    #[error("action `{action}` is already {state}; nothing was done")]
+    AlreadyDecided {
+        /// The action.
+        action: ActionId,
+        /// Its state.
+        state: ActionState,
+    },
+    /// A person may not decide it now: a review agent does.
+    #[error(
+        "action `{action}` waits for the review agent `{reviewer}`; a person decides it only when the agent escalates it (or a decider override sends the tool to people)"
+    )]
+    AwaitingAgent {
+        /// The action.
+        action: ActionId,
+        /// The review agent.
+        reviewer: String,
+    },
+    /// Only `unknown` actions are reconciled.
+    #[error(
+        "action `{action}` is {state}; only an `unknown` action is reconciled (its outcome is recorded already)"
+    )]
+    NotUnknown {
+        /// The action.
+        action: ActionId,
+        /// Its state.
+        state: ActionState,
+    },
+    /// An override names a tool that proposes no actions.
+    #[error(
+        "`{0}` is not an outbound tool; overrides apply to communication.send_email, communication.send_sms, communication.place_call and integration.execute"
+    )]
+    NotOutbound(String),
+    /// A reconciliation names a state other than delivered or failed.
+    #[error("a reconciliation records `delivered` or `failed`, not `{0}`")]
+    BadReconcile(String),
+    /// A limit of the day's budget.
+    #[error(transparent)]
+    Budget(#[from] BudgetExceeded),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored action could not be read.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+impl From<ChargeError> for ActionError {
+    fn from(e: ChargeError) -> Self {
+        match e {
+            ChargeError::Exceeded(e) => ActionError::Budget(e),
+            ChargeError::Store(e) => ActionError::Store(e),
+        }
+    }
+}
+
+/// What [`ActionLedger::recover`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Actions whose delivering process is gone: now `unknown`.
+    pub unknown: Vec<ActionId>,
+    /// Approved actions never attempted: delivered now.
+    pub resumed: Vec<ActionId>,
+}
+
+/// Decides and executes outbound actions; see the module documentation.
+/// Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct ActionLedger {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    delivery: DeliveryConfig,
+    scope: BudgetScope,
+    budget: Mutex<Option<ActiveBudget>>,
+    changed: Notify,
+    owner: String,
+}
+
+impl std::fmt::Debug for ActionLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActionLedger")
+            .field("owner", &self.inner.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn decode(row: &ActionRow) -> Result<ActionRequest, ActionError> {
+    hane_core::open(&row.body).map_err(|e| ActionError::Corrupt(format!("action {}: {e}", row.id)))
+}
+
+fn encode(action: &ActionRequest) -> ActionRow {
+    ActionRow {
+        id: action.id.to_string(),
+        run: action.run.to_string(),
+        tool: action.tool.clone(),
+        state: action.state.as_str().to_owned(),
+        owner: match action.state {
+            ActionState::Executing => action.attempts.last().map(|a| a.owner.clone()),
+            _ => None,
+        },
+        created_at_ms: action.created_at_ms,
+        updated_at_ms: action.updated_at_ms,
+        body: hane_core::seal(action),
+    }
+}
+
+/// Reads, changes and writes back action `id` inside `tx`.
+fn change<T>(
+    tx: &RegistryTx<'_>,
+    id: &str,
+    f: impl FnOnce(&mut ActionRequest) -> Result<T, ActionError>,
+) -> Result<(T, ActionRequest), ActionError> {
+    let row = tx
+        .action(id)?
+        .ok_or_else(|| ActionError::NotFound(id.to_owned()))?;
+    let mut action = decode(&row)?;
+    let value = f(&mut action)?;
+    action.updated_at_ms = now_ms();
+    tx.put_action(&encode(&action))?;
+    Ok((value, action))
+}
+
+/// This process, as an attempt's owner: `PID:START`, its start time in
+/// clock ticks since boot (so a later process with the same pid is not
+/// mistaken for it).
+fn this_process() -> String {
+    let pid = std::process::id();
+    format!("{pid}:{}", start_time(pid).unwrap_or(0))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields are
+    // counted after its closing one. Start time is field 22; the state
+    // (field 3) is the first after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// True while the process `owner` names runs.
+fn alive(owner: &str) -> bool {
+    let Some((pid, start)) = owner.split_once(':') else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
+    start_time(pid) == Some(start)
+}
+
+impl ActionLedger {
+    /// A ledger over `registry`, delivering with `delivery` and counting
+    /// against `scope`'s budget (set with [`ActionLedger::set_budget`]).
+    pub fn new(registry: Registry, delivery: DeliveryConfig, scope: BudgetScope) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                delivery,
+                scope,
+                budget: Mutex::new(None),
+                changed: Notify::new(),
+                owner: this_process(),
+            }),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The scope usage is counted against.
+    pub fn scope(&self) -> &BudgetScope {
+        &self.inner.scope
+    }
+
+    /// The budget limits apply from now on (the active release's Budget
+    /// for the scope, if any).
+    pub fn set_budget(&self, budget: Option<ActiveBudget>) {
+        *self.inner.budget.lock().unwrap_or_else(|e| e.into_inner()) = budget;
+    }
+
+    /// The budget limits apply.
+    pub fn budget(&self) -> Option<ActiveBudget> {
+        self.inner
+            .budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Action `id`.
+    ///
+    /// # Errors
+    ///
+    /// No such action, or the store failed.
+    pub async fn get(&self, id: &str) -> Result<ActionRequest, ActionError> {
+        let row = self
+            .inner
+            .registry
+            .action(id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(id.to_owned()))?;
+        decode(&row)
+    }
+
+    /// Actions in `state` (any when `None`), of `run` (any when `None`),
+    /// oldest first.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn list(
+        &self,
+        state: Option<ActionState>,
+        run: Option<&RunId>,
+    ) -> Result<Vec<ActionRequest>, ActionError> {
+        let rows = self
+            .inner
+            .registry
+            .actions(ActionQuery {
+                state: state.map(|s| s.as_str().to_owned()),
+                run: run.map(ToString::to_string),
+                limit: 0,
+            })
+            .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Stores a new action, and its approval task when a person decides,
+    /// in one transaction.
+    pub(crate) async fn propose(
+        &self,
+        action: ActionRequest,
+        task: Option<TaskRow>,
+    ) -> Result<ActionRequest, ActionError> {
+        let row = encode(&action);
+        self.inner
+            .registry
+            .transact(move |tx| {
+                tx.put_action(&row)?;
+                if let Some(task) = &task {
+                    tx.create_task(task)?;
+                }
+                Ok::<_, ActionError>(())
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(action)
+    }
+
+    /// A person approves action `id`, having seen content with `digest`;
+    /// then the action is executed (see [`ActionLedger::execute`]) and
+    /// returned as it ended. An action approved earlier but never
+    /// attempted (its approver stopped before the claim) is executed now,
+    /// once.
+    ///
+    /// # Errors
+    ///
+    /// No such action; a stale digest; it waits for a review agent; it
+    /// was decided already; the store failed.
+    pub async fn approve(
+        &self,
+        id: &str,
+        digest: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<ActionRequest, ActionError> {
+        let decided = self
+            .decide(
+                id,
+                Decision {
+                    kind: DeciderKind::Person,
+                    by: by.to_owned(),
+                    verdict: Verdict::Approve,
+                    reason,
+                    digest: digest.to_owned(),
+                    at_ms: now_ms(),
+                },
+                None,
+            )
+            .await;
+        match decided {
+            Ok(_) => self.execute(id).await,
+            Err(ActionError::AlreadyDecided {
+                state: ActionState::Approved,
+                ..
+            }) => {
+                // A repeated approval of the same content resumes an
+                // approval whose process stopped before the claim.
+                let action = self.get(id).await?;
+                check_digest(&action, digest)?;
+                self.execute(id).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A person rejects action `id`, having seen content with `digest`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ActionLedger::approve`].
+    pub async fn reject(
+        &self,
+        id: &str,
+        digest: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<ActionRequest, ActionError> {
+        self.decide(
+            id,
+            Decision {
+                kind: DeciderKind::Person,
+                by: by.to_owned(),
+                verdict: Verdict::Reject,
+                reason,
+                digest: digest.to_owned(),
+                at_ms: now_ms(),
+            },
+            None,
+        )
+        .await
+    }
+
+    /// Records `decision` on pending action `id`: approve makes it
+    /// `approved` (not executed: call [`ActionLedger::execute`]), reject
+    /// makes it `rejected`, escalate hands it to a person with
+    /// `escalation`'s task. A person's decision closes the action's task.
+    pub(crate) async fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        escalation: Option<TaskRow>,
+    ) -> Result<ActionRequest, ActionError> {
+        let id = id.to_owned();
+        let (_, action) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &id, |action| {
+                    if action.state != ActionState::Pending {
+                        return Err(ActionError::AlreadyDecided {
+                            action: action.id.clone(),
+                            state: action.state,
+                        });
+                    }
+                    if decision.kind == DeciderKind::Person && action.decider != DeciderKind::Person
+                    {
+                        return Err(ActionError::AwaitingAgent {
+                            action: action.id.clone(),
+                            reviewer: action.reviewer.clone().unwrap_or_default(),
+                        });
+                    }
+                    check_digest(action, &decision.digest)?;
+                    match decision.verdict {
+                        Verdict::Approve => action.state = ActionState::Approved,
+                        Verdict::Reject => {
+                            action.state = ActionState::Rejected;
+                            action.outcome = Some(ActionOutcome {
+                                state: ActionState::Rejected,
+                                detail: format!(
+                                    "rejected by {} ({}){}",
+                                    decision.by,
+                                    decision.kind.as_str(),
+                                    decision
+                                        .reason
+                                        .as_deref()
+                                        .map(|r| format!(": {r}"))
+                                        .unwrap_or_default()
+                                ),
+                                reconciled_by: None,
+                                at_ms: decision.at_ms,
+                            });
+                        }
+                        Verdict::Escalate => {
+                            action.decider = DeciderKind::Person;
+                            if let Some(task) = &escalation {
+                                tx.create_task(task)?;
+                                action.assignment = Some(task.assignment.clone());
+                                action.task = task.id.parse().ok();
+                            }
+                        }
+                    }
+                    if let Some(task) = &action.task
+                        && decision.verdict != Verdict::Escalate
+                    {
+                        tx.set_task_state(task.as_str(), "done")?;
+                    }
+                    action.trail.push(decision);
+                    Ok(())
+                })
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(action)
+    }
+
+    /// Executes approved action `id` exactly once: claims it (state
+    /// `executing`, the attempt recorded, the day's external actions
+    /// counted) in one transaction, checks its content against the
+    /// approved digest, delivers it and records the outcome. When the
+    /// claim finds it claimed or ended already, nothing is sent and the
+    /// action is returned as it is.
+    ///
+    /// # Errors
+    ///
+    /// No such action, or the store failed. An exhausted budget is not an
+    /// error: the action ends `failed` saying so.
+    pub async fn execute(&self, id: &str) -> Result<ActionRequest, ActionError> {
+        let owner = self.inner.owner.clone();
+        let scope = self.inner.scope.key();
+        let budget = self.budget();
+        let claim_id = id.to_owned();
+        let (claimed, action) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &claim_id, |action| {
+                    if action.state != ActionState::Approved || !action.attempts.is_empty() {
+                        return Ok(false);
+                    }
+                    let now = now_ms();
+                    let delta = UsageDelta {
+                        actions: 1,
+                        ..UsageDelta::default()
+                    };
+                    match charge(tx, &scope, &utc_day(now), budget.as_ref(), delta, now) {
+                        Ok(_) => {}
+                        Err(ChargeError::Exceeded(e)) => {
+                            action.state = ActionState::Failed;
+                            action.outcome = Some(ActionOutcome {
+                                state: ActionState::Failed,
+                                detail: format!("not sent: {e}"),
+                                reconciled_by: None,
+                                at_ms: now,
+                            });
+                            return Ok(false);
+                        }
+                        Err(ChargeError::Store(e)) => return Err(e.into()),
+                    }
+                    action.state = ActionState::Executing;
+                    action.attempts.push(Attempt {
+                        owner,
+                        started_at_ms: now,
+                    });
+                    Ok(true)
+                })
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        if !claimed {
+            return Ok(action);
+        }
+        let delivery = self.deliver(&action).await;
+        let (state, detail) = match delivery {
+            Delivery::Delivered { detail } => (ActionState::Delivered, detail),
+            Delivery::Failed { detail } => (ActionState::Failed, detail),
+            Delivery::Unknown { detail } => (ActionState::Unknown, detail),
+        };
+        self.settle(id, state, detail).await
+    }
+
+    /// Hands a claimed action to its adapter, after checking that what
+    /// goes out is what was approved.
+    async fn deliver(&self, action: &ActionRequest) -> Delivery {
+        let content = match action.content.to_value() {
+            Ok(content) => content,
+            Err(e) => {
+                return Delivery::Failed {
+                    detail: format!("not sent: the stored content is not JSON: {e}"),
+                };
+            }
+        };
+        let now = digest(&action.tool, &action.recipient, &content);
+        let approved = action.approval().map(|d| d.digest.as_str());
+        if now != action.digest || approved != Some(now.as_str()) {
+            return Delivery::Failed {
+                detail: format!(
+                    "not sent: the content about to go out has digest {now}, but {} was approved",
+                    approved.unwrap_or("nothing")
+                ),
+            };
+        }
+        let text = |field: &str| content.get(field).and_then(Value::as_str).unwrap_or("");
+        let id = action.id.as_str();
+        let outbound = match action.tool.as_str() {
+            "communication.send_email" => Outbound::Email {
+                to: &action.recipient,
+                subject: text("subject"),
+                body: text("body"),
+                message_id: id,
+            },
+            "communication.send_sms" => Outbound::Sms {
+                to: &action.recipient,
+                text: text("text"),
+                action: id,
+            },
+            "communication.place_call" => Outbound::Call {
+                to: &action.recipient,
+                message: text("message"),
+                action: id,
+            },
+            "integration.execute" => {
+                let Some(connection) = &action.connection else {
+                    return Delivery::Failed {
+                        detail: "not sent: the action names no connection".to_owned(),
+                    };
+                };
+                Outbound::Integration {
+                    connection: &connection.name,
+                    base_url: &connection.base_url,
+                    credential: connection.credential.as_deref(),
+                    method: text("method"),
+                    path: text("path"),
+                    body: content.get("body"),
+                    action: id,
+                }
+            }
+            other => {
+                return Delivery::Failed {
+                    detail: format!("not sent: `{other}` is not an outbound tool"),
+                };
+            }
+        };
+        deliver(&self.inner.delivery, outbound).await
+    }
+
+    /// Records how an executing action ended.
+    async fn settle(
+        &self,
+        id: &str,
+        state: ActionState,
+        detail: String,
+    ) -> Result<ActionRequest, ActionError> {
+        let id = id.to_owned();
+        let (_, action) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &id, |action| {
+                    action.state = state;
+                    action.outcome = Some(ActionOutcome {
+                        state,
+                        detail,
+                        reconciled_by: None,
+                        at_ms: now_ms(),
+                    });
+                    Ok(())
+                })
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(action)
+    }
+
+    /// A person records what happened to an `unknown` action: `delivered`
+    /// or `failed`, with a note. Nothing is sent.
+    ///
+    /// # Errors
+    ///
+    /// No such action, it is not `unknown`, a state other than delivered
+    /// or failed, or the store failed.
+    pub async fn reconcile(
+        &self,
+        id: &str,
+        state: &str,
+        by: &str,
+        note: &str,
+    ) -> Result<ActionRequest, ActionError> {
+        let state = match state {
+            "delivered" => ActionState::Delivered,
+            "failed" => ActionState::Failed,
+            other => return Err(ActionError::BadReconcile(other.to_owned())),
+        };
+        let (id, by, note) = (id.to_owned(), by.to_owned(), note.to_owned());
+        let (_, action) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &id, |action| {
+                    if action.state != ActionState::Unknown {
+                        return Err(ActionError::NotUnknown {
+                            action: action.id.clone(),
+                            state: action.state,
+                        });
+                    }
+                    let earlier = action
+                        .outcome
+                        .as_ref()
+                        .map(|o| o.detail.clone())
+                        .unwrap_or_default();
+                    action.state = state;
+                    action.outcome = Some(ActionOutcome {
+                        state,
+                        detail: if note.is_empty() {
+                            format!("reconciled; before: {earlier}")
+                        } else {
+                            format!("reconciled: {note}; before: {earlier}")
+                        },
+                        reconciled_by: Some(by),
+                        at_ms: now_ms(),
+                    });
+                    Ok(())
+                })
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(action)
+    }
+
+    /// After a restart: every `executing` action whose process is gone
+    /// becomes `unknown` (never resent); with `resume`, every `approved`
+    /// action never attempted is executed now.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn recover(&self, resume: bool) -> Result<Recovered, ActionError> {
+        let mut recovered = Recovered::default();
+        for action in self.list(Some(ActionState::Executing), None).await? {
+            if self.orphaned(&action).await? {
+                recovered.unknown.push(action.id);
+            }
+        }
+        if resume {
+            for action in self.list(Some(ActionState::Approved), None).await? {
+                let done = self.execute(action.id.as_str()).await?;
+                if !done.attempts.is_empty() {
+                    recovered.resumed.push(action.id);
+                }
+            }
+        }
+        Ok(recovered)
+    }
+
+    /// Makes `action` `unknown` when it is `executing` and the process
+    /// delivering it is gone; true when it did.
+    async fn orphaned(&self, action: &ActionRequest) -> Result<bool, ActionError> {
+        let Some(owner) = action.attempts.last().map(|a| a.owner.clone()) else {
+            return Ok(false);
+        };
+        if action.state != ActionState::Executing || alive(&owner) {
+            return Ok(false);
+        }
+        let id = action.id.to_string();
+        let (changed, _) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &id, |action| {
+                    let same =
+                        action.attempts.last().map(|a| a.owner.as_str()) == Some(owner.as_str());
+                    if action.state != ActionState::Executing || !same {
+                        return Ok(false);
+                    }
+                    action.state = ActionState::Unknown;
+                    action.outcome = Some(ActionOutcome {
+                        state: ActionState::Unknown,
+                        detail: format!(
+                            "the process that was delivering it ({owner}) stopped before recording the outcome: it may or may not have gone out; it is not resent, reconcile it"
+                        ),
+                        reconciled_by: None,
+                        at_ms: now_ms(),
+                    });
+                    Ok(true)
+                })
+            })
+            .await?;
+        if changed {
+            self.inner.changed.notify_waiters();
+        }
+        Ok(changed)
+    }
+
+    /// Waits until action `id` is settled (decided and, if approved,
+    /// executed), whichever process decides it. An action whose
+    /// delivering process died meanwhile is made `unknown` here, so the
+    /// run does not wait for a restart.
+    ///
+    /// # Errors
+    ///
+    /// No such action, or the store failed.
+    pub async fn wait_settled(&self, id: &str) -> Result<ActionRequest, ActionError> {
+        loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let action = self.get(id).await?;
+            if action.state.is_settled() {
+                return Ok(action);
+            }
+            if self.orphaned(&action).await? {
+                continue;
+            }
+            let _ = tokio::time::timeout(POLL, changed).await;
+        }
+    }
+}
+
+fn check_digest(action: &ActionRequest, given: &str) -> Result<(), ActionError> {
+    if action.digest == given {
+        Ok(())
+    } else {
+        Err(ActionError::StaleDigest {
+            action: action.id.clone(),
+            expected: action.digest.clone(),
+            given: given.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_made_up_one_is_not() {
+        let me = this_process();
+        assert!(alive(&me), "{me}");
+        let (pid, start) = me.split_once(':').unwrap();
+        let later: u64 = start.parse::<u64>().unwrap() + 1;
+        assert!(!alive(&format!("{pid}:{later}")));
+        assert!(!alive("4194304:1"));
+        assert!(!alive("garbage"));
+    }
+}

@@ -1,0 +1,568 @@
+//! Outbound tools inside a run: proposing an ActionRequest, choosing its
+//! decider, review agents, waiting for the outcome; decider overrides and
+//! the day's budget.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::*;
+
+/// Where approval tasks go when neither the agent's `approval` nor its
+/// `handover` names a group.
+pub const DEFAULT_APPROVERS: &str = "approvers";
+
+/// How often a run waiting for a decision checks whether it was stopped.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
+/// Who decides an action, as chosen when it is proposed.
+#[derive(Debug, Clone, PartialEq)]
+enum Choice {
+    Person(String),
+    Agent(String),
+    Policy(PolicyVerdict),
+}
+
+fn charge_error(e: ChargeError) -> RunError {
+    match e {
+        ChargeError::Exceeded(e) => RunError::Budget(e),
+        ChargeError::Store(e) => RunError::Store(e),
+    }
+}
+
+impl AgentRuntime {
+    /// Counts a run against today's budget and reserves `tokens` model
+    /// tokens for it; returns the reservation (day, tokens) to give back
+    /// when the run ends.
+    pub(super) async fn charge_run(
+        &self,
+        release: &LoadedRelease,
+        tokens: u64,
+    ) -> Result<Option<(String, u64)>, RunError> {
+        let scope = self.inner.actions.scope().clone();
+        let budget = release.budget_for(&scope);
+        let now = now_ms();
+        let day = utc_day(now);
+        let key = scope.key();
+        let charged_day = day.clone();
+        let delta = UsageDelta {
+            runs: 1,
+            tokens_reserved: tokens as i64,
+            ..UsageDelta::default()
+        };
+        self.inner
+            .registry
+            .transact(move |tx| charge(tx, &key, &charged_day, budget.as_ref(), delta, now))
+            .await
+            .map_err(charge_error)?;
+        Ok((tokens > 0).then_some((day, tokens)))
+    }
+
+    /// Returns a run's unused reservation and counts what it used.
+    pub(super) async fn give_back(&self, day: &str, reserved: u64, used: u64) {
+        let key = self.inner.actions.scope().key();
+        let day = day.to_owned();
+        let delta = UsageDelta {
+            tokens_reserved: -(reserved as i64),
+            tokens_used: used as i64,
+            ..UsageDelta::default()
+        };
+        let given = self
+            .inner
+            .registry
+            .transact(move |tx| tx.add_usage(&day, &key, delta))
+            .await;
+        if let Err(e) = given {
+            eprintln!("hane: returning a run's token reservation: {e}");
+        }
+    }
+
+    /// Today's usage of the runtime's project and environment, with the
+    /// active release's Budget for it.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn budget(&self) -> Result<BudgetReport, RunError> {
+        let scope = self.inner.actions.scope().clone();
+        let budget = match self.release().await {
+            Ok(release) => release.budget_for(&scope),
+            Err(RunError::NoRelease) => None,
+            Err(e) => return Err(e),
+        };
+        let day = utc_day(now_ms());
+        let (usage, alerts) = self.inner.registry.usage(&day, &scope.key()).await?;
+        Ok(BudgetReport::new(
+            day,
+            &scope,
+            budget.as_ref(),
+            usage,
+            alerts,
+        ))
+    }
+
+    /// Every decider override.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn overrides(&self) -> Result<Vec<OverrideRow>, ActionError> {
+        Ok(self.inner.registry.overrides().await?)
+    }
+
+    /// Sends every later action of `tool` to people, whatever the
+    /// decider policies say, from the very next action on.
+    ///
+    /// # Errors
+    ///
+    /// `tool` is not an outbound tool, or the store failed.
+    pub async fn add_override(
+        &self,
+        tool: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<OverrideRow, ActionError> {
+        if !ControlTool::named(tool).is_some_and(ControlTool::is_outbound) {
+            return Err(ActionError::NotOutbound(tool.to_owned()));
+        }
+        Ok(self
+            .inner
+            .registry
+            .put_override(OverrideRow {
+                tool: tool.to_owned(),
+                reason: reason.to_owned(),
+                created_by: by.to_owned(),
+                created_at_ms: now_ms(),
+            })
+            .await?)
+    }
+
+    /// Removes the override of `tool`; false when there was none.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn remove_override(&self, tool: &str) -> Result<bool, ActionError> {
+        Ok(self.inner.registry.remove_override(tool).await?)
+    }
+
+    /// An outbound tool call: fixes recipient and content into an
+    /// ActionRequest, has its decider decide, waits until it is settled
+    /// and returns the outcome. Nothing is sent here unless a policy or a
+    /// review agent approved it; a person's approval sends it from
+    /// wherever the person approves.
+    pub(super) async fn propose(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        let run = live.snapshot();
+        let spec = &live.agent.manifest.spec;
+        let tool = control.name();
+        let text = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
+        let (recipient, content, connection) = match control {
+            ControlTool::SendEmail => (
+                text("to"),
+                json!({"subject": text("subject"), "body": text("body")}),
+                None,
+            ),
+            ControlTool::SendSms => (text("to"), json!({"text": text("text")}), None),
+            ControlTool::PlaceCall => (text("to"), json!({"message": text("message")}), None),
+            _ => {
+                let name = text("connection");
+                let Some(found) = spec.connections.iter().find(|c| c.name == name) else {
+                    let known: Vec<&str> =
+                        spec.connections.iter().map(|c| c.name.as_str()).collect();
+                    return ToolResult::error(
+                        "denied",
+                        format!(
+                            "connection `{name}` is not one of agent `{}`'s connections ({})",
+                            run.agent,
+                            if known.is_empty() {
+                                "it has none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    );
+                };
+                let mut content = json!({"method": text("method"), "path": text("path")});
+                if let Some(body) = input.get("body") {
+                    content["body"] = body.clone();
+                }
+                (
+                    name,
+                    content,
+                    Some(ConnectionTarget {
+                        name: found.name.clone(),
+                        base_url: found.base_url.clone(),
+                        credential: found.credential.clone(),
+                    }),
+                )
+            }
+        };
+        let now = now_ms();
+        let mut action = ActionRequest {
+            id: ActionId::new(),
+            run: run.id.clone(),
+            agent: run.agent.clone(),
+            tool: tool.to_owned(),
+            digest: digest(tool, &recipient, &content),
+            recipient,
+            content: JsonText::from_value(&content),
+            state: ActionState::Pending,
+            decider: DeciderKind::Person,
+            assignment: None,
+            reviewer: None,
+            rule: None,
+            overridden: false,
+            task: None,
+            connection,
+            trail: Vec::new(),
+            attempts: Vec::new(),
+            outcome: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let ledger = &self.inner.actions;
+        if run.shadow {
+            action.state = ActionState::Shadowed;
+            action.outcome = Some(ActionOutcome {
+                state: ActionState::Shadowed,
+                detail: "shadow run: recorded what would have been proposed; not sent, no decider asked"
+                    .to_owned(),
+                reconciled_by: None,
+                at_ms: now,
+            });
+            return match ledger.propose(action, None).await {
+                Ok(action) => action_result(&action),
+                Err(e) => ToolResult::error("failed", format!("the action could not be recorded: {e}")),
+            };
+        }
+        if let Err(e) = self.actions_left().await {
+            return ToolResult::error("budget_exceeded", e);
+        }
+        let group = spec
+            .approval
+            .as_ref()
+            .and_then(|a| a.assignment.clone())
+            .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()))
+            .unwrap_or_else(|| DEFAULT_APPROVERS.to_owned());
+        let choice = match self.choose(live, &mut action, &group, &content).await {
+            Ok(choice) => choice,
+            Err(e) => return ToolResult::error("failed", e),
+        };
+        let mut task = None;
+        match &choice {
+            Choice::Person(assignment) => {
+                action.decider = DeciderKind::Person;
+                action.assignment = Some(assignment.clone());
+                let row = approval_task(&action, assignment);
+                action.task = row.id.parse().ok();
+                task = Some(row);
+            }
+            Choice::Agent(reviewer) => {
+                action.decider = DeciderKind::Agent;
+                action.reviewer = Some(reviewer.clone());
+            }
+            Choice::Policy(_) => action.decider = DeciderKind::Policy,
+        }
+        let action = match ledger.propose(action, task).await {
+            Ok(action) => action,
+            Err(e) => {
+                return ToolResult::error(
+                    "failed",
+                    format!("the action could not be recorded: {e}"),
+                );
+            }
+        };
+        if let Some(task) = &action.task {
+            self.update(live, |r| r.tasks.push(task.clone()));
+        }
+        let decided = match choice {
+            Choice::Person(_) => Ok(()),
+            Choice::Policy(verdict) => self.policy_decides(&action, verdict).await,
+            Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
+        };
+        if let Err(e) = decided {
+            return ToolResult::error("failed", format!("action {}: {e}", action.id));
+        }
+        let settled = match self.wait_action(&run.id, action.id.as_str()).await {
+            Ok(settled) => settled,
+            Err(e) => return ToolResult::error("failed", e),
+        };
+        if let Some(task) = &settled.task
+            && !live.snapshot().tasks.contains(task)
+        {
+            self.update(live, |r| r.tasks.push(task.clone()));
+        }
+        action_result(&settled)
+    }
+
+    /// An error when today's external actions are used up, so no action
+    /// is proposed that could not be sent.
+    async fn actions_left(&self) -> Result<(), String> {
+        let ledger = &self.inner.actions;
+        let Some(budget) = ledger.budget() else {
+            return Ok(());
+        };
+        let Some(limit) = budget.spec.external_actions_per_day else {
+            return Ok(());
+        };
+        let day = utc_day(now_ms());
+        let (usage, _) = self
+            .inner
+            .registry
+            .usage(&day, &ledger.scope().key())
+            .await
+            .map_err(|e| e.to_string())?;
+        if usage.actions >= limit {
+            return Err(BudgetExceeded {
+                budget: budget.name,
+                limit: "externalActionsPerDay",
+                limit_value: limit,
+                used: usage.actions,
+                requested: 1,
+                day,
+            }
+            .to_string());
+        }
+        Ok(())
+    }
+
+    /// Chooses who decides `action`: people when an override names its
+    /// tool; else the first matching rule of the agent's DeciderPolicy,
+    /// or its default; else a person of `group`.
+    async fn choose(
+        &self,
+        live: &LiveRun,
+        action: &mut ActionRequest,
+        group: &str,
+        content: &Value,
+    ) -> Result<Choice, String> {
+        let overrides = self
+            .inner
+            .registry
+            .overrides()
+            .await
+            .map_err(|e| e.to_string())?;
+        if overrides.iter().any(|o| o.tool == action.tool) {
+            action.overridden = true;
+            return Ok(Choice::Person(group.to_owned()));
+        }
+        let spec = &live.agent.manifest.spec;
+        let Some(name) = spec.approval.as_ref().and_then(|a| a.decider.as_deref()) else {
+            return Ok(Choice::Person(group.to_owned()));
+        };
+        let Some(policy) = live.release.decider_policies.get(name) else {
+            return Err(format!(
+                "the agent's decider policy `{name}` is not in release {}",
+                live.release.info.number
+            ));
+        };
+        let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content)
+        else {
+            return Ok(Choice::Person(group.to_owned()));
+        };
+        action.rule = Some(match index {
+            Some(i) => match &policy.rules[i].name {
+                Some(rule) => format!("{name} rule {} ({rule})", i + 1),
+                None => format!("{name} rule {}", i + 1),
+            },
+            None => format!("{name} default"),
+        });
+        Ok(match decider {
+            Decider::Person(group) => Choice::Person(group.clone()),
+            Decider::Agent(agent) => Choice::Agent(agent.clone()),
+            Decider::Policy(verdict) => Choice::Policy(*verdict),
+        })
+    }
+
+    /// A policy rule approves (and the action is executed) or rejects.
+    async fn policy_decides(
+        &self,
+        action: &ActionRequest,
+        verdict: PolicyVerdict,
+    ) -> Result<(), ActionError> {
+        let verdict = match verdict {
+            PolicyVerdict::Approve => Verdict::Approve,
+            PolicyVerdict::Reject => Verdict::Reject,
+        };
+        let by = format!(
+            "policy:{}",
+            action.rule.as_deref().unwrap_or("decider policy")
+        );
+        self.inner
+            .actions
+            .decide(
+                action.id.as_str(),
+                Decision {
+                    kind: DeciderKind::Policy,
+                    by,
+                    verdict,
+                    reason: None,
+                    digest: action.digest.clone(),
+                    at_ms: now_ms(),
+                },
+                None,
+            )
+            .await?;
+        if verdict == Verdict::Approve {
+            self.inner.actions.execute(action.id.as_str()).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs review agent `reviewer` on `action` and records its decision
+    /// as an agent's: approve (then executes), reject, or escalate to a
+    /// person of `group`. A review run that ends without a decision
+    /// escalates.
+    ///
+    /// Boxed: a review is a run, whose tool calls may propose actions.
+    fn review(
+        &self,
+        action: ActionRequest,
+        reviewer: String,
+        group: String,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ActionError>> + Send + '_>> {
+        Box::pin(async move {
+            let input = json!({
+                "action": {
+                    "id": action.id,
+                    "agent": action.agent,
+                    "run": action.run,
+                    "tool": action.tool,
+                    "recipient": action.recipient,
+                    "content": action.content,
+                    "digest": action.digest,
+                }
+            });
+            let request = StartRun {
+                agent: reviewer.clone(),
+                input,
+                shadow: false,
+            };
+            let (verdict, reason, by) = match self.run_to_end(request).await {
+                Ok(run) => {
+                    let by = format!("agent:{reviewer} ({})", run.id);
+                    let result = run.result.as_ref().and_then(|r| r.to_value().ok());
+                    let decision = result
+                        .as_ref()
+                        .and_then(|r| r["decision"].as_str())
+                        .and_then(|d| match d {
+                            "approve" => Some(Verdict::Approve),
+                            "reject" => Some(Verdict::Reject),
+                            "escalate" => Some(Verdict::Escalate),
+                            _ => None,
+                        });
+                    match (run.status, decision) {
+                        (RunStatus::Succeeded, Some(verdict)) => (
+                            verdict,
+                            result.and_then(|r| r["reason"].as_str().map(str::to_owned)),
+                            by,
+                        ),
+                        (status, _) => (
+                            Verdict::Escalate,
+                            Some(format!(
+                                "the review run ended {status} without a decision{}",
+                                run.error.map(|e| format!(": {e}")).unwrap_or_default()
+                            )),
+                            by,
+                        ),
+                    }
+                }
+                Err(e) => (
+                    Verdict::Escalate,
+                    Some(format!("the review agent could not start: {e}")),
+                    format!("agent:{reviewer}"),
+                ),
+            };
+            let escalation = (verdict == Verdict::Escalate).then(|| approval_task(&action, &group));
+            self.inner
+                .actions
+                .decide(
+                    action.id.as_str(),
+                    Decision {
+                        kind: DeciderKind::Agent,
+                        by,
+                        verdict,
+                        reason,
+                        digest: action.digest.clone(),
+                        at_ms: now_ms(),
+                    },
+                    escalation,
+                )
+                .await?;
+            if verdict == Verdict::Approve {
+                self.inner.actions.execute(action.id.as_str()).await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Waits until action `id` is settled, or the run `run` is stopped.
+    async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, String> {
+        loop {
+            match tokio::time::timeout(STOP_CHECK, self.inner.actions.wait_settled(id)).await {
+                Ok(settled) => return settled.map_err(|e| e.to_string()),
+                Err(_) => match self.inner.gateway.stopped(run) {
+                    Some(Stop::Cancelled) => {
+                        return Err(format!(
+                            "the run was cancelled while action {id} waited for a decision"
+                        ));
+                    }
+                    Some(Stop::LimitExceeded(message)) => {
+                        return Err(format!(
+                            "{message} while action {id} waited for a decision"
+                        ));
+                    }
+                    None => {}
+                },
+            }
+        }
+    }
+}
+
+/// The approval task of `action` for people of `assignment`.
+fn approval_task(action: &ActionRequest, assignment: &str) -> TaskRow {
+    let task = Task {
+        id: TaskId::new(),
+        run: action.run.clone(),
+        kind: "approval".to_owned(),
+        assignment: assignment.to_owned(),
+        title: format!("Approve {} to {}", action.tool, action.recipient),
+        details: Some(JsonText::from_value(&json!({
+            "action": action.id,
+            "digest": action.digest,
+        }))),
+        created_at_ms: now_ms(),
+    };
+    TaskRow {
+        id: task.id.to_string(),
+        run: task.run.to_string(),
+        kind: task.kind.clone(),
+        assignment: task.assignment.clone(),
+        state: "open".to_owned(),
+        created_at_ms: task.created_at_ms,
+        body: hane_core::seal(&task),
+    }
+}
+
+/// What an outbound tool returns: the action's state and who decided.
+fn action_result(action: &ActionRequest) -> ToolResult {
+    let decided_by = action
+        .trail
+        .iter()
+        .rev()
+        .find(|d| d.verdict != Verdict::Escalate)
+        .map(|d| d.kind.as_str());
+    ToolResult::Output(json!({
+        "action": action.id,
+        "state": action.state,
+        "digest": action.digest,
+        "detail": action.outcome.as_ref().map(|o| o.detail.clone()).unwrap_or_default(),
+        "decidedBy": decided_by,
+        "humanApproved": action.human_approved(),
+        "summary": format!("{} to {}: {}", action.tool, action.recipient, action.state),
+    }))
+}

@@ -1,0 +1,820 @@
+//! Outbound actions end to end: agents propose email and text messages,
+//! deciders (people, review agents, policy rules, overrides) decide, and
+//! the execution ledger delivers to a real SMTP server on loopback exactly
+//! once — also when approvals race, repeat, or the approving process is
+//! killed. Budgets refuse runs and actions past the day's limits.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use hane_coordinator::agent::{
+    ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, RunError,
+    RunStatus, RuntimeConfig, StartRun, Verdict, digest,
+};
+use hane_coordinator::delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
+use hane_core::RunId;
+use hane_sandbox::SandboxConfig;
+use serde_json::{Value, json};
+
+use crate::agents::release_with;
+use crate::harness;
+use crate::smtp::SmtpServer;
+
+const REMINDER_TO_A_PERSON: &str = "depot@elsewhere.example";
+
+fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
+    let mut sandbox = SandboxConfig::new();
+    sandbox
+        .cache_dir(Some(harness::cache_dir()))
+        .max_instances(16);
+    let mut config = RuntimeConfig::new();
+    config.sandbox(sandbox).delivery(delivery);
+    AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
+}
+
+fn smtp_delivery(server: &SmtpServer) -> DeliveryConfig {
+    let mut smtp = SmtpConfig::new("127.0.0.1", SmtpTls::None, "hane@fleet.example");
+    smtp.port = server.port;
+    let mut delivery = DeliveryConfig::new();
+    delivery.smtp(smtp).timeout(Duration::from_secs(10));
+    delivery
+}
+
+async fn activated(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
+    let runtime = runtime(dir, delivery);
+    runtime.activate(&harness::examples()).await.unwrap();
+    runtime
+}
+
+fn reminder(to: &str) -> StartRun {
+    StartRun {
+        agent: "inspection-reminder".to_owned(),
+        input: json!({"vehicle": "架空 300 あ 10-02", "to": to}),
+        shadow: false,
+    }
+}
+
+fn text(phone: &str) -> StartRun {
+    StartRun {
+        agent: "driver-text".to_owned(),
+        input: json!({"phone": phone, "text": "Your van's inspection is booked for Monday 9:00."}),
+        shadow: false,
+    }
+}
+
+/// The action run `run` proposed, once it is `state`.
+async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> ActionRequest {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = runtime.actions().list(Some(state), Some(run)).await.unwrap();
+        if let Some(action) = found.into_iter().next() {
+            return action;
+        }
+        let all = runtime.actions().list(None, Some(run)).await.unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "run {run} has no {state} action; it has {all:#?}; the run: {:#?}",
+            runtime.get(run).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn result(run: &AgentRun) -> Value {
+    run.result
+        .as_ref()
+        .unwrap_or_else(|| panic!("no result: {run:#?}"))
+        .to_value()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_never() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    // Exactly what would go out, fixed with its digest.
+    assert_eq!(action.tool, "communication.send_email");
+    assert_eq!(action.recipient, REMINDER_TO_A_PERSON);
+    let content = action.content.to_value().unwrap();
+    assert_eq!(content["subject"], "Inspection reminder: 架空 300 あ 10-02");
+    assert!(
+        content["body"].as_str().unwrap().contains("2027-03-31"),
+        "{content}"
+    );
+    assert_eq!(
+        action.digest,
+        digest("communication.send_email", REMINDER_TO_A_PERSON, &content)
+    );
+    // The fleet-outbound policy's default: a person of the fleet desk.
+    assert_eq!(action.decider, DeciderKind::Person);
+    assert_eq!(action.assignment.as_deref(), Some("fleet-desk"));
+    assert_eq!(action.rule.as_deref(), Some("fleet-outbound default"));
+    let tasks = runtime.tasks(&run.id).await.unwrap();
+    assert_eq!(tasks.len(), 1, "{tasks:#?}");
+    assert_eq!(tasks[0].kind, "approval");
+    assert_eq!(Some(&tasks[0].id), action.task.as_ref());
+    assert!(server.messages().is_empty(), "nothing goes out before approval");
+
+    // A digest of other content is refused and changes nothing.
+    let stale = digest(
+        "communication.send_email",
+        REMINDER_TO_A_PERSON,
+        &json!({"subject": "Inspection reminder: 架空 300 あ 10-02", "body": "other"}),
+    );
+    let refused = runtime
+        .actions()
+        .approve(action.id.as_str(), &stale, "person:a", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ActionError::StaleDigest { .. }),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains(&action.digest), "{refused}");
+    assert_eq!(
+        runtime.actions().get(action.id.as_str()).await.unwrap().state,
+        ActionState::Pending
+    );
+
+    let approved = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", Some("ok".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        approved.state,
+        ActionState::Delivered,
+        "{:?}",
+        approved.outcome
+    );
+    assert!(approved.human_approved());
+    assert_eq!(approved.attempts.len(), 1);
+    let messages = server.messages();
+    assert_eq!(messages.len(), 1);
+    assert!(
+        messages[0].contains(&format!("X-Hane-Action: {}", action.id)),
+        "{}",
+        messages[0]
+    );
+    assert!(messages[0].contains(REMINDER_TO_A_PERSON), "{}", messages[0]);
+
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(result(&ended)["status"], "delivered");
+    assert_eq!(result(&ended)["action"], action.id.as_str());
+
+    // Approving again sends nothing more.
+    let again = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:b", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            again,
+            ActionError::AlreadyDecided {
+                state: ActionState::Delivered,
+                ..
+            }
+        ),
+        "{again}"
+    );
+    assert_eq!(server.messages().len(), 1);
+
+    // A rejected action is never sent, and the run goes on with it.
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    let rejected = runtime
+        .actions()
+        .reject(
+            action.id.as_str(),
+            &action.digest,
+            "person:a",
+            Some("wrong depot".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rejected.state, ActionState::Rejected);
+    assert!(
+        rejected.outcome.unwrap().detail.contains("wrong depot"),
+        "the reason is kept"
+    );
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(result(&ended)["status"], "rejected");
+    assert_eq!(server.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn fifty_concurrent_approvals_execute_the_action_once() {
+    // A slow server keeps the first delivery open while the others arrive.
+    let server = SmtpServer::start(&["--delay-ms", "200"]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+
+    let mut approvals = Vec::new();
+    for i in 0..50 {
+        let ledger = runtime.actions().clone();
+        let (id, digest) = (action.id.to_string(), action.digest.clone());
+        approvals.push(tokio::spawn(async move {
+            ledger
+                .approve(&id, &digest, &format!("person:{i}"), None)
+                .await
+        }));
+    }
+    let mut decided = 0;
+    for approval in approvals {
+        match approval.await.unwrap() {
+            Ok(_) => decided += 1,
+            Err(ActionError::AlreadyDecided { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(decided >= 1);
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(result(&ended)["status"], "delivered", "{ended:#?}");
+    let action = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(action.state, ActionState::Delivered);
+    assert_eq!(action.attempts.len(), 1, "{:#?}", action.attempts);
+    let approvals = action
+        .trail
+        .iter()
+        .filter(|d| d.verdict == Verdict::Approve)
+        .count();
+    assert_eq!(approvals, 1, "one approval is recorded: {:#?}", action.trail);
+    assert_eq!(server.messages().len(), 1);
+    assert_eq!(server.messages_of(action.id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_policy_rule_approves_without_a_task_and_it_is_not_human_approval() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let ended = runtime
+        .run_to_end(reminder("shinagawa@fleet.example"))
+        .await
+        .unwrap();
+    assert_eq!(result(&ended)["status"], "delivered", "{ended:#?}");
+    let action = runtime
+        .actions()
+        .list(None, Some(&ended.id))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(action.decider, DeciderKind::Policy);
+    assert_eq!(
+        action.rule.as_deref(),
+        Some("fleet-outbound rule 1 (inspection-reminders)")
+    );
+    assert_eq!(action.trail.len(), 1);
+    assert_eq!(action.trail[0].kind, DeciderKind::Policy);
+    assert!(!action.human_approved());
+    let shown = action.to_json();
+    assert_eq!(shown["humanApproved"], false);
+    assert_eq!(shown["approvedBy"], "policy");
+    assert!(action.task.is_none());
+    assert!(runtime.tasks(&ended.id).await.unwrap().is_empty());
+    assert_eq!(server.messages_of(action.id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
+    // No SMS provider: an approved text fails saying what to configure,
+    // which is enough to see who decided.
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), DeliveryConfig::new()).await;
+
+    let ended = runtime.run_to_end(text("+815012340001")).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    let action = runtime
+        .actions()
+        .list(None, Some(&ended.id))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(action.decider, DeciderKind::Agent);
+    assert_eq!(action.reviewer.as_deref(), Some("sms-review"));
+    assert_eq!(action.trail.len(), 1, "{:#?}", action.trail);
+    let review = &action.trail[0];
+    assert_eq!(review.kind, DeciderKind::Agent);
+    assert_eq!(review.verdict, Verdict::Approve);
+    assert!(review.by.starts_with("agent:sms-review (run_"), "{}", review.by);
+    assert!(
+        review.reason.as_deref().unwrap().contains("Aoi Sato"),
+        "{review:?}"
+    );
+    assert!(!action.human_approved(), "an agent's approval is not human");
+    assert_eq!(action.to_json()["approvedBy"], "agent");
+    assert_eq!(action.state, ActionState::Failed);
+    assert!(
+        action.outcome.as_ref().unwrap().detail.contains("HANE_SMS_URL"),
+        "{:?}",
+        action.outcome
+    );
+    assert_eq!(result(&ended)["status"], "failed");
+    // The review agent's own run is recorded like any run.
+    let reviews = runtime
+        .list(hane_store::RunQuery {
+            agent: Some("sms-review".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(result(&reviews[0])["status"], "approve");
+
+    // A number that is no driver's: the agent escalates to a person, and
+    // a person may not decide until then.
+    let run = runtime.start(text("+815099999999")).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let escalated = loop {
+        let now = runtime.actions().get(action.id.as_str()).await.unwrap();
+        if now.decider == DeciderKind::Person {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "never escalated: {now:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(escalated.trail[0].kind, DeciderKind::Agent);
+    assert_eq!(escalated.trail[0].verdict, Verdict::Escalate);
+    assert_eq!(escalated.assignment.as_deref(), Some("fleet-desk"));
+    assert!(escalated.task.is_some());
+    let approved = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:desk", None)
+        .await
+        .unwrap();
+    assert!(approved.human_approved());
+    assert_eq!(approved.to_json()["approvedBy"], "person");
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(result(&ended)["status"], "failed");
+    let tasks = runtime.tasks(&run.id).await.unwrap();
+    assert_eq!(tasks.len(), 1, "the escalation task: {tasks:#?}");
+}
+
+#[tokio::test]
+async fn a_decider_override_sends_the_very_next_action_to_people() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let refused = runtime
+        .add_override("data.find_record", "no", "person:a")
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, ActionError::NotOutbound(_)), "{refused}");
+
+    runtime
+        .add_override(
+            "communication.send_email",
+            "reminders under review this week",
+            "person:a",
+        )
+        .await
+        .unwrap();
+    assert_eq!(runtime.overrides().await.unwrap().len(), 1);
+    let run = runtime
+        .start(reminder("shinagawa@fleet.example"))
+        .await
+        .unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert_eq!(action.decider, DeciderKind::Person);
+    assert!(action.overridden);
+    assert_eq!(action.rule, None);
+    assert!(server.messages().is_empty());
+    runtime
+        .actions()
+        .reject(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    runtime.wait(&run.id).await.unwrap();
+
+    // Removed: the policy decides the next one again.
+    assert!(
+        runtime
+            .remove_override("communication.send_email")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !runtime
+            .remove_override("communication.send_email")
+            .await
+            .unwrap()
+    );
+    let ended = runtime
+        .run_to_end(reminder("shinagawa@fleet.example"))
+        .await
+        .unwrap();
+    assert_eq!(result(&ended)["status"], "delivered");
+}
+
+#[tokio::test]
+async fn a_shadow_run_records_what_it_would_send_and_sends_nothing() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let mut request = reminder("shinagawa@fleet.example");
+    request.shadow = true;
+    let ended = runtime.run_to_end(request).await.unwrap();
+    assert_eq!(result(&ended)["status"], "shadowed", "{ended:#?}");
+    let action = runtime
+        .actions()
+        .list(None, Some(&ended.id))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(action.state, ActionState::Shadowed);
+    assert!(action.trail.is_empty() && action.attempts.is_empty());
+    assert_eq!(action.recipient, "shinagawa@fleet.example");
+    assert!(runtime.tasks(&ended.id).await.unwrap().is_empty());
+    assert!(server.messages().is_empty());
+}
+
+#[tokio::test]
+async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = SmtpServer::start(&["--delay-ms", "3000"]);
+    let runtime = activated(dir.path(), DeliveryConfig::new()).await;
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+
+    // Another process approves and is killed while the server holds the
+    // message (3 s before it answers).
+    let mut child = approve_host(dir.path(), &action, &server);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next() {
+        if line.unwrap() == "approving" {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let pid = child.id();
+    // The run waiting for it notices that the process delivering it is
+    // gone, and makes it `unknown`: no restart needed, nothing resent.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let unknown = loop {
+        let now = runtime.actions().get(action.id.as_str()).await.unwrap();
+        if now.state == ActionState::Unknown {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "still {now:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(unknown.attempts.len(), 1);
+    assert!(
+        unknown.attempts[0].owner.starts_with(&format!("{pid}:")),
+        "{:?}",
+        unknown.attempts
+    );
+    assert!(
+        unknown.outcome.as_ref().unwrap().detail.contains("reconcile"),
+        "{:?}",
+        unknown.outcome
+    );
+    let recovered = runtime.actions().recover(true).await.unwrap();
+    assert!(recovered.unknown.is_empty() && recovered.resumed.is_empty());
+    // Approving again sends nothing; the run goes on with `unknown`.
+    let again = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(again, ActionError::AlreadyDecided { .. }), "{again}");
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(result(&ended)["status"], "unknown");
+
+    let bad = runtime
+        .actions()
+        .reconcile(action.id.as_str(), "sent", "person:a", "")
+        .await
+        .unwrap_err();
+    assert!(matches!(bad, ActionError::BadReconcile(_)), "{bad}");
+    let reconciled = runtime
+        .actions()
+        .reconcile(
+            action.id.as_str(),
+            "delivered",
+            "person:a",
+            "the depot confirmed it",
+        )
+        .await
+        .unwrap();
+    assert_eq!(reconciled.state, ActionState::Delivered);
+    let outcome = reconciled.outcome.unwrap();
+    assert_eq!(outcome.reconciled_by.as_deref(), Some("person:a"));
+    assert!(outcome.detail.contains("the depot confirmed it"));
+    let twice = runtime
+        .actions()
+        .reconcile(action.id.as_str(), "failed", "person:a", "")
+        .await
+        .unwrap_err();
+    assert!(matches!(twice, ActionError::NotUnknown { .. }), "{twice}");
+}
+
+/// The inspection-reminder agent without a decider policy: a person
+/// decides every email.
+fn reminder_for_people() -> String {
+    let manifest =
+        std::fs::read_to_string(harness::examples().join("agents/inspection-reminder.yaml"))
+            .unwrap();
+    assert!(manifest.contains("decider: fleet-outbound\n"));
+    manifest.replace("decider: fleet-outbound\n", "")
+}
+
+fn approve_host(dir: &Path, action: &ActionRequest, server: &SmtpServer) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_approve-host"))
+        .arg(dir.join("hane.db"))
+        .arg(action.id.as_str())
+        .arg(&action.digest)
+        .env("HANE_SMTP_URL", server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start approve-host")
+}
+
+/// A tiny xorshift generator: the kill points vary per run, and the seed
+/// is printed so a failure can be replayed.
+struct Random(u64);
+
+impl Random {
+    fn new() -> Self {
+        let seed = std::env::var("HANE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("kill points from HANE_TEST_SEED={seed}");
+        Self(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_then_kill_at_random_points_never_resends() {
+    const CYCLES: usize = 100;
+    const BATCH: usize = 20;
+    // The server holds each message 30 ms before answering, so kills land
+    // before, inside and after delivery.
+    let server = SmtpServer::start(&["--delay-ms", "30"]);
+    let dir = tempfile::tempdir().unwrap();
+    // The examples' daily budget allows 50 actions; this test needs 100.
+    let release = release_with(dir.path(), &[("reminder.yaml", &reminder_for_people())]);
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let mut random = Random::new();
+    let mut outcomes = std::collections::BTreeMap::<&'static str, usize>::new();
+    let mut actions = Vec::new();
+    for batch in 0..CYCLES / BATCH {
+        let mut runs = Vec::new();
+        for i in 0..BATCH {
+            let to = format!("depot-{}@elsewhere.example", batch * BATCH + i);
+            runs.push(runtime.start(reminder(&to)).await.unwrap().id);
+        }
+        for run in &runs {
+            let action = action_of(&runtime, run, ActionState::Pending).await;
+            let mut child = approve_host(dir.path(), &action, &server);
+            // Process start and recovery take a few ms, delivery 30 ms and more:
+            // kills land before the claim, inside delivery and after it.
+            let kill_after = Duration::from_micros(random.below(120_000));
+            tokio::time::sleep(kill_after).await;
+            let _ = child.kill();
+            child.wait().unwrap();
+            // The restart: a person approves again, in a new process.
+            let output = approve_host(dir.path(), &action, &server)
+                .wait_with_output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "{stdout}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            actions.push(action);
+        }
+        for run in &runs {
+            let ended = tokio::time::timeout(Duration::from_secs(30), runtime.wait(run))
+                .await
+                .expect("the run goes on once its action is settled")
+                .unwrap();
+            assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+        }
+    }
+    let mut unknown_received = 0;
+    for action in &actions {
+        let now = runtime.actions().get(action.id.as_str()).await.unwrap();
+        let received = server.messages_of(action.id.as_str());
+        assert!(
+            received <= 1,
+            "action {} was received {received} times",
+            action.id
+        );
+        assert!(now.attempts.len() <= 1, "{:#?}", now.attempts);
+        match now.state {
+            ActionState::Delivered => assert_eq!(received, 1, "{now:#?}"),
+            ActionState::Unknown => unknown_received += received,
+            ActionState::Failed => assert_eq!(received, 0, "{now:#?}"),
+            other => panic!("action {} ended {other}: {now:#?}", action.id),
+        }
+        *outcomes.entry(now.state.as_str()).or_default() += 1;
+    }
+    eprintln!(
+        "outcomes of {CYCLES} approve-then-kill cycles: {outcomes:?}; {unknown_received} of the unknown ones had reached the server"
+    );
+    assert_eq!(server.messages().len(), {
+        let mut n = 0;
+        for action in &actions {
+            n += server.messages_of(action.id.as_str());
+        }
+        n
+    });
+    assert!(
+        outcomes.get("delivered").copied().unwrap_or(0) > 0,
+        "{outcomes:?}"
+    );
+}
+
+#[tokio::test]
+async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: summarizer
+spec:
+  purpose: Summarize a vehicle's history with a model
+  input: { type: object }
+  driver: llm
+  instructions: Summarize.
+  tools: [data.find_record]
+  limits: { maxModelTokens: 50000 }
+  output: { type: object, required: [status], properties: { status: { type: string } } }
+"#;
+    let scripted = reminder_for_people();
+    let budget = |tokens: u64, runs: u64, actions: u64| {
+        format!(
+            "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: {runs}\n  externalActionsPerDay: {actions}\n  modelTokensPerDay: {tokens}\n  alertAtPercent: 50\n"
+        )
+    };
+    let release = release_with(
+        dir.path(),
+        &[
+            ("summarizer.yaml", llm),
+            ("reminder.yaml", &scripted),
+            ("budget.yaml", &budget(40_000, 10, 1)),
+        ],
+    );
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let start = |agent: &str, input: Value| StartRun {
+        agent: agent.to_owned(),
+        input,
+        shadow: false,
+    };
+
+    // 40,000 tokens a day cannot cover a 50,000-token reservation.
+    let refused = runtime
+        .start(start("summarizer", json!({})))
+        .await
+        .unwrap_err();
+    let RunError::Budget(exceeded) = &refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(exceeded.limit, "modelTokensPerDay");
+    assert_eq!((exceeded.limit_value, exceeded.requested), (40_000, 50_000));
+    assert!(refused.to_string().contains("modelTokensPerDay"), "{refused}");
+    let report = runtime.budget().await.unwrap();
+    assert_eq!(report.budget.as_deref(), Some("daily"));
+    assert_eq!(report.usage.agent_runs, 0, "a refused run is not counted");
+    assert_eq!(report.usage.model_tokens_reserved, 0);
+
+    // One external action a day: the first is sent (here: fails for want
+    // of an adapter, but was attempted and counts), the second is refused
+    // before it is proposed.
+    let first = runtime
+        .start(start(
+            "inspection-reminder",
+            json!({"vehicle": "架空 300 あ 10-02", "to": "a@fleet.example"}),
+        ))
+        .await
+        .unwrap();
+    let action = action_of(&runtime, &first.id, ActionState::Pending).await;
+    let executed = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert_eq!(executed.state, ActionState::Failed, "no adapter here");
+    assert_eq!(executed.attempts.len(), 1);
+    runtime.wait(&first.id).await.unwrap();
+    let report = runtime.budget().await.unwrap();
+    assert_eq!(report.usage.external_actions, 1, "{report:#?}");
+    assert!(
+        report
+            .alerts
+            .iter()
+            .any(|a| a.limit == "externalActionsPerDay"),
+        "crossing 50% of the limit is an alert: {report:#?}"
+    );
+    let second = runtime
+        .run_to_end(start(
+            "inspection-reminder",
+            json!({"vehicle": "架空 300 あ 10-02", "to": "b@fleet.example"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(second.status, RunStatus::Failed, "{second:#?}");
+    assert!(
+        second
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("externalActionsPerDay"),
+        "{second:#?}"
+    );
+    assert!(
+        runtime
+            .actions()
+            .list(None, Some(&second.id))
+            .await
+            .unwrap()
+            .is_empty(),
+        "no action is proposed past the limit"
+    );
+}
+
+#[tokio::test]
+async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: summarizer
+spec:
+  purpose: Summarize a vehicle's history with a model
+  input: { type: object }
+  driver: llm
+  instructions: Summarize.
+  tools: [data.find_record]
+  limits: { maxModelTokens: 50000 }
+  output: { type: object, required: [status], properties: { status: { type: string } } }
+"#;
+    let budget = "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: 2\n  modelTokensPerDay: 200000\n";
+    let release = release_with(
+        dir.path(),
+        &[("summarizer.yaml", llm), ("budget.yaml", budget)],
+    );
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let start = || StartRun {
+        agent: "summarizer".to_owned(),
+        input: json!({}),
+        shadow: false,
+    };
+    // The reservation fits; the driver is not in this build, and the
+    // reservation is given back.
+    for _ in 0..2 {
+        let refused = runtime.start(start()).await.unwrap_err();
+        assert!(
+            matches!(refused, RunError::DriverUnavailable { .. }),
+            "{refused}"
+        );
+    }
+    let report = runtime.budget().await.unwrap();
+    assert_eq!(report.usage.model_tokens_reserved, 0, "{report:#?}");
+    assert_eq!(report.usage.agent_runs, 2);
+    assert_eq!(report.limits.agent_runs_per_day, Some(2));
+    assert!(
+        report.alerts.iter().any(|a| a.limit == "agentRunsPerDay"),
+        "{report:#?}"
+    );
+    let refused = runtime.start(start()).await.unwrap_err();
+    let RunError::Budget(exceeded) = &refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(exceeded.limit, "agentRunsPerDay");
+}
