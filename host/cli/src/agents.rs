@@ -141,8 +141,14 @@ fn code(e: &anyhow::Error) -> u8 {
             | RunError::NotFound(_)
             | RunError::Finished { .. }
             | RunError::NotHere { .. } => exit::USAGE,
+            RunError::Budget(_) => exit::LIMIT,
             _ => exit::FAILURE,
         };
+    }
+    if e.downcast_ref::<hane_coordinator::delivery::ConfigError>()
+        .is_some()
+    {
+        return exit::USAGE;
     }
     if e.downcast_ref::<ActivationError>()
         .is_some_and(|e| matches!(e, ActivationError::Invalid(_)))

@@ -29,9 +29,10 @@ enum KeysCommand {
     Create {
         /// The key's name: 1 to 64 ASCII letters, digits, `_`, `.` or `-`.
         name: String,
-        /// What it may do: a viewer reads runs and tools, an operator also
-        /// starts and cancels runs, an approver reads (approving comes in a
-        /// later version).
+        /// What it may do: a viewer reads runs, tools, actions and the
+        /// budget; an approver also approves, rejects and reconciles
+        /// outbound actions; an operator also starts and cancels runs,
+        /// approves, and sets decider overrides.
         #[arg(
             long,
             value_name = "ROLE",

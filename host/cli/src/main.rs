@@ -1,6 +1,7 @@
 //! `hane`: run AI-agent tools as sandboxed WebAssembly operations.
 
 mod agents;
+mod approvals;
 mod keys;
 mod op;
 mod runtime;
@@ -55,6 +56,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Create, list and remove the API keys `hane serve` accepts.
     Keys(keys::KeysArgs),
+    /// List, show and decide the outbound actions agents propose (emails,
+    /// text messages, calls, customer API calls).
+    Approvals(approvals::ApprovalsArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,5 +73,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => agents::demo(args),
         Command::Serve(args) => serve::main(args),
         Command::Keys(args) => keys::main(args),
+        Command::Approvals(args) => approvals::main(args),
     }
 }

@@ -1,14 +1,72 @@
 //! The agent runtime every command that runs agents opens: the embedded
-//! store, the registry beside it, a sandbox and a local operation manager.
+//! store, the registry beside it, a sandbox and a local operation manager;
+//! and the settings it reads from the environment (delivery of outbound
+//! actions, the budget's project and environment).
 
 use std::path::Path;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::RuntimeConfig;
+use hane_coordinator::agent::{BudgetScope, RuntimeConfig};
+use hane_coordinator::delivery::DeliveryConfig;
 
-/// Opens the runtime on the store at `path`, creating the store if needed.
+/// The environment variables the runtime reads, for `--help`.
+pub(crate) const ENVIRONMENT_HELP: &str = "\
+Environment:
+  HANE_PROJECT              The project whose daily Budget applies [default: default]
+  HANE_ENVIRONMENT          The environment whose daily Budget applies [default: default]
+
+Delivery of approved outbound actions (an action whose channel is not configured fails, saying
+what to set; nothing is sent):
+  HANE_SMTP_URL             Email: smtp://[user[:password]@]host[:port]?from=ADDRESS[&tls=none|
+                            starttls|tls] (smtps:// means tls=tls; starttls is the default and is
+                            never downgraded)
+  HANE_SMTP_PASSWORD        The SMTP password, overriding one in HANE_SMTP_URL
+  HANE_SMTP_CA_FILE         A PEM file of extra root certificates for the SMTP server
+  HANE_SMS_URL              The SMS provider's endpoint (http:// or https://)
+  HANE_SMS_TOKEN            Its bearer token
+  HANE_CALL_URL             The call provider's endpoint
+  HANE_CALL_TOKEN           Its bearer token
+  HANE_CREDENTIAL_<NAME>    The secret of the credential an integration connection names: the
+                            name upper-cased, other characters than letters and digits as `_`
+  HANE_DELIVERY_TIMEOUT_MS  How long one delivery attempt may take [default: 30000]
+
+A variable set to the empty string counts as unset; a malformed one stops the command, naming it.";
+
+/// The variable naming the project whose Budget applies.
+const PROJECT_ENV: &str = "HANE_PROJECT";
+
+/// The variable naming the environment whose Budget applies.
+const ENVIRONMENT_ENV: &str = "HANE_ENVIRONMENT";
+
+/// The project and environment usage is counted against: `HANE_PROJECT`
+/// and `HANE_ENVIRONMENT`, each `default` when unset or empty.
+pub(crate) fn scope_from_env() -> BudgetScope {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let default = BudgetScope::default();
+    BudgetScope {
+        project: var(PROJECT_ENV).unwrap_or(default.project),
+        environment: var(ENVIRONMENT_ENV).unwrap_or(default.environment),
+    }
+}
+
+/// How approved actions are delivered, from the `HANE_*` delivery
+/// variables.
+///
+/// # Errors
+///
+/// A variable is malformed; the error is a
+/// [`hane_coordinator::delivery::ConfigError`] naming it.
+pub(crate) fn delivery_from_env() -> anyhow::Result<DeliveryConfig> {
+    DeliveryConfig::from_env().context("reading the delivery settings from the environment")
+}
+
+/// Opens the runtime on the store at `path`, creating the store if needed,
+/// with delivery and the budget's scope from the environment.
 pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<AgentRuntime> {
-    AgentRuntime::open(path, &RuntimeConfig::new())
-        .with_context(|| format!("opening {}", path.display()))
+    let mut config = RuntimeConfig::new();
+    config
+        .delivery(delivery_from_env()?)
+        .scope(scope_from_env());
+    AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
 }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
+use hane_coordinator::delivery::ConfigError;
 
 use crate::agents::StoreArg;
 use crate::exit;
-use crate::runtime::open_runtime;
+use crate::runtime::{ENVIRONMENT_HELP, open_runtime};
 use crate::worker::stopped;
 
 /// How long a stopping server waits for requests in progress (a start
@@ -16,6 +17,7 @@ use crate::worker::stopped;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Args)]
+#[command(after_long_help = ENVIRONMENT_HELP)]
 pub struct ServeArgs {
     #[command(flatten)]
     store: StoreArg,
@@ -43,7 +45,10 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            let usage = e.downcast_ref::<NoKeys>().is_some();
+            // Nothing a key could use, or a malformed setting: the command
+            // as given cannot serve.
+            let usage =
+                e.downcast_ref::<NoKeys>().is_some() || e.downcast_ref::<ConfigError>().is_some();
             ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
     }

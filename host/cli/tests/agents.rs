@@ -51,7 +51,7 @@ fn release_run_and_runs_end_to_end() {
 
     let activated = ok(&hane(&store, &["release", "activate", examples]));
     assert!(
-        activated.contains("activated release 1: 3 agents, 5 operations"),
+        activated.contains("activated release 1: 6 agents, 5 operations"),
         "{activated}"
     );
 

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::agent::RunError;
+use hane_coordinator::agent::{ActionError, RunError};
 use serde_json::{Value, json};
 
 /// The `code` of an error body: what kind of failure, for machines.
@@ -15,14 +15,14 @@ pub(crate) enum ErrorCode {
     /// A well-formed request whose content is wrong, such as an input the
     /// agent's schema refuses (422).
     InvalidInput,
-    /// No such route, run or agent (404).
+    /// No such route, run, agent, action or override (404).
     NotFound,
     /// No API key, or one that is not known (401).
     Unauthorized,
     /// The key's role may not do this (403).
     Forbidden,
     /// The request conflicts with the state: the run ended, no release is
-    /// active (409).
+    /// active, the action was decided already or its digest is stale (409).
     Conflict,
     /// A request that cannot be read: broken JSON, a malformed id or query
     /// (400).
@@ -33,13 +33,15 @@ pub(crate) enum ErrorCode {
     UnsupportedMediaType,
     /// The route has no such method (405).
     MethodNotAllowed,
+    /// The day's budget does not allow it (429).
+    BudgetExceeded,
     /// The server failed; its log says why (500).
     Internal,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub(crate) const ALL: [ErrorCode; 10] = [
+    pub(crate) const ALL: [ErrorCode; 11] = [
         ErrorCode::InvalidInput,
         ErrorCode::NotFound,
         ErrorCode::Unauthorized,
@@ -49,6 +51,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::BudgetExceeded,
         ErrorCode::Internal,
     ];
 
@@ -63,6 +66,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::BudgetExceeded => "budget_exceeded",
             ErrorCode::Internal => "internal",
         }
     }
@@ -78,6 +82,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -155,7 +160,31 @@ impl From<RunError> for ApiError {
                 Self::new(ErrorCode::InvalidInput, message).at("/agent")
             }
             RunError::NotFound(_) => Self::new(ErrorCode::NotFound, message),
+            RunError::Budget(_) => Self::new(ErrorCode::BudgetExceeded, message),
             e => Self::internal("agent runtime", &e),
+        }
+    }
+}
+
+impl From<ActionError> for ApiError {
+    fn from(e: ActionError) -> Self {
+        let message = e.to_string();
+        match e {
+            ActionError::NotFound(_) => Self::new(ErrorCode::NotFound, message),
+            ActionError::StaleDigest { .. } => {
+                Self::new(ErrorCode::Conflict, message).at("/digest")
+            }
+            ActionError::AlreadyDecided { .. }
+            | ActionError::AwaitingAgent { .. }
+            | ActionError::NotUnknown { .. } => Self::new(ErrorCode::Conflict, message),
+            // Only an override names a tool, and only a reconciliation a
+            // state.
+            ActionError::NotOutbound(_) => Self::new(ErrorCode::InvalidInput, message).at("/tool"),
+            ActionError::BadReconcile(_) => {
+                Self::new(ErrorCode::InvalidInput, message).at("/state")
+            }
+            ActionError::Budget(_) => Self::new(ErrorCode::BudgetExceeded, message),
+            e => Self::internal("execution ledger", &e),
         }
     }
 }

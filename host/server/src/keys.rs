@@ -18,14 +18,16 @@ pub const MAX_KEY_NAME_LEN: usize = 64;
 
 /// What a key may do.
 ///
-/// A `viewer` reads runs and tools; an `operator` also starts and cancels
-/// runs; an `approver` reads like a viewer (approving outbound actions
-/// comes in a later version).
+/// A `viewer` reads runs, tools, actions, overrides and the budget; an
+/// `approver` also approves, rejects and reconciles outbound actions; an
+/// `operator` does all that, starts and cancels runs, and sets decider
+/// overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
-    /// Reads, starts and cancels runs.
+    /// Everything an approver does; starts and cancels runs, sets decider
+    /// overrides.
     Operator,
-    /// Reads; will approve outbound actions.
+    /// Reads; approves, rejects and reconciles outbound actions.
     Approver,
     /// Reads.
     Viewer,

@@ -1,12 +1,17 @@
-//! hane's HTTP API: start agent runs, follow and cancel them, and list the
-//! tools of the active release, under `/v1/agents/...` as in the platform
-//! spec.
+//! hane's HTTP API: start agent runs, follow and cancel them, list the
+//! tools of the active release, decide the outbound actions agents
+//! propose, set decider overrides and read the day's budget, under
+//! `/v1/agents/...` as in the platform spec.
 //!
 //! - Every route under `/v1/agents` needs an API key, sent as
-//!   `Authorization: Bearer KEY`. Keys have a [`Role`]: a `viewer` reads,
-//!   an `operator` also starts and cancels runs, an `approver` reads
-//!   (approving comes in a later version). Only the SHA-256 of a key is
-//!   stored ([`hash_key`]); [`create_key`] returns the secret once.
+//!   `Authorization: Bearer KEY`. Keys have a [`Role`]: a `viewer` reads;
+//!   an `approver` also approves, rejects and reconciles outbound actions;
+//!   an `operator` does all that and starts and cancels runs and sets
+//!   decider overrides. Only the SHA-256 of a key is stored
+//!   ([`hash_key`]); [`create_key`] returns the secret once.
+//! - An approval or rejection names the digest of the content the person
+//!   saw (`{"digest": "sha256:…"}`); it is refused (409) when that is not
+//!   the action's digest. It is recorded as by `key:NAME`, the key's name.
 //! - `GET /v1/openapi.json` ([`openapi`]) describes every route, and
 //!   `GET /healthz` says the server is up; neither needs a key.
 //! - Every error is `{"error": {"code", "message", "path"?}}`, where `path`
@@ -29,6 +34,7 @@
 //! # }
 //! ```
 
+mod actions;
 mod error;
 mod keys;
 mod openapi;

@@ -3,7 +3,8 @@
 
 use std::sync::LazyLock;
 
-use hane_coordinator::agent::RunStatus;
+use hane_coordinator::agent::{ActionState, RunStatus};
+use hane_core::OUTBOUND_TOOLS;
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
@@ -46,12 +47,14 @@ fn document() -> Value {
             "title": "hane API",
             "version": env!("CARGO_PKG_VERSION"),
             "description": format!(
-                "Start agent runs from the active release, follow them, and list the tools they may call. \
-                 Every route under /v1/agents needs an API key, sent as `Authorization: Bearer KEY`; \
-                 create one with `hane keys create NAME --role ROLE`. A `viewer` key reads, an `operator` \
-                 key also starts and cancels runs, an `approver` key reads (approving comes in a later \
-                 version). Request bodies are at most {MAX_BODY_BYTES} bytes. Every error is answered \
-                 with an `Error` body."
+                "Start agent runs from the active release, follow them, list the tools they may call, \
+                 and decide the outbound actions (emails, text messages, calls, customer API calls) \
+                 they propose. Every route under /v1/agents needs an API key, sent as \
+                 `Authorization: Bearer KEY`; create one with `hane keys create NAME --role ROLE`. \
+                 A `viewer` key reads; an `approver` key also approves, rejects and reconciles \
+                 outbound actions; an `operator` key does all that, starts and cancels runs and sets \
+                 decider overrides. Request bodies are at most {MAX_BODY_BYTES} bytes. Every error is \
+                 answered with an `Error` body."
             ),
         },
         "security": [{ "bearer": [] }],
@@ -90,6 +93,70 @@ fn operation(route: &Route) -> Value {
             "Every tool an agent of the active release may be allowed, with its input and output \
              schemas. Which of them an agent may call is in its definition's `tools`.",
         ),
+        Endpoint::ListActions => (
+            "listActionRequests",
+            "List the outbound actions agents proposed, oldest first",
+            "Each action holds exactly what would go out (`recipient`, `content`), the `digest` of \
+             that, its `state`, who decides it and the trail of decisions. `state=pending` lists \
+             the ones waiting for a decision. At most 1000 are listed, the oldest first: filter by \
+             `state` or `run` to see others.",
+        ),
+        Endpoint::GetAction => (
+            "getActionRequest",
+            "Get an outbound action",
+            "`humanApproved` is true only when a person approved it, never for a review agent's or \
+             a policy's approval.",
+        ),
+        Endpoint::ApproveAction => (
+            "approveActionRequest",
+            "Approve an outbound action, and deliver it",
+            "`digest` must be the digest of the content the approver was shown; when it is not the \
+             action's, nothing is done (409). The action is then delivered, at most once, before \
+             the answer, which is the action as it ended: `delivered`; `failed`, when nothing went \
+             out (`outcome.detail` says why, such as a delivery adapter that is not configured); or \
+             `unknown`, when it may have gone out (it is never resent: reconcile it). Only an action \
+             a person decides can be approved here; one waiting for a review agent cannot (409). \
+             The decision is recorded as by `key:NAME`, the API key's name.",
+        ),
+        Endpoint::RejectAction => (
+            "rejectActionRequest",
+            "Reject an outbound action",
+            "Nothing is sent; the run that proposed it goes on with the action `rejected`. \
+             `digest` is checked as for approving. The decision is recorded as by `key:NAME`.",
+        ),
+        Endpoint::ReconcileAction => (
+            "reconcileActionRequest",
+            "Record what became of an `unknown` action",
+            "An `unknown` action may or may not have gone out, and is never resent. A person who \
+             found out records `delivered` or `failed` with a note; nothing is sent. Only an \
+             `unknown` action can be reconciled (409).",
+        ),
+        Endpoint::ListOverrides => (
+            "listDeciderOverrides",
+            "List the decider overrides",
+            "An override sends every new action of its tool to people, whatever the agents' \
+             decider policies say.",
+        ),
+        Endpoint::AddOverride => (
+            "addDeciderOverride",
+            "Send every new action of an outbound tool to people",
+            "From the next action on, people decide every action of `tool`, whatever the agents' \
+             decider policies say; actions proposed earlier keep their decider. Setting an override \
+             for a tool that has one replaces it.",
+        ),
+        Endpoint::RemoveOverride => (
+            "removeDeciderOverride",
+            "Remove a decider override",
+            "From the next action on, the agents' decider policies choose again.",
+        ),
+        Endpoint::Budget => (
+            "getBudget",
+            "Today's usage, with the budget that limits it",
+            "Runs started, external actions executed and model tokens of today (UTC) for this \
+             server's project and environment (`HANE_PROJECT`, `HANE_ENVIRONMENT`), the active \
+             release's Budget for them if it has one, and the alerts recorded today. Usage is \
+             counted whether or not there is a Budget.",
+        ),
     };
     let role = match route.access {
         Access::Public => "Needs no API key.".to_owned(),
@@ -109,6 +176,13 @@ fn operation(route: &Route) -> Value {
         op["security"] = json!([]);
     }
     let run_id = json!([{ "$ref": "#/components/parameters/RunId" }]);
+    let action_id = json!([{ "$ref": "#/components/parameters/ActionId" }]);
+    let conflict = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": schema("Error") } }
+        })
+    };
     let mut responses = json!({});
     match route.endpoint {
         Endpoint::Health => {
@@ -148,6 +222,7 @@ fn operation(route: &Route) -> Value {
                                 `/input/vehicle`",
                 "content": { "application/json": { "schema": schema("Error") } }
             });
+            responses["429"] = response("BudgetExceeded");
             op["parameters"] = json!([{
                 "name": "wait",
                 "in": "query",
@@ -218,11 +293,105 @@ fn operation(route: &Route) -> Value {
                 "content": { "application/json": { "schema": schema("Error") } }
             });
         }
+        Endpoint::ListActions => {
+            responses["200"] = ok("The actions, oldest first", "ActionRequestList");
+            responses["400"] = response("BadRequest");
+            let states: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
+            op["parameters"] = json!([
+                {
+                    "name": "state",
+                    "in": "query",
+                    "required": false,
+                    "description": "Only actions in this state; `pending` for those waiting for a decision",
+                    "schema": { "type": "string", "enum": states }
+                },
+                {
+                    "name": "run",
+                    "in": "query",
+                    "required": false,
+                    "description": "Only actions the run with this id proposed",
+                    "schema": { "type": "string" }
+                }
+            ]);
+        }
+        Endpoint::GetAction => {
+            responses["200"] = ok("The action", "ActionRequest");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = action_id;
+        }
+        Endpoint::ApproveAction | Endpoint::RejectAction => {
+            responses["200"] = if route.endpoint == Endpoint::ApproveAction {
+                ok(
+                    "The action as it ended: `delivered`, `failed` or `unknown`",
+                    "ActionRequest",
+                )
+            } else {
+                ok("The action, `rejected`", "ActionRequest")
+            };
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] = conflict(
+                "Nothing was done: the digest is not the action's (`path` is `/digest`; show the \
+                 action again), it was decided already, or a review agent decides it",
+            );
+            responses["413"] = response("PayloadTooLarge");
+            responses["415"] = response("UnsupportedMediaType");
+            responses["422"] = response("InvalidBody");
+            op["parameters"] = action_id;
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("DecideRequest") } }
+            });
+        }
+        Endpoint::ReconcileAction => {
+            responses["200"] = ok("The action, `delivered` or `failed`", "ActionRequest");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] =
+                conflict("The action is not `unknown`: its outcome is recorded already");
+            responses["413"] = response("PayloadTooLarge");
+            responses["415"] = response("UnsupportedMediaType");
+            responses["422"] = response("InvalidBody");
+            op["parameters"] = action_id;
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("ReconcileRequest") } }
+            });
+        }
+        Endpoint::ListOverrides => {
+            responses["200"] = ok("The overrides, by tool", "DeciderOverrideList");
+        }
+        Endpoint::AddOverride => {
+            responses["201"] = ok("The override", "DeciderOverride");
+            responses["400"] = response("BadRequest");
+            responses["413"] = response("PayloadTooLarge");
+            responses["415"] = response("UnsupportedMediaType");
+            responses["422"] = json!({
+                "description": "The body is not valid, or `tool` is not an outbound tool (`path` is `/tool`)",
+                "content": { "application/json": { "schema": schema("Error") } }
+            });
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("DeciderOverrideRequest") } }
+            });
+        }
+        Endpoint::RemoveOverride => {
+            responses["204"] = json!({ "description": "The override is removed" });
+            responses["404"] = json!({
+                "description": "The tool has no override",
+                "content": { "application/json": { "schema": schema("Error") } }
+            });
+            op["parameters"] = json!([{ "$ref": "#/components/parameters/Tool" }]);
+        }
+        Endpoint::Budget => {
+            responses["200"] = ok("Today's usage and budget", "BudgetReport");
+        }
     }
     if route.access != Access::Public {
         responses["401"] = response("Unauthorized");
     }
-    if route.access == Access::Operate {
+    if matches!(route.access, Access::Approve | Access::Operate) {
         responses["403"] = response("Forbidden");
     }
     if route.path.starts_with("/v1/agents") {
@@ -247,7 +416,7 @@ fn components() -> Value {
         "minimum": 0,
         "description": "Milliseconds since the Unix epoch"
     });
-    json!({
+    let mut components = json!({
         "securitySchemes": {
             "bearer": {
                 "type": "http",
@@ -262,11 +431,27 @@ fn components() -> Value {
                 "required": true,
                 "description": "The run's id",
                 "schema": id("run_")
+            },
+            "ActionId": {
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "The action's id",
+                "schema": id("act_")
+            },
+            "Tool": {
+                "name": "tool",
+                "in": "path",
+                "required": true,
+                "description": "The outbound tool, such as `communication.send_email`",
+                "schema": { "type": "string" }
             }
         },
         "responses": {
             "BadRequest": error("The request cannot be read: broken JSON, a malformed id or query parameter"),
-            "NotFound": error("No run has this id"),
+            "NotFound": error("Nothing has this id: no such run or action"),
+            "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
+            "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),
             "Unauthorized": error("No API key, a malformed Authorization header, or a key that is not known. The answer has a `WWW-Authenticate: Bearer` header"),
             "Forbidden": error("The key's role may not call this route; the message names the role needed"),
             "PayloadTooLarge": error("The body is larger than the server accepts"),
@@ -383,7 +568,7 @@ fn components() -> Value {
                 "properties": {
                     "id": id("task_"),
                     "run": id("run_"),
-                    "kind": { "type": "string", "enum": ["handover", "task"] },
+                    "kind": { "type": "string", "enum": ["handover", "task", "approval"] },
                     "assignment": { "type": "string", "description": "The group it is assigned to" },
                     "title": { "type": "string" },
                     "details": { "description": "More the agent wrote, or null" },
@@ -402,7 +587,266 @@ fn components() -> Value {
                 "properties": { "status": { "const": "ok" } }
             }
         }
-    })
+    });
+    if let Some(schemas) = components["schemas"].as_object_mut() {
+        schemas.extend(action_schemas(&millis, id));
+    }
+    components
+}
+
+/// The schemas of outbound actions, decider overrides and the budget: one
+/// `json!` each, which keeps the macro within its recursion limit.
+fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let action_states: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
+    let mut schemas = Map::new();
+    schemas.insert(
+        "Digest".to_owned(),
+        json!({
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "`sha256:` and the hex SHA-256 of the canonical JSON of the action's tool, recipient and content: exactly what would go out"
+        }),
+    );
+    schemas.insert(
+        "ActionState".to_owned(),
+        json!({
+            "type": "string",
+            "enum": action_states,
+            "description": "`pending` → `approved` → `executing` → `delivered`, `failed` or `unknown`; or `pending` → `rejected`. `shadowed` is what a shadow run would have proposed. An `unknown` action may or may not have gone out and is never resent; a person reconciles it"
+        }),
+    );
+    schemas.insert(
+        "DeciderKind".to_owned(),
+        json!({
+            "type": "string",
+            "enum": ["person", "agent", "policy"],
+            "description": "Only `person` is human approval"
+        }),
+    );
+    schemas.insert(
+        "Decision".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["kind", "by", "verdict", "reason", "digest", "atMs"],
+            "additionalProperties": false,
+            "properties": {
+                "kind": schema("DeciderKind"),
+                "by": { "type": "string", "description": "`key:NAME` or `cli:USER` for a person, `agent:NAME (RUN)` for a review agent, `policy:NAME rule N` for a policy" },
+                "verdict": { "type": "string", "enum": ["approve", "reject", "escalate"] },
+                "reason": { "type": ["string", "null"] },
+                "digest": { "type": "string", "description": "The digest of the content the decider saw" },
+                "atMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "ActionRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": [
+                "id", "run", "agent", "tool", "recipient", "content", "digest", "state",
+                "decider", "assignment", "reviewer", "rule", "overridden", "task", "connection",
+                "trail", "attempts", "outcome", "createdAtMs", "updatedAtMs", "humanApproved",
+                "approvedBy"
+            ],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("act_"),
+                "run": id("run_"),
+                "agent": { "type": "string" },
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "recipient": { "type": "string", "description": "An address, a phone number, or for `integration.execute` the connection's name" },
+                "content": { "type": "object", "description": "What goes out, fixed when proposed: `subject` and `body` of an email, `text` of an SMS, `message` of a call, `method`, `path` and `body` of a customer API call" },
+                "digest": schema("Digest"),
+                "state": schema("ActionState"),
+                "decider": schema("DeciderKind"),
+                "assignment": { "type": ["string", "null"], "description": "The group whose people decide it" },
+                "reviewer": { "type": ["string", "null"], "description": "The review agent that decides it" },
+                "rule": { "type": ["string", "null"], "description": "The DeciderPolicy rule that chose the decider, such as `fleet-outbound rule 2`" },
+                "overridden": { "type": "boolean", "description": "A decider override sent it to people" },
+                "task": {
+                    "oneOf": [id("task_"), { "type": "null" }],
+                    "description": "The approval task, when a person decides"
+                },
+                "connection": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["name", "baseUrl", "credential"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "name": { "type": "string" },
+                                "baseUrl": { "type": "string" },
+                                "credential": { "type": ["string", "null"], "description": "The name of the credential the host adds; never the secret" }
+                            }
+                        },
+                        { "type": "null" }
+                    ],
+                    "description": "For `integration.execute`: the customer API it calls"
+                },
+                "trail": { "type": "array", "items": schema("Decision"), "description": "Every decision, oldest first" },
+                "attempts": {
+                    "type": "array",
+                    "maxItems": 1,
+                    "description": "Delivery attempts, recorded before delivery starts; at most one ever",
+                    "items": {
+                        "type": "object",
+                        "required": ["owner", "startedAtMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "owner": { "type": "string", "description": "The delivering process, `PID:START`" },
+                            "startedAtMs": millis
+                        }
+                    }
+                },
+                "outcome": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["state", "detail", "reconciledBy", "atMs"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "state": schema("ActionState"),
+                                "detail": { "type": "string", "description": "The provider's answer, what went wrong, or what to configure" },
+                                "reconciledBy": { "type": ["string", "null"] },
+                                "atMs": millis
+                            }
+                        },
+                        { "type": "null" }
+                    ],
+                    "description": "How it ended"
+                },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "humanApproved": { "type": "boolean", "description": "True only when a person approved it" },
+                "approvedBy": {
+                    "oneOf": [schema("DeciderKind"), { "type": "null" }],
+                    "description": "The kind of decider that approved it, if one did"
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "ActionRequestList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["actionRequests"],
+            "additionalProperties": false,
+            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") } }
+        }),
+    );
+    schemas.insert(
+        "DecideRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["digest"],
+            "additionalProperties": false,
+            "properties": {
+                "digest": { "type": "string", "minLength": 1, "description": "The digest of the content the decider was shown" },
+                "reason": { "type": ["string", "null"], "description": "Why, kept in the trail" }
+            }
+        }),
+    );
+    schemas.insert(
+        "ReconcileRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["state", "note"],
+            "additionalProperties": false,
+            "properties": {
+                "state": { "type": "string", "enum": ["delivered", "failed"] },
+                "note": { "type": "string", "minLength": 1, "description": "What was found out" }
+            }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverride".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["tool", "reason", "createdBy", "createdAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "reason": { "type": "string" },
+                "createdBy": { "type": "string", "description": "`key:NAME` or `cli:USER`" },
+                "createdAtMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverrideList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["overrides"],
+            "additionalProperties": false,
+            "properties": { "overrides": { "type": "array", "items": schema("DeciderOverride") } }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverrideRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["tool", "reason"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "reason": { "type": "string", "minLength": 1 }
+            }
+        }),
+    );
+    schemas.insert(
+        "BudgetReport".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["day", "project", "environment", "budget", "limits", "usage", "alerts"],
+            "additionalProperties": false,
+            "properties": {
+                "day": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "The UTC day" },
+                "project": { "type": "string" },
+                "environment": { "type": "string" },
+                "budget": { "type": ["string", "null"], "description": "The active release's Budget for the project and environment" },
+                "limits": {
+                    "type": "object",
+                    "required": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay", "alertAtPercent"],
+                    "additionalProperties": false,
+                    "description": "The Budget's limits; null for none",
+                    "properties": {
+                        "agentRunsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "externalActionsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "modelTokensPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "alertAtPercent": { "type": ["integer", "null"], "minimum": 1, "maximum": 100 }
+                    }
+                },
+                "usage": {
+                    "type": "object",
+                    "required": ["agentRuns", "externalActions", "modelTokensUsed", "modelTokensReserved"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "agentRuns": { "type": "integer", "minimum": 0, "description": "Runs started" },
+                        "externalActions": { "type": "integer", "minimum": 0, "description": "External actions executed (attempted)" },
+                        "modelTokensUsed": { "type": "integer", "minimum": 0, "description": "By runs that ended" },
+                        "modelTokensReserved": { "type": "integer", "minimum": 0, "description": "By runs still going" }
+                    }
+                },
+                "alerts": {
+                    "type": "array",
+                    "description": "Limits whose usage reached `alertAtPercent` today",
+                    "items": {
+                        "type": "object",
+                        "required": ["limit", "limitValue", "used", "atMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "limit": { "type": "string", "enum": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay"] },
+                            "limitValue": { "type": "integer", "minimum": 0 },
+                            "used": { "type": "integer", "minimum": 0 },
+                            "atMs": millis
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    schemas
 }
 
 #[cfg(test)]
@@ -449,6 +893,16 @@ mod tests {
             let pointer = r.strip_prefix('#').expect("a local reference");
             assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
         }
+    }
+
+    #[test]
+    fn the_action_list_cap_is_documented() {
+        let op = &openapi()["paths"]["/v1/agents/action-requests"]["get"];
+        let description = op["description"].as_str().expect("a description");
+        assert!(
+            description.contains(&format!("At most {}", hane_store::MAX_ACTIONS_LISTED)),
+            "{description}"
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The routes: one table ([`ROUTES`]) that both the router and the OpenAPI
-//! document are built from, the handlers, and the bearer-key check.
+//! document are built from, the run and tool handlers, and the bearer-key
+//! check. The handlers of outbound actions, overrides and the budget are in
+//! `actions`.
 
 use std::future::Future;
 
@@ -16,6 +18,7 @@ use hane_store::{MAX_RUNS_LISTED, RunQuery};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::actions;
 use crate::error::{ApiError, Checked, ErrorCode};
 use crate::keys::{Role, hash_key};
 
@@ -33,6 +36,8 @@ pub(crate) enum Access {
     Public,
     /// A key with any role.
     Read,
+    /// A key with the `approver` or `operator` role.
+    Approve,
     /// A key with the `operator` role.
     Operate,
 }
@@ -41,6 +46,7 @@ impl Access {
     fn allows(self, role: Role) -> bool {
         match self {
             Access::Public | Access::Read => true,
+            Access::Approve => matches!(role, Role::Approver | Role::Operator),
             Access::Operate => role == Role::Operator,
         }
     }
@@ -50,6 +56,7 @@ impl Access {
         match self {
             Access::Public => "no API key",
             Access::Read => "an API key with any role (viewer, approver or operator)",
+            Access::Approve => "an API key with the approver or operator role",
             Access::Operate => "an API key with the operator role",
         }
     }
@@ -66,6 +73,15 @@ pub(crate) enum Endpoint {
     CancelRun,
     RunTasks,
     ListTools,
+    ListActions,
+    GetAction,
+    ApproveAction,
+    RejectAction,
+    ReconcileAction,
+    ListOverrides,
+    AddOverride,
+    RemoveOverride,
+    Budget,
 }
 
 /// One route of the API.
@@ -79,7 +95,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 8] = [
+pub(crate) const ROUTES: [Route; 17] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -128,6 +144,60 @@ pub(crate) const ROUTES: [Route; 8] = [
         path: "/v1/agents/tools",
         access: Access::Read,
     },
+    Route {
+        endpoint: Endpoint::ListActions,
+        method: Method::GET,
+        path: "/v1/agents/action-requests",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::GetAction,
+        method: Method::GET,
+        path: "/v1/agents/action-requests/{id}",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::ApproveAction,
+        method: Method::POST,
+        path: "/v1/agents/action-requests/{id}/approve",
+        access: Access::Approve,
+    },
+    Route {
+        endpoint: Endpoint::RejectAction,
+        method: Method::POST,
+        path: "/v1/agents/action-requests/{id}/reject",
+        access: Access::Approve,
+    },
+    Route {
+        endpoint: Endpoint::ReconcileAction,
+        method: Method::POST,
+        path: "/v1/agents/action-requests/{id}/reconcile",
+        access: Access::Approve,
+    },
+    Route {
+        endpoint: Endpoint::ListOverrides,
+        method: Method::GET,
+        path: "/v1/agents/decider-overrides",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::AddOverride,
+        method: Method::POST,
+        path: "/v1/agents/decider-overrides",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::RemoveOverride,
+        method: Method::DELETE,
+        path: "/v1/agents/decider-overrides/{tool}",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::Budget,
+        method: Method::GET,
+        path: "/v1/agents/budget",
+        access: Access::Read,
+    },
 ];
 
 /// The API over `runtime`: every route in the OpenAPI document (served at
@@ -148,6 +218,15 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::CancelRun => on(filter, cancel_run),
             Endpoint::RunTasks => on(filter, run_tasks),
             Endpoint::ListTools => on(filter, list_tools),
+            Endpoint::ListActions => on(filter, actions::list),
+            Endpoint::GetAction => on(filter, actions::get),
+            Endpoint::ApproveAction => on(filter, actions::approve),
+            Endpoint::RejectAction => on(filter, actions::reject),
+            Endpoint::ReconcileAction => on(filter, actions::reconcile),
+            Endpoint::ListOverrides => on(filter, actions::list_overrides),
+            Endpoint::AddOverride => on(filter, actions::add_override),
+            Endpoint::RemoveOverride => on(filter, actions::remove_override),
+            Endpoint::Budget => on(filter, actions::budget),
         };
         let handler = match route.access {
             Access::Public => handler,
@@ -192,14 +271,32 @@ struct Guard {
     route: &'static Route,
 }
 
-async fn authorize(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+/// Who called: put in the request's extensions by the key check, for the
+/// handlers that record who decided.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    /// The key's name.
+    pub(crate) key: String,
+}
+
+impl Caller {
+    /// The caller as a decision's or an override's author: `key:NAME`.
+    pub(crate) fn by(&self) -> String {
+        format!("key:{}", self.key)
+    }
+}
+
+async fn authorize(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     match check_key(&guard, request.headers()).await {
-        Ok(()) => next.run(request).await,
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(e) => e.into_response(),
     }
 }
 
-async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
+async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let secret = bearer(headers)?;
     let key = guard
         .runtime
@@ -235,7 +332,7 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<(), ApiError> {
             ),
         ));
     }
-    Ok(())
+    Ok(Caller { key: key.name })
 }
 
 /// The key in an `Authorization: Bearer KEY` header.
@@ -301,23 +398,37 @@ struct StartBody {
     wait: bool,
 }
 
+/// The fields of a request body that must be a JSON object of `known`
+/// fields: `shape` says what it holds (such as "`agent` and `input`"),
+/// `kind` what it is (such as "a run request").
+pub(crate) fn body_fields(
+    body: Value,
+    known: &[&str],
+    shape: &str,
+    kind: &str,
+) -> Result<Map<String, Value>, ApiError> {
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidInput, message);
+    let Value::Object(fields) = body else {
+        return Err(invalid(format!(
+            "the request body must be a JSON object with {shape}"
+        ))
+        .at(""));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "unknown field `{unknown}`: {kind} has the fields {}",
+            known.join(", ")
+        ))
+        .at(format!("/{}", pointer_token(unknown))));
+    }
+    Ok(fields)
+}
+
 /// Checks a start request's body field by field, so every error names
 /// the field (as a JSON Pointer) it is about.
 fn start_body(body: Value) -> Result<StartBody, ApiError> {
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidInput, message);
-    let Value::Object(mut fields) = body else {
-        return Err(invalid(
-            "the request body must be a JSON object with `agent` and `input`".to_owned(),
-        )
-        .at(""));
-    };
-    if let Some(unknown) = fields.keys().find(|k| !START_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "unknown field `{unknown}`: a run request has the fields {}",
-            START_FIELDS.join(", ")
-        ))
-        .at(format!("/{}", pointer_token(unknown))));
-    }
+    let mut fields = body_fields(body, &START_FIELDS, "`agent` and `input`", "a run request")?;
     let agent = match fields.remove("agent") {
         Some(Value::String(agent)) if !agent.is_empty() => agent,
         Some(_) => {
@@ -428,7 +539,11 @@ async fn list_runs(
     Ok(axum::Json(json!({ "runs": runs })))
 }
 
-fn run_id(text: &str) -> Result<RunId, ApiError> {
+/// An id from a path or query, such as a [`RunId`]; a malformed one is a
+/// bad request.
+pub(crate) fn parse_id<T: std::str::FromStr<Err = hane_core::IdError>>(
+    text: &str,
+) -> Result<T, ApiError> {
     text.parse()
         .map_err(|e: hane_core::IdError| ApiError::new(ErrorCode::BadRequest, e.to_string()))
 }
@@ -437,21 +552,21 @@ async fn get_run(
     State(runtime): State<AgentRuntime>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<AgentRun>, ApiError> {
-    Ok(axum::Json(runtime.get(&run_id(&id)?).await?))
+    Ok(axum::Json(runtime.get(&parse_id::<RunId>(&id)?).await?))
 }
 
 async fn cancel_run(
     State(runtime): State<AgentRuntime>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<AgentRun>, ApiError> {
-    Ok(axum::Json(runtime.cancel(&run_id(&id)?).await?))
+    Ok(axum::Json(runtime.cancel(&parse_id::<RunId>(&id)?).await?))
 }
 
 async fn run_tasks(
     State(runtime): State<AgentRuntime>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let id = run_id(&id)?;
+    let id: RunId = parse_id(&id)?;
     // A run without tasks and no run at all are told apart.
     runtime.get(&id).await?;
     let tasks = runtime.tasks(&id).await?;
@@ -522,5 +637,8 @@ mod tests {
         assert!(Access::Operate.allows(Role::Operator));
         assert!(!Access::Operate.allows(Role::Viewer));
         assert!(!Access::Operate.allows(Role::Approver));
+        assert!(Access::Approve.allows(Role::Approver));
+        assert!(Access::Approve.allows(Role::Operator));
+        assert!(!Access::Approve.allows(Role::Viewer));
     }
 }

@@ -1,13 +1,15 @@
 //! The API over real HTTP: a runtime on a temporary store with the release
-//! in `examples/` active, served on a loopback port, spoken to with
-//! HTTP/1.1 written by hand.
+//! in `examples/` (or one a test writes) active, served on a loopback port,
+//! spoken to with HTTP/1.1 written by hand.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::agent::RuntimeConfig;
+use hane_coordinator::delivery::{DeliveryConfig, HttpProvider};
 use hane_sandbox::SandboxConfig;
 use hane_server::Role;
 use serde_json::{Value, json};
@@ -44,18 +46,24 @@ static ACTIVATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl Server {
     async fn start() -> anyhow::Result<Self> {
+        Self::start_with(examples(), DeliveryConfig::new()).await
+    }
+
+    /// A server with the release in `release` active, delivering with
+    /// `delivery`.
+    async fn start_with(release: &Path, delivery: DeliveryConfig) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut sandbox = SandboxConfig::new();
         sandbox.cache_dir(Some(cache_dir()));
         let mut config = RuntimeConfig::new();
-        config.sandbox(sandbox);
+        config.sandbox(sandbox).delivery(delivery);
         let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config)?;
         {
             let _one = ACTIVATING.lock().await;
             runtime
-                .activate(examples())
+                .activate(release)
                 .await
-                .context("activating examples/")?;
+                .with_context(|| format!("activating {}", release.display()))?;
         }
         let registry = runtime.registry();
         let operator = hane_server::create_key(registry, "ops", Role::Operator).await?;
@@ -92,6 +100,10 @@ impl Server {
 
     async fn post(&self, path: &str, key: Option<&str>, body: &str) -> anyhow::Result<Reply> {
         request(self.addr, "POST", path, key, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str, key: Option<&str>) -> anyhow::Result<Reply> {
+        request(self.addr, "DELETE", path, key, None).await
     }
 
     /// Starts a run as the operator and waits for its end.
@@ -295,7 +307,9 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
     let paths = doc["paths"].as_object().context("paths")?;
     let mut operations = 0;
     for (path, item) in paths {
-        let path = path.replace("{id}", "run_00000000000000000000000000");
+        let path = path
+            .replace("{id}", "run_00000000000000000000000000")
+            .replace("{tool}", "communication.send_email");
         for (method, op) in item.as_object().context("a path item")? {
             operations += 1;
             let method = method.to_ascii_uppercase();
@@ -315,7 +329,7 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
             }
         }
     }
-    assert_eq!(operations, 8);
+    assert_eq!(operations, 17);
     let reply = server.get("/v1/agents/nothing", None).await?;
     assert!(reply.error(404, "not_found").contains("/v1/agents/nothing"));
     let reply = request(server.addr, "DELETE", "/v1/agents/runs", None, None).await?;
@@ -711,5 +725,600 @@ async fn tools_are_listed() -> anyhow::Result<()> {
     assert_eq!(submit["impact"], "control");
     assert_eq!(submit["operation"], Value::Null);
     assert_eq!(submit["inputSchema"]["required"], json!(["status"]));
+    server.stop().await
+}
+
+/// Agents that propose an email and a text message, and a daily budget
+/// of three runs.
+const OUTBOUND_RELEASE: &str = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: notify
+spec:
+  purpose: Email a driver that their vehicle is ready
+  input:
+    type: object
+    required: [email, subject, body]
+    properties:
+      email: { type: string }
+      subject: { type: string }
+      body: { type: string }
+  driver: scripted
+  script:
+    - id: send
+      tool: communication.send_email
+      input:
+        to: "${input.email}"
+        subject: "${input.subject}"
+        body: "${input.body}"
+    - tool: submit_result
+      input: { status: "${steps.send.state}", action: "${steps.send.action}" }
+  tools: [communication.send_email]
+  approval: { assignment: desk }
+  handover: { assignment: desk }
+  limits: { maxToolCalls: 4, maxSeconds: 120 }
+  output:
+    type: object
+    required: [status]
+    properties:
+      status: { type: string }
+      action: { type: string }
+---
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: notify-by-text
+spec:
+  purpose: Text a driver that their vehicle is ready
+  input:
+    type: object
+    required: [phone, text]
+    properties:
+      phone: { type: string }
+      text: { type: string }
+  driver: scripted
+  script:
+    - id: send
+      tool: communication.send_sms
+      input: { to: "${input.phone}", text: "${input.text}" }
+    - tool: submit_result
+      input: { status: "${steps.send.state}" }
+  tools: [communication.send_sms]
+  approval: { assignment: desk }
+  handover: { assignment: desk }
+  limits: { maxToolCalls: 4, maxSeconds: 120 }
+  output:
+    type: object
+    required: [status]
+    properties:
+      status: { type: string }
+---
+apiVersion: platform/v1alpha1
+kind: Budget
+metadata:
+  name: test-budget
+spec:
+  project: default
+  environment: default
+  agentRunsPerDay: 3
+  externalActionsPerDay: 10
+  alertAtPercent: 80
+"#;
+
+/// A release directory holding [`OUTBOUND_RELEASE`].
+fn outbound_release() -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("release.yaml"), OUTBOUND_RELEASE)?;
+    Ok(dir)
+}
+
+const EMAIL: &str = "driver@example.com";
+
+fn email_input() -> Value {
+    json!({"email": EMAIL, "subject": "Your van is ready", "body": "Pick it up at gate 3."})
+}
+
+impl Server {
+    /// Starts a run as the operator without waiting; its id.
+    async fn start_run(&self, agent: &str, input: Value) -> anyhow::Result<String> {
+        let body = json!({"agent": agent, "input": input}).to_string();
+        let reply = self
+            .post("/v1/agents/runs", Some(&self.operator), &body)
+            .await?;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        assert_eq!(reply.body["status"], "queued", "{}", reply.body);
+        Ok(reply.body["id"].as_str().context("a run id")?.to_owned())
+    }
+
+    /// The pending action of `run`, once it has proposed one.
+    async fn pending_action(&self, run: &str) -> anyhow::Result<Value> {
+        let path = format!("/v1/agents/action-requests?state=pending&run={run}");
+        for _ in 0..600 {
+            let reply = self.get(&path, Some(&self.viewer)).await?;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            if let Some(action) = reply.body["actionRequests"]
+                .as_array()
+                .and_then(|list| list.first())
+            {
+                return Ok(action.clone());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("run {run} proposed no action within 30 s")
+    }
+
+    /// The run `id` once it has ended.
+    async fn ended(&self, id: &str) -> anyhow::Result<Value> {
+        self.runtime.wait(&id.parse()?).await?;
+        let reply = self
+            .get(&format!("/v1/agents/runs/{id}"), Some(&self.viewer))
+            .await?;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        Ok(reply.body)
+    }
+}
+
+fn decision(digest: &str, reason: Option<&str>) -> String {
+    json!({"digest": digest, "reason": reason}).to_string()
+}
+
+#[tokio::test]
+async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
+    let release = outbound_release()?;
+    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let viewer = Some(server.viewer.as_str());
+    let approver = Some(server.approver.as_str());
+
+    let run = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&run).await?;
+    assert_matches(&doc, "ActionRequest", &action);
+    assert_eq!(action["run"], run.as_str());
+    assert_eq!(action["agent"], "notify");
+    assert_eq!(action["tool"], "communication.send_email");
+    assert_eq!(action["recipient"], EMAIL);
+    assert_eq!(
+        action["content"],
+        json!({"subject": "Your van is ready", "body": "Pick it up at gate 3."})
+    );
+    assert_eq!(action["decider"], "person");
+    assert_eq!(action["assignment"], "desk");
+    assert_eq!(action["trail"], json!([]));
+    assert_eq!(action["humanApproved"], false);
+    assert_eq!(action["approvedBy"], Value::Null);
+    let id = action["id"].as_str().context("an id")?.to_owned();
+    let digest = action["digest"].as_str().context("a digest")?.to_owned();
+    let url = format!("/v1/agents/action-requests/{id}");
+
+    let got = server.get(&url, viewer).await?;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(got.body, action);
+
+    // A viewer cannot decide.
+    let reply = server
+        .post(&format!("{url}/approve"), viewer, &decision(&digest, None))
+        .await?;
+    let message = reply.error(403, "forbidden");
+    assert!(message.contains("approver or operator role"), "{message}");
+
+    // Content other than the action's is not approved.
+    let stale = format!("sha256:{}", "0".repeat(64));
+    let reply = server
+        .post(&format!("{url}/approve"), approver, &decision(&stale, None))
+        .await?;
+    let message = reply.error(409, "conflict");
+    assert!(message.contains(&digest), "{message}");
+    assert_eq!(reply.body["error"]["path"], "/digest");
+    assert_matches(&doc, "Error", &reply.body);
+    let reply = server
+        .post(&format!("{url}/approve"), approver, "{}")
+        .await?;
+    assert!(
+        reply
+            .error(422, "invalid_input")
+            .contains("`digest` is required")
+    );
+    assert_eq!(reply.body["error"]["path"], "/digest");
+    let still = server.get(&url, viewer).await?;
+    assert_eq!(still.body["state"], "pending", "{}", still.body);
+    assert_eq!(still.body["trail"], json!([]));
+
+    // Approved, and delivered at once: no adapter is configured here, so
+    // it fails saying what to configure.
+    let reply = server
+        .post(
+            &format!("{url}/approve"),
+            approver,
+            &decision(&digest, Some("the driver asked for it")),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let approved = &reply.body;
+    assert_matches(&doc, "ActionRequest", approved);
+    assert_eq!(approved["state"], "failed", "{approved}");
+    assert_eq!(approved["humanApproved"], true);
+    assert_eq!(approved["approvedBy"], "person");
+    assert_eq!(approved["trail"][0]["kind"], "person");
+    assert_eq!(approved["trail"][0]["by"], "key:desk");
+    assert_eq!(approved["trail"][0]["verdict"], "approve");
+    assert_eq!(approved["trail"][0]["digest"], digest.as_str());
+    assert_eq!(approved["trail"][0]["reason"], "the driver asked for it");
+    assert_eq!(approved["attempts"].as_array().map(Vec::len), Some(1));
+    let detail = approved["outcome"]["detail"].as_str().context("a detail")?;
+    assert!(detail.contains("HANE_SMTP_URL"), "{detail}");
+
+    // Decided once only.
+    for verb in ["approve", "reject"] {
+        let reply = server
+            .post(&format!("{url}/{verb}"), approver, &decision(&digest, None))
+            .await?;
+        let message = reply.error(409, "conflict");
+        assert!(message.contains("already failed"), "{message}");
+    }
+    // Only an `unknown` action is reconciled.
+    let body = json!({"state": "delivered", "note": "seen in the outbox"}).to_string();
+    let reply = server
+        .post(&format!("{url}/reconcile"), approver, &body)
+        .await?;
+    assert!(reply.error(409, "conflict").contains("only an `unknown`"));
+    let body = json!({"state": "sent", "note": "seen"}).to_string();
+    let reply = server
+        .post(&format!("{url}/reconcile"), approver, &body)
+        .await?;
+    reply.error(422, "invalid_input");
+    assert_eq!(reply.body["error"]["path"], "/state");
+
+    // The run went on with the outcome.
+    let ended = server.ended(&run).await?;
+    assert_matches(&doc, "AgentRun", &ended);
+    assert_eq!(ended["status"], "succeeded", "{ended}");
+    assert_eq!(
+        ended["result"],
+        json!({"status": "failed", "action": id.as_str()})
+    );
+    let tasks = server
+        .get(&format!("/v1/agents/runs/{run}/tasks"), viewer)
+        .await?;
+    assert_matches(&doc, "TaskList", &tasks.body);
+    assert_eq!(tasks.body["tasks"][0]["kind"], "approval", "{}", tasks.body);
+    assert_eq!(tasks.body["tasks"][0]["assignment"], "desk");
+
+    // A second run's action, rejected by an operator.
+    let second = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&second).await?;
+    let other = action["id"].as_str().context("an id")?.to_owned();
+    let reply = server
+        .post(
+            &format!("/v1/agents/action-requests/{other}/reject"),
+            Some(&server.operator),
+            &decision(
+                action["digest"].as_str().context("a digest")?,
+                Some("sent already"),
+            ),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "ActionRequest", &reply.body);
+    assert_eq!(reply.body["state"], "rejected");
+    assert_eq!(reply.body["humanApproved"], false);
+    assert_eq!(reply.body["approvedBy"], Value::Null);
+    assert_eq!(reply.body["attempts"], json!([]));
+    assert_eq!(reply.body["trail"][0]["by"], "key:ops");
+    let ended = server.ended(&second).await?;
+    assert_eq!(ended["result"]["status"], "rejected", "{ended}");
+
+    // Listing, by state and by run.
+    let all = server.get("/v1/agents/action-requests", viewer).await?;
+    assert_matches(&doc, "ActionRequestList", &all.body);
+    let ids: Vec<&str> = all.body["actionRequests"]
+        .as_array()
+        .context("a list")?
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(ids, [id.as_str(), other.as_str()], "oldest first");
+    let rejected = server
+        .get("/v1/agents/action-requests?state=rejected", viewer)
+        .await?;
+    assert_eq!(rejected.body["actionRequests"][0]["id"], other.as_str());
+    assert_eq!(
+        rejected.body["actionRequests"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let of_run = server
+        .get(
+            &format!("/v1/agents/action-requests?run={run}&state="),
+            viewer,
+        )
+        .await?;
+    assert_eq!(
+        of_run.body["actionRequests"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(of_run.body["actionRequests"][0]["id"], id.as_str());
+    let pending = server
+        .get("/v1/agents/action-requests?state=pending", viewer)
+        .await?;
+    assert_eq!(pending.body, json!({"actionRequests": []}));
+
+    let reply = server
+        .get("/v1/agents/action-requests?state=sent", viewer)
+        .await?;
+    let message = reply.error(400, "bad_request");
+    assert!(message.contains("`state`"), "{message}");
+    assert!(
+        message.contains(
+            "pending, approved, rejected, executing, delivered, failed, unknown, shadowed"
+        ),
+        "{message}"
+    );
+    let reply = server
+        .get("/v1/agents/action-requests?run=nope", viewer)
+        .await?;
+    assert!(reply.error(400, "bad_request").contains("`run`"));
+    let reply = server
+        .get("/v1/agents/action-requests?colour=red", viewer)
+        .await?;
+    assert!(reply.error(400, "bad_request").contains("colour"));
+
+    // Actions that do not exist.
+    let unknown = "act_00000000000000000000000000";
+    let reply = server
+        .get(&format!("/v1/agents/action-requests/{unknown}"), viewer)
+        .await?;
+    assert!(reply.error(404, "not_found").contains(unknown));
+    let reply = server
+        .post(
+            &format!("/v1/agents/action-requests/{unknown}/approve"),
+            approver,
+            &decision(&digest, None),
+        )
+        .await?;
+    reply.error(404, "not_found");
+    let reply = server
+        .get("/v1/agents/action-requests/not-an-action", viewer)
+        .await?;
+    assert!(reply.error(400, "bad_request").contains("`not-an-action`"));
+    server.stop().await
+}
+
+/// A provider that takes requests and never answers: the connections it
+/// accepted, each with what it read.
+async fn silent_provider()
+-> anyhow::Result<(SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (seen, received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buffer = vec![0u8; 8192];
+            let n = stream.read(&mut buffer).await.unwrap_or(0);
+            let _ = seen.send(String::from_utf8_lossy(&buffer[..n]).into_owned());
+            held.push(stream);
+        }
+    });
+    Ok((addr, received))
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
+    let (provider, mut received) = silent_provider().await?;
+    let mut delivery = DeliveryConfig::new();
+    delivery
+        .sms(HttpProvider::new(format!("http://{provider}/sms")))
+        .timeout(Duration::from_millis(500));
+    let release = outbound_release()?;
+    let server = Server::start_with(release.path(), delivery).await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let approver = Some(server.approver.as_str());
+
+    let input = json!({"phone": "+15550100", "text": "Your van is ready"});
+    let run = server.start_run("notify-by-text", input).await?;
+    let action = server.pending_action(&run).await?;
+    let id = action["id"].as_str().context("an id")?.to_owned();
+    let url = format!("/v1/agents/action-requests/{id}");
+    let digest = action["digest"].as_str().context("a digest")?;
+    let reply = server
+        .post(&format!("{url}/approve"), approver, &decision(digest, None))
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["state"], "unknown", "{}", reply.body);
+    let detail = reply.body["outcome"]["detail"]
+        .as_str()
+        .context("a detail")?;
+    assert!(detail.contains("may have been acted on"), "{detail}");
+    let request = received
+        .recv()
+        .await
+        .context("the provider got the request")?;
+    assert!(
+        request.contains(&id),
+        "the action id is its idempotency key: {request}"
+    );
+    let ended = server.ended(&run).await?;
+    assert_eq!(ended["result"]["status"], "unknown", "{ended}");
+
+    let body = json!({"state": "delivered", "note": "the driver confirmed by phone"}).to_string();
+    let reply = server
+        .post(&format!("{url}/reconcile"), Some(&server.viewer), &body)
+        .await?;
+    reply.error(403, "forbidden");
+    let reply = server
+        .post(
+            &format!("{url}/reconcile"),
+            approver,
+            r#"{"state": "delivered"}"#,
+        )
+        .await?;
+    reply.error(422, "invalid_input");
+    assert_eq!(reply.body["error"]["path"], "/note");
+    let reply = server
+        .post(&format!("{url}/reconcile"), approver, &body)
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "ActionRequest", &reply.body);
+    assert_eq!(reply.body["state"], "delivered");
+    assert_eq!(reply.body["outcome"]["reconciledBy"], "key:desk");
+    let detail = reply.body["outcome"]["detail"]
+        .as_str()
+        .context("a detail")?;
+    assert!(detail.contains("the driver confirmed by phone"), "{detail}");
+    let reply = server
+        .post(&format!("{url}/reconcile"), approver, &body)
+        .await?;
+    reply.error(409, "conflict");
+    // Sent once, never again.
+    assert!(
+        received.try_recv().is_err(),
+        "the provider was called again"
+    );
+    server.stop().await
+}
+
+#[tokio::test]
+async fn decider_overrides_are_added_listed_and_removed() -> anyhow::Result<()> {
+    let release = outbound_release()?;
+    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let path = "/v1/agents/decider-overrides";
+    let operator = Some(server.operator.as_str());
+    let listed = server.get(path, Some(&server.viewer)).await?;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.body, json!({"overrides": []}));
+
+    let body = json!({"tool": "communication.send_email", "reason": "new template"}).to_string();
+    for key in [&server.viewer, &server.approver] {
+        let reply = server.post(path, Some(key), &body).await?;
+        assert!(reply.error(403, "forbidden").contains("operator role"));
+    }
+    let reply = server
+        .post(
+            path,
+            operator,
+            r#"{"tool": "data.find_record", "reason": "x"}"#,
+        )
+        .await?;
+    let message = reply.error(422, "invalid_input");
+    assert!(message.contains("not an outbound tool"), "{message}");
+    assert_eq!(reply.body["error"]["path"], "/tool");
+    let reply = server
+        .post(path, operator, r#"{"tool": "communication.send_email"}"#)
+        .await?;
+    reply.error(422, "invalid_input");
+    assert_eq!(reply.body["error"]["path"], "/reason");
+
+    let reply = server.post(path, operator, &body).await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_matches(&doc, "DeciderOverride", &reply.body);
+    assert_eq!(reply.body["tool"], "communication.send_email");
+    assert_eq!(reply.body["reason"], "new template");
+    assert_eq!(reply.body["createdBy"], "key:ops");
+    let listed = server.get(path, Some(&server.viewer)).await?;
+    assert_matches(&doc, "DeciderOverrideList", &listed.body);
+    assert_eq!(listed.body["overrides"], json!([reply.body]));
+
+    // The next action of the tool is marked as sent to people by it.
+    let run = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&run).await?;
+    assert_eq!(action["overridden"], true, "{action}");
+    let reply = server
+        .post(
+            &format!(
+                "/v1/agents/action-requests/{}/reject",
+                action["id"].as_str().context("an id")?
+            ),
+            operator,
+            &decision(action["digest"].as_str().context("a digest")?, None),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    server.ended(&run).await?;
+
+    let one = format!("{path}/communication.send_email");
+    let reply = server.delete(&one, Some(&server.viewer)).await?;
+    reply.error(403, "forbidden");
+    let reply = server.delete(&one, operator).await?;
+    assert_eq!(reply.status, 204, "{}", reply.body);
+    assert_eq!(reply.body, Value::Null);
+    let reply = server.delete(&one, operator).await?;
+    assert!(
+        reply
+            .error(404, "not_found")
+            .contains("communication.send_email")
+    );
+    let listed = server.get(path, Some(&server.viewer)).await?;
+    assert_eq!(listed.body, json!({"overrides": []}));
+    server.stop().await
+}
+
+#[tokio::test]
+async fn the_budget_counts_and_limits_runs_and_actions() -> anyhow::Result<()> {
+    let release = outbound_release()?;
+    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let budget = server
+        .get("/v1/agents/budget", Some(&server.viewer))
+        .await?;
+    assert_eq!(budget.status, 200, "{}", budget.body);
+    assert_matches(&doc, "BudgetReport", &budget.body);
+    assert_eq!(budget.body["budget"], "test-budget");
+    assert_eq!(budget.body["project"], "default");
+    assert_eq!(budget.body["environment"], "default");
+    assert_eq!(budget.body["limits"]["agentRunsPerDay"], 3);
+    assert_eq!(budget.body["usage"]["agentRuns"], 0);
+
+    // One action approved and attempted; two shadow runs, whose actions
+    // are only recorded.
+    let run = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&run).await?;
+    let reply = server
+        .post(
+            &format!(
+                "/v1/agents/action-requests/{}/approve",
+                action["id"].as_str().context("an id")?
+            ),
+            Some(&server.approver),
+            &decision(action["digest"].as_str().context("a digest")?, None),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    server.ended(&run).await?;
+    for _ in 0..2 {
+        let body = json!({"agent": "notify", "input": email_input(), "shadow": true, "wait": true});
+        let reply = server
+            .post("/v1/agents/runs", Some(&server.operator), &body.to_string())
+            .await?;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        assert_eq!(reply.body["result"]["status"], "shadowed", "{}", reply.body);
+    }
+
+    // The fourth run of the day is over the budget.
+    let body = json!({"agent": "notify", "input": email_input()});
+    let reply = server
+        .post("/v1/agents/runs", Some(&server.operator), &body.to_string())
+        .await?;
+    let message = reply.error(429, "budget_exceeded");
+    assert!(message.contains("agentRunsPerDay"), "{message}");
+    assert!(message.contains("test-budget"), "{message}");
+    assert_matches(&doc, "Error", &reply.body);
+
+    let budget = server
+        .get("/v1/agents/budget", Some(&server.viewer))
+        .await?;
+    assert_matches(&doc, "BudgetReport", &budget.body);
+    assert_eq!(budget.body["usage"]["agentRuns"], 3, "{}", budget.body);
+    assert_eq!(
+        budget.body["usage"]["externalActions"], 1,
+        "{}",
+        budget.body
+    );
+    let alerts = budget.body["alerts"].as_array().context("alerts")?;
+    assert!(
+        alerts.iter().any(|a| a["limit"] == "agentRunsPerDay"),
+        "{}",
+        budget.body
+    );
     server.stop().await
 }

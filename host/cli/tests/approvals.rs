@@ -1,0 +1,361 @@
+//! `hane approvals`, run as the real binary against a store in a temporary
+//! directory, beside a `hane run` in another process that waits for the
+//! decision.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// An agent that proposes an email, then ends with the action's state.
+const RELEASE: &str = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: notify
+spec:
+  purpose: Email a driver that their vehicle is ready
+  input:
+    type: object
+    required: [email, subject, body]
+    properties:
+      email: { type: string }
+      subject: { type: string }
+      body: { type: string }
+  driver: scripted
+  script:
+    - id: send
+      tool: communication.send_email
+      input:
+        to: "${input.email}"
+        subject: "${input.subject}"
+        body: "${input.body}"
+    - tool: submit_result
+      input: { status: "${steps.send.state}" }
+  tools: [communication.send_email]
+  approval: { assignment: desk }
+  handover: { assignment: desk }
+  limits: { maxToolCalls: 4, maxSeconds: 120 }
+  output:
+    type: object
+    required: [status]
+    properties:
+      status: { type: string }
+"#;
+
+const INPUT: &str =
+    r#"{"email": "driver@example.com", "subject": "Your van is ready", "body": "Gate 3."}"#;
+
+/// How long a test waits for another process.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn command(store: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hane"));
+    command
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .env("HANE_CACHE_DIR", store.with_file_name("cache"))
+        .env("USER", "tester");
+    command
+}
+
+fn hane(store: &Path, args: &[&str]) -> Output {
+    command(store, args).output().expect("run hane")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+/// Asserts `output` exited with `code` and returns its stderr.
+fn failed(output: &Output, code: i32) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stderr)
+}
+
+fn json(output: &Output) -> Value {
+    let out = ok(output);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// A store with [`RELEASE`] active.
+fn store_with_release(dir: &Path) -> std::path::PathBuf {
+    let release = dir.join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::write(release.join("notify.yaml"), RELEASE).unwrap();
+    let store = dir.join("hane.db");
+    ok(&hane(
+        &store,
+        &["release", "activate", release.to_str().unwrap()],
+    ));
+    store
+}
+
+/// `hane run notify` in the background, printing its run as JSON.
+fn run_in_background(store: &Path) -> Child {
+    command(store, &["run", "notify", "--input", INPUT, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hane run")
+}
+
+/// The pending action, once `child`'s run has proposed it.
+fn pending_action(store: &Path, child: &mut Child) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let listed = json(&hane(
+            store,
+            &["approvals", "list", "--state", "pending", "--json"],
+        ));
+        if let Some(action) = listed.as_array().and_then(|l| l.first()) {
+            return action.clone();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("hane run ended ({status}) before proposing an action");
+        }
+        assert!(Instant::now() < deadline, "no pending action in time");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `child`'s exit code and stdout once it ends; killed after
+/// [`PATIENCE`].
+fn finish(mut child: Child) -> (Option<i32>, String) {
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hane run did not end after the decision");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        status.success(),
+        "{status}\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    (status.code(), stdout)
+}
+
+#[test]
+fn nothing_is_pending_in_an_empty_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let out = hane(&store, &["approvals", "list"]);
+    assert_eq!(ok(&out), "");
+    assert!(
+        text(&out.stderr).contains("no pending actions"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        json(&hane(&store, &["approvals", "list", "--json"])),
+        serde_json::json!([])
+    );
+    let out = hane(&store, &["approvals", "list", "--state", "sent"]);
+    let message = failed(&out, 2);
+    assert!(message.contains("pending, approved"), "{message}");
+}
+
+#[test]
+fn refusals_and_usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let unknown = "act_00000000000000000000000000";
+    let message = failed(&hane(&store, &["approvals", "show", unknown]), 2);
+    assert!(message.contains(unknown), "{message}");
+    assert!(message.contains("not found"), "{message}");
+    let message = failed(&hane(&store, &["approvals", "show", "not-an-action"]), 2);
+    assert!(message.contains("`act_`"), "{message}");
+    let message = failed(&hane(&store, &["approvals", "approve", unknown]), 2);
+    assert!(message.contains("--digest"), "{message}");
+    let message = failed(
+        &hane(
+            &store,
+            &[
+                "approvals",
+                "reconcile",
+                unknown,
+                "--state",
+                "sent",
+                "--note",
+                "x",
+            ],
+        ),
+        2,
+    );
+    assert!(message.contains("delivered"), "{message}");
+    // A malformed delivery setting names the variable.
+    let out = command(&store, &["approvals", "list"])
+        .env("HANE_SMS_TOKEN", "secret")
+        .env_remove("HANE_SMS_URL")
+        .output()
+        .unwrap();
+    let message = failed(&out, 2);
+    assert!(message.contains("HANE_SMS_TOKEN"), "{message}");
+    assert!(!message.contains("secret"), "{message}");
+}
+
+#[test]
+fn help_lists_the_environment() {
+    for command in ["approvals", "serve"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hane"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = ok(&out);
+        for var in [
+            "HANE_PROJECT",
+            "HANE_ENVIRONMENT",
+            "HANE_SMTP_URL",
+            "HANE_SMTP_PASSWORD",
+            "HANE_SMTP_CA_FILE",
+            "HANE_SMS_URL",
+            "HANE_SMS_TOKEN",
+            "HANE_CALL_URL",
+            "HANE_CALL_TOKEN",
+            "HANE_CREDENTIAL_<NAME>",
+            "HANE_DELIVERY_TIMEOUT_MS",
+        ] {
+            assert!(help.contains(var), "`hane {command} --help` lacks {var}");
+        }
+    }
+}
+
+/// A person rejects one waiting run's email and approves another's from a
+/// second terminal; each run goes on with the outcome.
+#[test]
+fn decisions_from_another_process_reach_the_waiting_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_release(dir.path());
+
+    let mut child = run_in_background(&store);
+    let action = pending_action(&store, &mut child);
+    let id = action["id"].as_str().unwrap().to_owned();
+    let digest = action["digest"].as_str().unwrap().to_owned();
+    assert_eq!(action["recipient"], "driver@example.com");
+    assert_eq!(action["assignment"], "desk");
+
+    let shown = ok(&hane(&store, &["approvals", "show", &id]));
+    for part in [
+        "communication.send_email",
+        "driver@example.com",
+        "Your van is ready",
+        digest.as_str(),
+        "a person of desk",
+        "hane approvals approve|reject",
+    ] {
+        assert!(shown.contains(part), "no {part} in {shown}");
+    }
+
+    let stale = format!("sha256:{}", "0".repeat(64));
+    let message = failed(
+        &hane(&store, &["approvals", "approve", &id, "--digest", &stale]),
+        2,
+    );
+    assert!(message.contains(&digest), "{message}");
+    let rejected = ok(&hane(
+        &store,
+        &[
+            "approvals",
+            "reject",
+            &id,
+            "--digest",
+            &digest,
+            "--reason",
+            "wrong address",
+        ],
+    ));
+    assert!(rejected.contains(&format!("rejected {id}")), "{rejected}");
+    assert!(
+        rejected.contains("by cli:tester: wrong address"),
+        "{rejected}"
+    );
+    let (_, out) = finish(child);
+    let run: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["result"]["status"], "rejected", "{run}");
+    let message = failed(
+        &hane(&store, &["approvals", "reject", &id, "--digest", &digest]),
+        2,
+    );
+    assert!(message.contains("already rejected"), "{message}");
+
+    // Approved: no delivery is configured, so it fails saying what to
+    // set, and the command still succeeds.
+    let mut child = run_in_background(&store);
+    let action = pending_action(&store, &mut child);
+    let other = action["id"].as_str().unwrap().to_owned();
+    let approved = json(&hane(
+        &store,
+        &[
+            "approvals",
+            "approve",
+            &other,
+            "--digest",
+            action["digest"].as_str().unwrap(),
+            "--json",
+        ],
+    ));
+    assert_eq!(approved["state"], "failed", "{approved}");
+    assert_eq!(approved["humanApproved"], true);
+    assert_eq!(approved["trail"][0]["by"], "cli:tester");
+    let detail = approved["outcome"]["detail"].as_str().unwrap();
+    assert!(detail.contains("HANE_SMTP_URL"), "{detail}");
+    let (_, out) = finish(child);
+    let run: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(run["result"]["status"], "failed", "{run}");
+
+    let all = json(&hane(
+        &store,
+        &["approvals", "list", "--state", "all", "--json"],
+    ));
+    let states: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["state"].as_str())
+        .collect();
+    assert_eq!(states, ["rejected", "failed"]);
+    let listed = ok(&hane(&store, &["approvals", "list", "--state", "failed"]));
+    assert!(listed.contains(&other), "{listed}");
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+}

@@ -1,0 +1,319 @@
+//! The handlers of outbound actions (`/v1/agents/action-requests`), decider
+//! overrides (`/v1/agents/decider-overrides`) and the day's budget
+//! (`/v1/agents/budget`).
+//!
+//! A person approves or rejects the content they were shown: every
+//! decision carries the action's digest, and the ledger refuses it when
+//! the digest is not the action's. An approval delivers the action before
+//! the answer, which is the action as it ended.
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::agent::{ActionRequest, ActionState, BudgetReport};
+use hane_core::{ActionId, RunId};
+use hane_store::OverrideRow;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::routes::{Caller, body_fields, parse_id};
+
+/// The fields of an approve or reject request's body.
+const DECIDE_FIELDS: [&str; 2] = ["digest", "reason"];
+
+/// The fields of a reconcile request's body.
+const RECONCILE_FIELDS: [&str; 2] = ["state", "note"];
+
+/// The fields of an override request's body.
+const OVERRIDE_FIELDS: [&str; 2] = ["tool", "reason"];
+
+fn invalid(message: impl Into<String>, field: &str) -> ApiError {
+    ApiError::new(ErrorCode::InvalidInput, message).at(format!("/{field}"))
+}
+
+/// Field `name`, a non-empty string; `what` says what it holds.
+fn required_text(
+    fields: &mut Map<String, Value>,
+    name: &str,
+    what: &str,
+) -> Result<String, ApiError> {
+    match fields.remove(name) {
+        Some(Value::String(text)) if !text.is_empty() => Ok(text),
+        Some(_) => Err(invalid(
+            format!("`{name}` must be a non-empty string: {what}"),
+            name,
+        )),
+        None => Err(invalid(format!("`{name}` is required: {what}"), name)),
+    }
+}
+
+/// Field `name`, a string or null when given.
+fn optional_text(fields: &mut Map<String, Value>, name: &str) -> Result<Option<String>, ApiError> {
+    match fields.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(invalid(format!("`{name}` must be a string"), name)),
+    }
+}
+
+/// A checked approve or reject request.
+struct DecideBody {
+    digest: String,
+    reason: Option<String>,
+}
+
+fn decide_body(body: Value) -> Result<DecideBody, ApiError> {
+    let mut fields = body_fields(
+        body,
+        &DECIDE_FIELDS,
+        "`digest` (and optionally `reason`)",
+        "a decision",
+    )?;
+    Ok(DecideBody {
+        digest: required_text(
+            &mut fields,
+            "digest",
+            "the action's digest (`sha256:…`) as shown, so the decision is about exactly that content",
+        )?,
+        reason: optional_text(&mut fields, "reason")?,
+    })
+}
+
+/// A checked reconcile request: the state as given (the ledger checks it).
+struct ReconcileBody {
+    state: String,
+    note: String,
+}
+
+fn reconcile_body(body: Value) -> Result<ReconcileBody, ApiError> {
+    let mut fields = body_fields(
+        body,
+        &RECONCILE_FIELDS,
+        "`state` and `note`",
+        "a reconciliation",
+    )?;
+    Ok(ReconcileBody {
+        state: required_text(&mut fields, "state", "`delivered` or `failed`")?,
+        note: required_text(
+            &mut fields,
+            "note",
+            "what was found out, such as where the message was seen",
+        )?,
+    })
+}
+
+/// A checked override request.
+struct OverrideBody {
+    tool: String,
+    reason: String,
+}
+
+fn override_body(body: Value) -> Result<OverrideBody, ApiError> {
+    let mut fields = body_fields(body, &OVERRIDE_FIELDS, "`tool` and `reason`", "an override")?;
+    Ok(OverrideBody {
+        tool: required_text(
+            &mut fields,
+            "tool",
+            "the outbound tool whose actions people decide, such as `communication.send_email`",
+        )?,
+        reason: required_text(&mut fields, "reason", "why people decide them for now")?,
+    })
+}
+
+fn action_json(action: &ActionRequest) -> axum::Json<Value> {
+    axum::Json(action.to_json())
+}
+
+fn override_json(row: &OverrideRow) -> Value {
+    json!({
+        "tool": row.tool,
+        "reason": row.reason,
+        "createdBy": row.created_by,
+        "createdAtMs": row.created_at_ms,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    state: Option<String>,
+    run: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let bad = |name: &str, message: String| {
+        ApiError::new(
+            ErrorCode::BadRequest,
+            format!("query parameter `{name}`: {message}"),
+        )
+    };
+    // `?state=` is the same as no filter.
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let state = given(query.state)
+        .map(|s| s.parse::<ActionState>().map_err(|e| bad("state", e)))
+        .transpose()?;
+    let run = given(query.run)
+        .map(|r| r.parse::<RunId>().map_err(|e| bad("run", e.to_string())))
+        .transpose()?;
+    let actions = runtime.actions().list(state, run.as_ref()).await?;
+    let list: Vec<Value> = actions.iter().map(ActionRequest::to_json).collect();
+    Ok(axum::Json(json!({ "actionRequests": list })))
+}
+
+pub(crate) async fn get(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: ActionId = parse_id(&id)?;
+    Ok(action_json(&runtime.actions().get(id.as_str()).await?))
+}
+
+pub(crate) async fn approve(
+    State(runtime): State<AgentRuntime>,
+    Extension(caller): Extension<Caller>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: ActionId = parse_id(&id)?;
+    let body = decide_body(body)?;
+    let action = runtime
+        .actions()
+        .approve(id.as_str(), &body.digest, &caller.by(), body.reason)
+        .await?;
+    Ok(action_json(&action))
+}
+
+pub(crate) async fn reject(
+    State(runtime): State<AgentRuntime>,
+    Extension(caller): Extension<Caller>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: ActionId = parse_id(&id)?;
+    let body = decide_body(body)?;
+    let action = runtime
+        .actions()
+        .reject(id.as_str(), &body.digest, &caller.by(), body.reason)
+        .await?;
+    Ok(action_json(&action))
+}
+
+pub(crate) async fn reconcile(
+    State(runtime): State<AgentRuntime>,
+    Extension(caller): Extension<Caller>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: ActionId = parse_id(&id)?;
+    let body = reconcile_body(body)?;
+    let action = runtime
+        .actions()
+        .reconcile(id.as_str(), &body.state, &caller.by(), &body.note)
+        .await?;
+    Ok(action_json(&action))
+}
+
+pub(crate) async fn list_overrides(
+    State(runtime): State<AgentRuntime>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let list: Vec<Value> = runtime
+        .overrides()
+        .await?
+        .iter()
+        .map(override_json)
+        .collect();
+    Ok(axum::Json(json!({ "overrides": list })))
+}
+
+pub(crate) async fn add_override(
+    State(runtime): State<AgentRuntime>,
+    Extension(caller): Extension<Caller>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let body = override_body(body)?;
+    let row = runtime
+        .add_override(&body.tool, &body.reason, &caller.by())
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(override_json(&row))).into_response())
+}
+
+pub(crate) async fn remove_override(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(tool)): Checked<Path<String>>,
+) -> Result<StatusCode, ApiError> {
+    if runtime.remove_override(&tool).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no decider override for `{tool}`: GET /v1/agents/decider-overrides lists them"
+            ),
+        ))
+    }
+}
+
+pub(crate) async fn budget(
+    State(runtime): State<AgentRuntime>,
+) -> Result<axum::Json<BudgetReport>, ApiError> {
+    Ok(axum::Json(runtime.budget().await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_name_the_field() {
+        let err = |e: ApiError| e.body()["error"].clone();
+        let e = err(decide_body(json!({})).err().expect("no digest"));
+        assert_eq!(e["path"], "/digest");
+        assert_eq!(e["code"], "invalid_input");
+        assert!(
+            e["message"].as_str().unwrap().contains("is required"),
+            "{e}"
+        );
+        let e = err(decide_body(json!({"digest": 1})).err().expect("a number"));
+        assert_eq!(e["path"], "/digest");
+        let e = err(decide_body(json!({"digest": "sha256:a", "reason": 2}))
+            .err()
+            .expect("reason"));
+        assert_eq!(e["path"], "/reason");
+        let e = err(decide_body(json!({"digest": "sha256:a", "by": "me"}))
+            .err()
+            .expect("by"));
+        assert_eq!(e["path"], "/by");
+        assert!(
+            e["message"].as_str().unwrap().contains("digest, reason"),
+            "{e}"
+        );
+        let e = err(decide_body(json!("sha256:a")).err().expect("not an object"));
+        assert_eq!(e["path"], "");
+        let ok = decide_body(json!({"digest": "sha256:a", "reason": null})).expect("valid");
+        assert_eq!((ok.digest.as_str(), ok.reason), ("sha256:a", None));
+
+        let e = err(reconcile_body(json!({"state": "delivered"}))
+            .err()
+            .expect("no note"));
+        assert_eq!(e["path"], "/note");
+        let e = err(reconcile_body(json!({"note": "seen"}))
+            .err()
+            .expect("no state"));
+        assert_eq!(e["path"], "/state");
+
+        let e = err(override_body(json!({"tool": "x"}))
+            .err()
+            .expect("no reason"));
+        assert_eq!(e["path"], "/reason");
+        let e = err(override_body(json!({"tool": "", "reason": "r"}))
+            .err()
+            .expect("empty"));
+        assert_eq!(e["path"], "/tool");
+    }
+}
