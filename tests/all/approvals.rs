@@ -362,6 +362,33 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
 }
 
 #[tokio::test]
+async fn cancelling_a_run_withdraws_its_pending_action() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    runtime.cancel(&run.id).await.unwrap();
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Cancelled, "{ended:#?}");
+    let withdrawn = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(withdrawn.state, ActionState::Rejected);
+    assert!(withdrawn.trail.is_empty(), "no one decided it");
+    assert!(
+        withdrawn.outcome.unwrap().detail.contains("withdrawn"),
+        "the outcome says why"
+    );
+    // A late approval sends nothing.
+    let late = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(late, ActionError::AlreadyDecided { .. }), "{late}");
+    assert!(server.messages().is_empty());
+}
+
+#[tokio::test]
 async fn a_decider_override_sends_the_very_next_action_to_people() {
     let server = SmtpServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();

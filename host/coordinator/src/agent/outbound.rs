@@ -457,6 +457,43 @@ impl ActionLedger {
         Ok(action)
     }
 
+    /// Withdraws pending action `id` because the run that proposed it
+    /// stopped: it becomes `rejected` (no decider decided; the outcome
+    /// says why) and its task is closed, so no later approval can send
+    /// what no run waits for. An action decided already is left as it is;
+    /// returns it either way.
+    pub(crate) async fn withdraw(
+        &self,
+        id: &str,
+        why: String,
+    ) -> Result<ActionRequest, ActionError> {
+        let id = id.to_owned();
+        let (_, action) = self
+            .inner
+            .registry
+            .transact(move |tx| {
+                change(tx, &id, |action| {
+                    if action.state != ActionState::Pending {
+                        return Ok(());
+                    }
+                    action.state = ActionState::Rejected;
+                    action.outcome = Some(ActionOutcome {
+                        state: ActionState::Rejected,
+                        detail: format!("withdrawn before a decision: {why}"),
+                        reconciled_by: None,
+                        at_ms: now_ms(),
+                    });
+                    if let Some(task) = &action.task {
+                        tx.set_task_state(task.as_str(), "done")?;
+                    }
+                    Ok(())
+                })
+            })
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(action)
+    }
+
     /// Executes approved action `id` exactly once: claims it (state
     /// `executing`, the attempt recorded, the day's external actions
     /// counted) in one transaction, checks its content against the
