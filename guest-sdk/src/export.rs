@@ -18,6 +18,7 @@ pub enum Impact {
     /// Changes state the host owns.
     Write,
     /// Reaches people or systems outside; always approved, executed once.
+    /// Only such an operation may propose actions ([`crate::actions`]).
     Outbound,
 }
 

@@ -63,6 +63,7 @@
 //! Doc comments on the types and fields become `description`s in the schemas,
 //! which is what a model reads when it decides how to call the operation.
 
+pub mod actions;
 pub mod documents;
 mod error;
 mod export;

@@ -22,7 +22,7 @@ pub enum OpCommand {
     /// Exit codes: 0 success; 2 usage or invalid input; 3 the operation
     /// returned its error; 4 a limit was exceeded (fuel, memory, time,
     /// output, requests); 5 denied or refused by policy; 1 anything else.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show an operation's descriptor, digest and imports, and which
     /// imports need a grant.
     Inspect(InspectArgs),
@@ -61,6 +61,11 @@ pub struct RunArgs {
     /// Grant reading the ledger document set NAME through `documents`.
     #[arg(long = "allow-documents", value_name = "NAME", value_parser = ledger_name)]
     allow_documents: Vec<String>,
+    /// Grant proposing actions of the outbound TOOL through `actions`, such
+    /// as `communication.send_email`; only for an operation whose impact is
+    /// `outbound`. Proposals are printed, never sent.
+    #[arg(long = "allow-actions", value_name = "TOOL", value_parser = outbound_tool)]
+    allow_actions: Vec<String>,
     /// Fuel units the guest may burn [default: 2000000000].
     #[arg(long)]
     fuel: Option<u64>,
@@ -86,7 +91,7 @@ pub struct InspectArgs {
 
 pub fn main(cmd: OpCommand) -> ExitCode {
     let result = match cmd {
-        OpCommand::Run(args) => run(args),
+        OpCommand::Run(args) => run(*args),
         OpCommand::Inspect(args) => inspect(args),
         OpCommand::New(args) => {
             crate::scaffold::new(args).map_err(|e| Failure::new(exit::FAILURE, e))
@@ -188,7 +193,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 fn load_error_code(e: &LoadError) -> u8 {
     match e {
-        LoadError::NotGranted { .. } | LoadError::UnknownImport { .. } => exit::DENIED,
+        LoadError::NotGranted { .. }
+        | LoadError::UnknownImport { .. }
+        | LoadError::ActionsNotOutbound { .. } => exit::DENIED,
         LoadError::Read { .. } | LoadError::Policy(_) => exit::USAGE,
         _ => exit::FAILURE,
     }
@@ -235,6 +242,18 @@ fn ledger_name(name: &str) -> Result<String, String> {
     }
 }
 
+/// An outbound tool, checked as the policy checks it.
+fn outbound_tool(tool: &str) -> Result<String, String> {
+    if hane_core::OUTBOUND_TOOLS.contains(&tool) {
+        Ok(tool.to_owned())
+    } else {
+        Err(format!(
+            "expected one of {}",
+            hane_core::OUTBOUND_TOOLS.join(", ")
+        ))
+    }
+}
+
 fn run(args: RunArgs) -> Result<(), Failure> {
     let input = read_input(&args.input)?;
     let mut source = resolve(&args.component)?;
@@ -249,6 +268,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         http: args.allow_host,
         records: args.allow_records,
         documents: args.allow_documents,
+        actions: args.allow_actions,
     });
     let flags = LimitsSpec {
         fuel: args.fuel,
@@ -287,6 +307,10 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     report(call, args.json)
 }
 
+/// How `op run` shows a proposal: the operation asked for it, and a
+/// one-off run has no decider, so nothing goes out.
+const NOT_SENT: &str = "proposed, not sent";
+
 fn report(call: Call, json: bool) -> Result<(), Failure> {
     let code = call.result.as_ref().err().map(call_error_code);
     if json {
@@ -300,9 +324,23 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
             .as_ref()
             .err()
             .map(|e| serde_json::json!({ "outcome": e.outcome(), "message": e.to_string() }));
+        let proposals: Vec<serde_json::Value> = call
+            .proposals
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "id": p.id,
+                    "tool": p.tool,
+                    "recipient": p.recipient,
+                    "content": p.content,
+                    "status": NOT_SENT,
+                })
+            })
+            .collect();
         let doc = serde_json::json!({
             "output": output,
             "error": error,
+            "proposals": proposals,
             "receipt": call.receipt,
             "logs": call.logs,
         });
@@ -319,6 +357,12 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
                 Err(_) => println!("{output}"),
             },
             Err(e) => eprintln!("error: {e}"),
+        }
+        for p in &call.proposals {
+            eprintln!(
+                "{} {NOT_SENT}: {} to {} {}",
+                p.id, p.tool, p.recipient, p.content
+            );
         }
         eprintln!("{}", receipt_line(&call.receipt));
     }
@@ -440,6 +484,7 @@ fn needs(imports: &[hane_sandbox::Import]) -> Vec<&'static str> {
         (Grant::Http, "http"),
         (Grant::Records, "records"),
         (Grant::Documents, "documents"),
+        (Grant::Actions, "actions"),
     ] {
         if imports.iter().any(|i| i.grant == grant) {
             out.push(name);
@@ -468,6 +513,7 @@ fn grants(policy: &Policy) -> Vec<(&'static str, String)> {
         ("http", list(&policy.http)),
         ("records", list(&policy.records)),
         ("documents", list(&policy.documents)),
+        ("actions", list(&policy.actions)),
     ]
     .into_iter()
     .filter(|(_, list)| !list.is_empty())

@@ -474,7 +474,7 @@ fn inspect_shows_ledger_imports_and_the_manifest_grants() {
     assert!(!needs.contains(&"documents".into()), "{needs:?}");
     assert_eq!(
         doc["grants"]["records"],
-        serde_json::json!(["vehicles", "leases"])
+        serde_json::json!(["vehicles", "leases", "drivers"])
     );
 }
 

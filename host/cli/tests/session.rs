@@ -89,6 +89,7 @@ fn recorded_session(path: &Path) -> SessionId {
                     output: JsonText::parse(r#"{"results":[{"path":"/documents/a.md"}]}"#).unwrap(),
                     receipt,
                     logs: vec![],
+                    proposals: Vec::new(),
                 },
             },
         ];

@@ -490,7 +490,7 @@ async fn an_operation_of_an_unknown_version_is_refused_by_name() {
     assert_eq!(failure.outcome, Outcome::HostError);
     assert_eq!(
         failure.message,
-        "the worker cannot read the operation: `operation` version 9 is not supported: this build reads versions 1, 2"
+        "the worker cannot read the operation: `operation` version 9 is not supported: this build reads versions 1, 2, 3"
     );
 }
 

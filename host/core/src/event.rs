@@ -108,14 +108,18 @@ impl SessionEvent {
 }
 
 /// Version 2 added the `records` and `documents` grants to operations'
-/// policies and their call counts to receipts; version 1 reads with none.
+/// policies and their call counts to receipts, version 3 the `actions`
+/// grant; older versions read with none.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 2;
-    const READS: &'static [u16] = &[1, 2];
+    const VERSION: u16 = 3;
+    const READS: &'static [u16] = &[1, 2, 3];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload)
+        match version {
+            1 => crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload),
+            _ => crate::v2::upgrade::<crate::v2::SessionEvent, _>(version, payload),
+        }
     }
 }
 

@@ -37,6 +37,7 @@
 //! assert_eq!(limits.memory, ByteSize::mebibytes(32));
 //! ```
 
+mod action;
 mod agent;
 mod budget;
 mod bundle;
@@ -54,7 +55,9 @@ mod quantity;
 mod receipt;
 mod script;
 mod v1;
+mod v2;
 
+pub use action::ProposedAction;
 pub use agent::{
     AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
     Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,

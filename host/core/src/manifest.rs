@@ -11,7 +11,7 @@ use serde::de::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{LimitsSpec, Policy};
+use crate::{Impact, LimitsSpec, Policy, PolicyError};
 
 /// The `apiVersion` of operation manifests.
 pub const OPERATION_API_VERSION: &str = "operations/v1alpha1";
@@ -61,6 +61,14 @@ pub struct OperationSpec {
     /// A path to a `.wasm` component (relative to the manifest's folder), or
     /// `builtin:NAME` for an operation built into hane.
     pub component: String,
+    /// What the operation may do outside its sandbox, as its component
+    /// describes itself: `read`, `write` or `outbound`. Optional, but an
+    /// operation granted `capabilities.actions` must say `outbound`, so
+    /// that whoever reads the manifest sees it reaches people; the sandbox
+    /// also refuses that grant to a component that does not describe
+    /// itself as `outbound`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<Impact>,
     /// What the operation may touch; nothing when absent.
     #[serde(default)]
     pub capabilities: Policy,
@@ -90,7 +98,9 @@ impl OperationManifest {
     ///
     /// Malformed YAML, unknown fields, missing fields, bad values (sizes,
     /// durations, grants) and a wrong `apiVersion` or `kind`, each naming
-    /// the field and, where known, the line.
+    /// the field and, where known, the line; an `actions` grant naming a
+    /// tool that is not outbound, or on an operation whose `impact` is not
+    /// `outbound`.
     pub fn from_yaml(file: &str, text: &str) -> Result<Self, ManifestError> {
         let source = Source::new(file, text);
         let manifest: OperationManifest =
@@ -101,11 +111,29 @@ impl OperationManifest {
         if manifest.spec.component.trim().is_empty() {
             return Err(source.error("spec.component", "must not be empty"));
         }
-        manifest
-            .spec
-            .capabilities
-            .validate()
-            .map_err(|e| source.error("spec.capabilities", e))?;
+        let spec = &manifest.spec;
+        spec.capabilities.validate().map_err(|e| {
+            let field = match &e {
+                PolicyError::ActionTool { index, .. } => {
+                    format!("spec.capabilities.actions[{index}]")
+                }
+                _ => "spec.capabilities".to_owned(),
+            };
+            source.error(&field, e)
+        })?;
+        if !spec.capabilities.actions.is_empty() && spec.impact != Some(Impact::Outbound) {
+            let found = match spec.impact {
+                Some(impact) => format!("the operation's impact is `{impact}`"),
+                None => "the operation does not say its impact; add `impact: outbound` to spec"
+                    .to_owned(),
+            };
+            return Err(source.error(
+                "spec.capabilities.actions",
+                format!(
+                    "only an operation whose impact is `outbound` may propose actions, and {found}"
+                ),
+            ));
+        }
         Ok(manifest)
     }
 
@@ -622,6 +650,41 @@ spec:
         let text = GOOD.replace("access: ro", "access: rx");
         let err = OperationManifest::from_yaml("op.yaml", &text).unwrap_err();
         assert_eq!(err.field, "spec.capabilities.files[0].access");
+    }
+
+    #[test]
+    fn action_grants_need_outbound_tools_and_an_outbound_impact() {
+        let outbound = GOOD.replace(
+            "  capabilities:\n",
+            "  impact: outbound\n  capabilities:\n    actions: [communication.send_email]\n",
+        );
+        let m = OperationManifest::from_yaml("op.yaml", &outbound).unwrap();
+        assert_eq!(m.spec.impact, Some(Impact::Outbound));
+        assert_eq!(m.spec.capabilities.actions, ["communication.send_email"]);
+
+        let read = outbound.replace("impact: outbound", "impact: read");
+        let err = OperationManifest::from_yaml("op.yaml", &read).unwrap_err();
+        assert_eq!(err.field, "spec.capabilities.actions");
+        assert_eq!(err.line, Some(9));
+        assert!(err.message.contains("impact is `read`"), "{err}");
+
+        let unsaid = outbound.replace("  impact: outbound\n", "");
+        let err = OperationManifest::from_yaml("op.yaml", &unsaid).unwrap_err();
+        assert_eq!(err.field, "spec.capabilities.actions");
+        assert!(err.message.contains("add `impact: outbound`"), "{err}");
+
+        let unknown = outbound.replace(
+            "[communication.send_email]",
+            "[communication.send_email, communication.send_fax]",
+        );
+        let err = OperationManifest::from_yaml("op.yaml", &unknown).unwrap_err();
+        assert_eq!(err.field, "spec.capabilities.actions[1]");
+        assert_eq!(err.line, Some(9));
+        assert!(
+            err.message
+                .starts_with("invalid actions grant `communication.send_fax`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -74,15 +74,18 @@ impl Operation {
     }
 }
 
-/// Version 2 added the `records` and `documents` grants to the policy;
-/// version 1 reads with none.
+/// Version 2 added the `records` and `documents` grants to the policy,
+/// version 3 the `actions` grant; older versions read with none.
 impl crate::Versioned for Operation {
     const KIND: &'static str = "operation";
-    const VERSION: u16 = 2;
-    const READS: &'static [u16] = &[1, 2];
+    const VERSION: u16 = 3;
+    const READS: &'static [u16] = &[1, 2, 3];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        crate::v1::upgrade::<crate::v1::Operation, _>(version, payload)
+        match version {
+            1 => crate::v1::upgrade::<crate::v1::Operation, _>(version, payload),
+            _ => crate::v2::upgrade::<crate::v2::Operation, _>(version, payload),
+        }
     }
 }
 
@@ -172,6 +175,9 @@ pub struct OperationOutput {
     pub receipt: Receipt,
     /// What it logged.
     pub logs: Vec<LogLine>,
+    /// The outbound actions it proposed through the `actions` capability,
+    /// in order; nothing was sent.
+    pub proposals: Vec<crate::ProposedAction>,
 }
 
 /// Why an operation failed.

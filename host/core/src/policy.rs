@@ -43,6 +43,26 @@ pub enum PolicyError {
         /// The name as written.
         name: String,
     },
+    /// An `actions` grant that is not an outbound tool.
+    #[error(
+        "invalid actions grant `{tool}`: expected one of the outbound tools {}",
+        outbound_tools()
+    )]
+    ActionTool {
+        /// Its position in the `actions` list.
+        index: usize,
+        /// The tool as written.
+        tool: String,
+    },
+}
+
+/// The tools an `actions` grant may name, for errors.
+fn outbound_tools() -> String {
+    let names: Vec<String> = crate::OUTBOUND_TOOLS
+        .iter()
+        .map(|t| format!("`{t}`"))
+        .collect();
+    names.join(", ")
 }
 
 /// Whether a granted directory may be written.
@@ -370,7 +390,8 @@ serde_via_str!(HostPattern);
 
 /// What one operation may touch. The default grants nothing: no
 /// directories, no environment, no outgoing HTTP, no ledger collections or
-/// document sets; raw sockets and name lookups are never granted.
+/// document sets, no outbound actions to propose; raw sockets and name
+/// lookups are never granted.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
@@ -391,11 +412,18 @@ pub struct Policy {
     /// `leases`.
     #[serde(default)]
     pub documents: Vec<String>,
+    /// Outbound tools the `actions` capability may propose, from
+    /// [`OUTBOUND_TOOLS`](crate::OUTBOUND_TOOLS), such as
+    /// `communication.send_email`. Proposing sends nothing; only an
+    /// operation whose impact is `outbound` may hold this grant.
+    #[serde(default)]
+    pub actions: Vec<String>,
 }
 
 impl Policy {
     /// Checks the grants together: guest paths well formed and distinct,
-    /// collection and document set names well formed.
+    /// collection and document set names well formed, action grants
+    /// outbound tools.
     ///
     /// # Errors
     ///
@@ -408,6 +436,17 @@ impl Policy {
                     name: name.clone(),
                 });
             }
+        }
+        if let Some((index, tool)) = self
+            .actions
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !crate::OUTBOUND_TOOLS.contains(&t.as_str()))
+        {
+            return Err(PolicyError::ActionTool {
+                index,
+                tool: tool.clone(),
+            });
         }
         let mut seen = std::collections::BTreeSet::new();
         for grant in &self.files {
@@ -444,8 +483,13 @@ impl Policy {
         self.documents.iter().any(|s| s == set)
     }
 
-    /// The grants of `other` added to these; a collection or document set
-    /// granted by both is listed once.
+    /// Whether the `actions` capability may propose `tool`.
+    pub fn allows_action(&self, tool: &str) -> bool {
+        self.actions.iter().any(|t| t == tool)
+    }
+
+    /// The grants of `other` added to these; a collection, document set or
+    /// action tool granted by both is listed once.
     pub fn merge(&mut self, other: Policy) {
         self.files.extend(other.files);
         self.env.extend(other.env);
@@ -453,6 +497,7 @@ impl Policy {
         for (mine, theirs) in [
             (&mut self.records, other.records),
             (&mut self.documents, other.documents),
+            (&mut self.actions, other.actions),
         ] {
             for name in theirs {
                 if !mine.contains(&name) {
@@ -588,6 +633,45 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("invalid documents grant `../etc`")
+        );
+    }
+
+    #[test]
+    fn action_grants_are_outbound_tools_and_merge_without_repeats() {
+        let mut policy = Policy {
+            actions: vec!["communication.send_email".into()],
+            ..Policy::default()
+        };
+        policy.validate().unwrap();
+        assert!(!Policy::default().allows_action("communication.send_email"));
+        policy.merge(Policy {
+            actions: vec![
+                "communication.send_email".into(),
+                "communication.send_sms".into(),
+            ],
+            ..Policy::default()
+        });
+        assert_eq!(
+            policy.actions,
+            ["communication.send_email", "communication.send_sms"]
+        );
+        assert!(policy.allows_action("communication.send_sms"));
+        assert!(!policy.allows_action("communication.place_call"));
+
+        policy.actions.push("communication.send_fax".into());
+        let err = policy.validate().unwrap_err();
+        assert_eq!(
+            err,
+            PolicyError::ActionTool {
+                index: 2,
+                tool: "communication.send_fax".into()
+            }
+        );
+        assert!(
+            err.to_string().starts_with(
+                "invalid actions grant `communication.send_fax`: expected one of the outbound tools `communication.send_email`, "
+            ),
+            "{err}"
         );
     }
 }

@@ -94,7 +94,7 @@ pub struct HostCalls {
     /// Outgoing HTTP requests sent.
     pub http_requests: u32,
     /// Attempts the policy refused (HTTP, sockets, name lookups, ledger
-    /// collections and document sets).
+    /// collections and document sets, action tools).
     pub denied: u32,
     /// Calls of the `records` import.
     pub records: u32,

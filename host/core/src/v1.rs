@@ -5,7 +5,7 @@
 //! their call counts to [`HostCalls`]. Postcard is not self-describing, so
 //! a version 1 payload decodes only as these mirrors of the old shapes; each
 //! converts to the current type with nothing granted and nothing counted
-//! where version 1 had no field.
+//! where version 1 had no field (nor the `actions` grant version 3 added).
 //!
 //! Only types whose layout changed are mirrored; the rest are shared.
 
@@ -40,6 +40,7 @@ impl From<Policy> for crate::Policy {
             http: old.http,
             records: Vec::new(),
             documents: Vec::new(),
+            actions: Vec::new(),
         }
     }
 }
@@ -226,6 +227,7 @@ impl From<SessionEvent> for crate::SessionEvent {
                     output: result.output,
                     receipt: result.receipt.into(),
                     logs: result.logs,
+                    proposals: Vec::new(),
                 },
             },
             SessionEvent::OperationFailed { operation, failure } => New::OperationFailed {

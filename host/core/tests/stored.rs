@@ -46,6 +46,7 @@ fn operation(session: &SessionId, call: &ToolCallId) -> Operation {
                 http: vec!["https://*.example.com:8443".parse::<HostPattern>().unwrap()],
                 records: vec!["vehicles".into()],
                 documents: vec!["leases".into()],
+                actions: vec!["communication.send_email".into()],
             },
             limits: Limits::default(),
             input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
@@ -126,6 +127,7 @@ fn every_event() -> Vec<SessionEvent> {
                 output: JsonText::parse(r#"{"hits":[]}"#).unwrap(),
                 receipt: receipt(),
                 logs: vec![],
+                proposals: Vec::new(),
             },
         },
         SessionEvent::OperationFailed {
@@ -184,11 +186,11 @@ fn exports_show_json_documents_not_escaped_strings() {
     );
 }
 
-/// An event sealed by a future hane: the same envelope with version 3.
+/// An event sealed by a future hane: the same envelope with version 4.
 fn future_event_blob() -> Vec<u8> {
     let payload = postcard::to_allocvec(&("a field this build has never heard of", 42u32)).unwrap();
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 3u16, payload.as_slice())).unwrap());
+    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 4u16, payload.as_slice())).unwrap());
     blob
 }
 
@@ -199,13 +201,13 @@ fn a_future_version_is_refused_with_the_versions_found_and_read() {
         err,
         EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 3,
-            supported: &[1, 2],
+            found: 4,
+            supported: &[1, 2, 3],
         }
     );
     assert_eq!(
         err.to_string(),
-        "`session-event` version 3 is not supported: this build reads versions 1, 2"
+        "`session-event` version 4 is not supported: this build reads versions 1, 2, 3"
     );
 }
 
@@ -233,6 +235,7 @@ mod version_1 {
         assert_eq!(policy.http[0].to_string(), "https://*.example.com:8443");
         assert!(policy.records.is_empty());
         assert!(policy.documents.is_empty());
+        assert!(policy.actions.is_empty());
     }
 
     #[test]
@@ -266,5 +269,48 @@ mod version_1 {
         assert_eq!(receipt.fuel_consumed, 1234);
         assert_eq!(receipt.log_bytes, 7);
         assert_eq!(receipt.host_calls.records, 0);
+    }
+}
+
+/// Items sealed by the last build that wrote version 2 (before the
+/// `actions` grant), kept as bytes in `tests/fixtures/`, read by this one.
+mod version_2 {
+    use hane_core::{Operation, OperationKind, SessionEvent, open};
+
+    fn policy_of(op: &Operation) -> &hane_core::Policy {
+        let OperationKind::Wasm(call) = &op.kind else {
+            panic!("a wasm operation");
+        };
+        &call.policy
+    }
+
+    #[test]
+    fn an_operation_reads_with_its_grants_and_no_action_grants() {
+        let op: Operation = open(include_bytes!("fixtures/operation-v2.bin")).unwrap();
+        assert_eq!(op.id.as_str(), "op_01hzzzzzzzzzzzzzzzzzzzzzz2");
+        assert_eq!(op.summary(), "data.find_record");
+        let policy = policy_of(&op);
+        assert_eq!(policy.files[0].guest_path(), "/documents");
+        assert_eq!(policy.env[0].to_string(), "LANG=C");
+        assert_eq!(policy.http[0].to_string(), "https://*.example.com:8443");
+        assert_eq!(policy.records, ["vehicles"]);
+        assert_eq!(policy.documents, ["leases"]);
+        assert!(policy.actions.is_empty());
+    }
+
+    #[test]
+    fn a_recorded_tool_call_reads_with_no_action_grants() {
+        let recorded: SessionEvent =
+            open(include_bytes!("fixtures/event-tool-call-recorded-v2.bin")).unwrap();
+        let SessionEvent::ToolCallRecorded {
+            call, operations, ..
+        } = &recorded
+        else {
+            panic!("{recorded:?}");
+        };
+        assert_eq!(call.tool, "data.find_record");
+        let policy = policy_of(&operations[0]);
+        assert_eq!(policy.records, ["vehicles"]);
+        assert!(policy.actions.is_empty());
     }
 }

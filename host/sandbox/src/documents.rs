@@ -15,7 +15,7 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::bindings::hane::operation::documents::{self, Hit, Pages, Summary};
 use crate::bindings::hane::operation::types::Error;
 use crate::records::MAX_KEY_BYTES;
-use crate::state::{Incidents, LedgerGrant, query_error};
+use crate::state::{Incidents, NameGrant, query_error};
 
 /// Most documents one `search` returns; a larger `limit` is lowered to this.
 pub const MAX_SEARCH_LIMIT: u32 = 50;
@@ -30,7 +30,7 @@ pub const MAX_READ_BYTES: usize = 1024 * 1024;
 /// read, and how many calls it made.
 pub(crate) struct DocumentsCtx {
     ledger: Arc<Ledger>,
-    grant: LedgerGrant,
+    grant: NameGrant,
     calls: u32,
 }
 
@@ -70,7 +70,12 @@ impl DocumentsCtxBuilder {
     pub(crate) fn build(&mut self, incidents: Arc<Incidents>) -> DocumentsCtx {
         DocumentsCtx {
             ledger: std::mem::take(&mut self.ledger),
-            grant: LedgerGrant::new("document set", std::mem::take(&mut self.sets), incidents),
+            grant: NameGrant::new(
+                "document set",
+                "documents",
+                std::mem::take(&mut self.sets),
+                incidents,
+            ),
             calls: 0,
         }
     }

@@ -42,6 +42,17 @@ pub enum LoadError {
         /// How to grant it.
         hint: &'static str,
     },
+    /// The policy grants `actions` to an operation whose descriptor does
+    /// not say its impact is `outbound`.
+    #[error(
+        "`{operation}` describes its impact as `{impact}`, but its policy grants actions; only an operation whose impact is `outbound` may propose actions"
+    )]
+    ActionsNotOutbound {
+        /// The operation's name from its descriptor.
+        operation: String,
+        /// The impact it describes.
+        impact: hane_core::Impact,
+    },
     /// The policy's grants are malformed or collide.
     #[error("invalid policy: {0}")]
     Policy(#[from] hane_core::PolicyError),

@@ -30,6 +30,11 @@ pub enum Grant {
     /// `--allow-documents`); a component importing `documents` without such
     /// a grant is refused at load.
     Documents,
+    /// Outbound tools must be granted (`capabilities.actions`,
+    /// `--allow-actions`) before the guest can propose actions of them; a
+    /// component importing `actions` without such a grant is refused at
+    /// load.
+    Actions,
     /// Never granted: raw sockets and name lookups always fail.
     Never,
 }
@@ -44,6 +49,7 @@ impl Grant {
             Grant::Http => "http grant (--allow-host)",
             Grant::Records => "records grant (--allow-records)",
             Grant::Documents => "documents grant (--allow-documents)",
+            Grant::Actions => "actions grant (--allow-actions)",
             Grant::Never => "never granted (raw sockets are denied)",
         }
     }
@@ -64,6 +70,7 @@ const PROVIDED: &[(&str, Grant)] = &[
     ("hane:operation/log", Grant::None),
     ("hane:operation/records", Grant::Records),
     ("hane:operation/documents", Grant::Documents),
+    ("hane:operation/actions", Grant::Actions),
     ("wasi:cli/environment", Grant::Env),
     ("wasi:cli/exit", Grant::None),
     ("wasi:cli/stdin", Grant::None),
@@ -154,6 +161,11 @@ pub(crate) fn check(imports: &[Import], policy: &Policy) -> Result<(), LoadError
                 "document sets",
                 "`capabilities.documents` to the manifest or `--allow-documents NAME`",
             ),
+            Grant::Actions => (
+                !policy.actions.is_empty(),
+                "action tools",
+                "`capabilities.actions` to the manifest or `--allow-actions TOOL`",
+            ),
             Grant::None | Grant::Files | Grant::Env | Grant::Never => continue,
         };
         if !granted {
@@ -188,11 +200,15 @@ mod tests {
             provided("hane:operation/documents@0.1.3"),
             Some(Grant::Documents)
         );
-        assert_eq!(provided("hane:operation/actions@0.1.0"), None);
+        assert_eq!(
+            provided("hane:operation/actions@0.1.0"),
+            Some(Grant::Actions)
+        );
+        assert_eq!(provided("hane:operation/actions@0.2.0"), None);
     }
 
     #[test]
-    fn ledger_imports_need_their_grant() {
+    fn ledger_and_action_imports_need_their_grant() {
         for (name, grant, missing) in [
             (
                 "hane:operation/records@0.1.0",
@@ -203,6 +219,11 @@ mod tests {
                 "hane:operation/documents@0.1.0",
                 Grant::Documents,
                 "grants no document sets; add `capabilities.documents`",
+            ),
+            (
+                "hane:operation/actions@0.1.0",
+                Grant::Actions,
+                "grants no action tools; add `capabilities.actions`",
             ),
         ] {
             let imports = vec![Import {
@@ -216,6 +237,7 @@ mod tests {
             let policy = Policy {
                 records: vec!["vehicles".into()],
                 documents: vec!["leases".into()],
+                actions: vec!["communication.send_email".into()],
                 ..Policy::default()
             };
             check(&imports, &policy).unwrap();

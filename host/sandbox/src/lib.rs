@@ -7,13 +7,15 @@
 //! [`Sandbox::load`] turns a component and its [`Policy`] into an
 //! [`Operation`]; every [`Operation::call`] gets a fresh instance, validates
 //! the input and output against the operation's JSON Schemas, and returns a
-//! [`Call`] with the output or a typed [`CallError`], the [`Receipt`] and the
-//! guest's logs.
+//! [`Call`] with the output or a typed [`CallError`], the [`Receipt`], the
+//! guest's logs and the outbound actions it proposed.
 //!
-//! Besides WASI, the host provides hane's own capabilities: `log`, and the
+//! Besides WASI, the host provides hane's own capabilities: `log`; the
 //! [`records`] and [`documents`] of a [`Ledger`] set with
 //! [`Sandbox::set_ledger`], readable only in the collections and document
-//! sets the call's policy grants.
+//! sets the call's policy grants; and [`actions`], through which an
+//! operation whose impact is `outbound` proposes the actions its policy
+//! grants, never sending any ([`Call::proposals`]).
 //!
 //! # Examples
 //!
@@ -40,6 +42,7 @@
 //! [`Policy`]: hane_core::Policy
 //! [`Receipt`]: hane_core::Receipt
 
+pub mod actions;
 pub mod documents;
 mod error;
 mod imports;

@@ -12,6 +12,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
+use crate::actions::ActionsCtxBuilder;
 use crate::bindings::{self, OperationPre};
 use crate::documents::DocumentsCtxBuilder;
 use crate::error::{CallError, GuestError, LoadError, Stream};
@@ -77,8 +78,8 @@ impl CancelToken {
     }
 }
 
-/// The result of one call: the output or the typed error, the receipt, and
-/// what the guest logged.
+/// The result of one call: the output or the typed error, the receipt,
+/// what the guest logged, and the outbound actions it proposed.
 #[derive(Debug)]
 pub struct Call {
     /// The output JSON text, validated against the output schema.
@@ -87,6 +88,12 @@ pub struct Call {
     pub receipt: Receipt,
     /// Log messages and printed text, in order, capped by the log limit.
     pub logs: Vec<LogRecord>,
+    /// The outbound actions the guest proposed through the `actions`
+    /// capability, in order, when `result` is `Ok`; empty otherwise, since
+    /// the proposals of a call that failed (its own error, a trap, a limit,
+    /// a timeout, cancellation, invalid output) are dropped. Nothing has
+    /// been sent: the caller decides what becomes of them.
+    pub proposals: Vec<hane_core::ProposedAction>,
 }
 
 struct OperationInner {
@@ -134,6 +141,12 @@ impl Operation {
         imports::check(&imports, policy)?;
         policy.validate().map_err(LoadError::Policy)?;
         let descriptor = describe(&sandbox, &pre).await?;
+        if !policy.actions.is_empty() && descriptor.impact != Impact::Outbound {
+            return Err(LoadError::ActionsNotOutbound {
+                operation: descriptor.name,
+                impact: descriptor.impact,
+            });
+        }
         let schema = |which: &'static str, text: &str| {
             Schema::compile(text).map_err(|message| LoadError::Schema {
                 operation: descriptor.name.clone(),
@@ -209,6 +222,7 @@ impl Operation {
                 result,
                 receipt,
                 logs,
+                proposals: Vec::new(),
             }
         };
 
@@ -256,6 +270,7 @@ impl Operation {
             documents: state.documents.calls(),
         };
         let mut logs = std::mem::take(&mut store.data_mut().log.records);
+        let proposals = store.data_mut().actions.take_proposals();
         if inner.sandbox.fuel_enabled() {
             receipt.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         }
@@ -291,7 +306,12 @@ impl Operation {
                 Err(classify_trap(trap, limits, &incidents, stdio_full, &stderr))
             }
         };
-        finish(receipt, result, logs)
+        let mut call = finish(receipt, result, logs);
+        // A call that failed proposed nothing the host should act on.
+        if call.result.is_ok() {
+            call.proposals = proposals;
+        }
+        call
     }
 
     fn check_output(&self, output: String, limits: &Limits) -> Result<String, CallError> {
@@ -453,6 +473,9 @@ fn new_store(
         .ledger(ledger)
         .allow(&policy.documents)
         .build(incidents.clone());
+    let actions = ActionsCtxBuilder::new()
+        .allow(&policy.actions)
+        .build(incidents.clone());
     let sandbox = &sandbox.inner;
     let state = CallState {
         wasi: wasi.build(),
@@ -470,6 +493,7 @@ fn new_store(
         log: LogSink::new(limits.log_bytes),
         records,
         documents,
+        actions,
     };
     let mut store = Store::new(&sandbox.engine, state);
     store.limiter(|s| &mut s.limiter);

@@ -17,7 +17,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::hane::operation::records::{self, Found};
 use crate::bindings::hane::operation::types::Error;
-use crate::state::{Incidents, LedgerGrant, query_error};
+use crate::state::{Incidents, NameGrant, query_error};
 
 /// Most records one `find` returns; a larger `limit` is lowered to this.
 pub const MAX_FIND_LIMIT: u32 = 100;
@@ -35,7 +35,7 @@ pub const MAX_VALUE_BYTES: usize = MAX_RECORD_BYTES;
 /// may read, and how many calls it made.
 pub(crate) struct RecordsCtx {
     ledger: Arc<Ledger>,
-    grant: LedgerGrant,
+    grant: NameGrant,
     calls: u32,
 }
 
@@ -75,8 +75,9 @@ impl RecordsCtxBuilder {
     pub(crate) fn build(&mut self, incidents: Arc<Incidents>) -> RecordsCtx {
         RecordsCtx {
             ledger: std::mem::take(&mut self.ledger),
-            grant: LedgerGrant::new(
+            grant: NameGrant::new(
                 "collection",
+                "records",
                 std::mem::take(&mut self.collections),
                 incidents,
             ),

@@ -215,6 +215,7 @@ impl Sandbox {
         )?;
         crate::records::add_to_linker(&mut linker, |s| &mut s.records)?;
         crate::documents::add_to_linker(&mut linker, |s| &mut s.documents)?;
+        crate::actions::add_to_linker(&mut linker, |s| &mut s.actions)?;
 
         let fingerprint = {
             let mut h = Sha256Hasher(Sha256::new());

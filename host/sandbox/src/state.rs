@@ -78,19 +78,27 @@ impl Incidents {
     }
 }
 
-/// The ledger names (collections or document sets) one capability of a call
-/// may read; anything else is refused and recorded.
-pub(crate) struct LedgerGrant {
-    /// `collection` or `document set`, for messages.
+/// The names one capability of a call may use (ledger collections, document
+/// sets, action tools); anything else is refused and recorded.
+pub(crate) struct NameGrant {
+    /// `collection`, `document set` or `action tool`, for messages.
     what: &'static str,
+    /// The policy's field that grants them, such as `records`, for messages.
+    field: &'static str,
     names: Vec<String>,
     incidents: Arc<Incidents>,
 }
 
-impl LedgerGrant {
-    pub(crate) fn new(what: &'static str, names: Vec<String>, incidents: Arc<Incidents>) -> Self {
+impl NameGrant {
+    pub(crate) fn new(
+        what: &'static str,
+        field: &'static str,
+        names: Vec<String>,
+        incidents: Arc<Incidents>,
+    ) -> Self {
         Self {
             what,
+            field,
             names,
             incidents,
         }
@@ -114,7 +122,10 @@ impl LedgerGrant {
         } else {
             format!("granted: {}", self.names.join(", "))
         };
-        let message = format!("{denial} to this operation ({granted})");
+        let message = format!(
+            "{denial} to this operation ({granted}); grant it in `capabilities.{}`",
+            self.field
+        );
         self.incidents.deny(denial, true);
         Err(crate::bindings::hane::operation::types::Error::Denied(
             message,
@@ -371,6 +382,7 @@ pub(crate) struct CallState {
     pub(crate) log: LogSink,
     pub(crate) records: crate::records::RecordsCtx,
     pub(crate) documents: crate::documents::DocumentsCtx,
+    pub(crate) actions: crate::actions::ActionsCtx,
 }
 
 impl WasiView for CallState {

@@ -271,6 +271,7 @@ impl Inner {
                 output,
                 receipt: done.receipt,
                 logs,
+                proposals: done.proposals,
             }),
             // Not expected: the sandbox has checked the output against its
             // schema.

@@ -48,8 +48,9 @@ use super::Ending;
 
 /// The protocol version this build speaks. Both sides must speak the same.
 /// Version 2: receipts count `records` and `documents` calls (their
-/// postcard layout changed).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// postcard layout changed). Version 3: policies grant `actions`, and an
+/// operation's output carries the actions it proposed.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The largest frame accepted or sent, in bytes. A frame carries at most one
 /// component, and components with their dependencies compiled in run to

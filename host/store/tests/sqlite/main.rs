@@ -146,6 +146,7 @@ fn completed(op: &Operation) -> SessionEvent {
                 log_bytes: 0,
             },
             logs: vec![],
+            proposals: Vec::new(),
         },
     }
 }

@@ -8,11 +8,11 @@ use hane_store::{SessionStore, SqliteStore, StoreError};
 
 use crate::{Scratch, run};
 
-/// An event as a later hane that writes `session-event` version 3 stores it.
+/// An event as a later hane that writes `session-event` version 4 stores it.
 fn future_event_blob() -> Vec<u8> {
     let payload = [7u8, 1, 2, 3];
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&("session-event", 3u16, &payload[..])).unwrap());
+    blob.extend(postcard::to_allocvec(&("session-event", 4u16, &payload[..])).unwrap());
     blob
 }
 
@@ -51,15 +51,15 @@ async fn an_event_of_a_newer_version_is_unreadable() {
         source,
         &EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 3,
-            supported: &[1, 2],
+            found: 4,
+            supported: &[1, 2, 3],
         }
     );
     assert_eq!(
         err.to_string(),
         format!(
-            "event 1 of session {session}: `session-event` version 3 is not supported: \
-             this build reads versions 1, 2"
+            "event 1 of session {session}: `session-event` version 4 is not supported: \
+             this build reads versions 1, 2, 3"
         )
     );
     assert!(err.source().is_some());
@@ -94,10 +94,10 @@ async fn a_newer_schema_is_refused() {
     else {
         panic!("expected NewerSchema, got {err:?}");
     };
-    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 2));
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 3));
     let message = err.to_string();
     assert!(message.contains("schema version 99"), "{message}");
-    assert!(message.contains("up to 2"), "{message}");
+    assert!(message.contains("up to 3"), "{message}");
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn the_schema_is_created_once_and_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let mode: String = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
