@@ -68,7 +68,11 @@ fn text(phone: &str) -> StartRun {
 async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> ActionRequest {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let found = runtime.actions().list(Some(state), Some(run)).await.unwrap();
+        let found = runtime
+            .actions()
+            .list(Some(state), Some(run))
+            .await
+            .unwrap();
         if let Some(action) = found.into_iter().next() {
             return action;
         }
@@ -119,7 +123,10 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     assert_eq!(tasks[0].kind, "approval");
     assert_eq!(Some(&tasks[0].id), action.task.as_ref());
-    assert!(server.messages().is_empty(), "nothing goes out before approval");
+    assert!(
+        server.messages().is_empty(),
+        "nothing goes out before approval"
+    );
 
     // A digest of other content is refused and changes nothing.
     let stale = digest(
@@ -138,13 +145,23 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
     );
     assert!(refused.to_string().contains(&action.digest), "{refused}");
     assert_eq!(
-        runtime.actions().get(action.id.as_str()).await.unwrap().state,
+        runtime
+            .actions()
+            .get(action.id.as_str())
+            .await
+            .unwrap()
+            .state,
         ActionState::Pending
     );
 
     let approved = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", Some("ok".into()))
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            "person:a",
+            Some("ok".into()),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -162,7 +179,11 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
         "{}",
         messages[0]
     );
-    assert!(messages[0].contains(REMINDER_TO_A_PERSON), "{}", messages[0]);
+    assert!(
+        messages[0].contains(REMINDER_TO_A_PERSON),
+        "{}",
+        messages[0]
+    );
 
     let ended = runtime.wait(&run.id).await.unwrap();
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
@@ -248,7 +269,11 @@ async fn fifty_concurrent_approvals_execute_the_action_once() {
         .iter()
         .filter(|d| d.verdict == Verdict::Approve)
         .count();
-    assert_eq!(approvals, 1, "one approval is recorded: {:#?}", action.trail);
+    assert_eq!(
+        approvals, 1,
+        "one approval is recorded: {:#?}",
+        action.trail
+    );
     assert_eq!(server.messages().len(), 1);
     assert_eq!(server.messages_of(action.id.as_str()), 1);
 }
@@ -306,7 +331,11 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     let review = &action.trail[0];
     assert_eq!(review.kind, DeciderKind::Agent);
     assert_eq!(review.verdict, Verdict::Approve);
-    assert!(review.by.starts_with("agent:sms-review (run_"), "{}", review.by);
+    assert!(
+        review.by.starts_with("agent:sms-review (run_"),
+        "{}",
+        review.by
+    );
     assert!(
         review.reason.as_deref().unwrap().contains("Aoi Sato"),
         "{review:?}"
@@ -315,7 +344,12 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     assert_eq!(action.to_json()["approvedBy"], "agent");
     assert_eq!(action.state, ActionState::Failed);
     assert!(
-        action.outcome.as_ref().unwrap().detail.contains("HANE_SMS_URL"),
+        action
+            .outcome
+            .as_ref()
+            .unwrap()
+            .detail
+            .contains("HANE_SMS_URL"),
         "{:?}",
         action.outcome
     );
@@ -477,8 +511,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     // Another process approves and is killed while the server holds the
     // message (3 s before it answers).
     let mut child = approve_host(dir.path(), &action, &server);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while let Some(line) = lines.next() {
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         if line.unwrap() == "approving" {
             break;
         }
@@ -505,7 +538,12 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
         unknown.attempts
     );
     assert!(
-        unknown.outcome.as_ref().unwrap().detail.contains("reconcile"),
+        unknown
+            .outcome
+            .as_ref()
+            .unwrap()
+            .detail
+            .contains("reconcile"),
         "{:?}",
         unknown.outcome
     );
@@ -517,7 +555,10 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
         .approve(action.id.as_str(), &action.digest, "person:a", None)
         .await
         .unwrap_err();
-    assert!(matches!(again, ActionError::AlreadyDecided { .. }), "{again}");
+    assert!(
+        matches!(again, ActionError::AlreadyDecided { .. }),
+        "{again}"
+    );
     let ended = runtime.wait(&run.id).await.unwrap();
     assert_eq!(result(&ended)["status"], "unknown");
 
@@ -732,7 +773,10 @@ spec:
     };
     assert_eq!(exceeded.limit, "modelTokensPerDay");
     assert_eq!((exceeded.limit_value, exceeded.requested), (40_000, 50_000));
-    assert!(refused.to_string().contains("modelTokensPerDay"), "{refused}");
+    assert!(
+        refused.to_string().contains("modelTokensPerDay"),
+        "{refused}"
+    );
     let report = runtime.budget().await.unwrap();
     assert_eq!(report.budget.as_deref(), Some("daily"));
     assert_eq!(report.usage.agent_runs, 0, "a refused run is not counted");
@@ -844,4 +888,124 @@ spec:
         panic!("{refused}")
     };
     assert_eq!(exceeded.limit, "agentRunsPerDay");
+}
+
+#[tokio::test]
+async fn an_outbound_operation_proposes_an_email_that_is_sent_only_once_approved() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: notice
+spec:
+  purpose: Propose an inspection notice through an outbound operation
+  input:
+    type: object
+    required: [to, mode]
+    properties: { to: { type: string }, mode: { type: string } }
+  driver: scripted
+  script:
+    - id: notice
+      tool: test.outbound_notice
+      input: { to: "${input.to}", vehicle: "架空 300 あ 10-02", mode: "${input.mode}" }
+    - tool: submit_result
+      input:
+        status: "${steps.notice.actions.0.state}"
+        proposal: "${steps.notice.output.proposal}"
+  tools: [test.outbound_notice]
+  approval: { assignment: fleet-desk }
+  limits: { maxToolCalls: 3, maxSeconds: 60 }
+  output:
+    type: object
+    required: [status]
+    properties: { status: { type: string }, proposal: { type: string } }
+"#;
+    let operation = r#"
+apiVersion: operations/v1alpha1
+kind: Operation
+metadata:
+  name: test.outbound_notice
+spec:
+  component: outbound_notice.wasm
+  impact: outbound
+  capabilities:
+    actions: [communication.send_email]
+"#;
+    let release = release_with(
+        dir.path(),
+        &[("notice.yaml", agent), ("outbound_notice.yaml", operation)],
+    );
+    let wasm = hane_builtins::test_programs::ALL
+        .iter()
+        .find(|(name, _)| *name == "outbound_notice")
+        .expect("the outbound_notice test program")
+        .1;
+    std::fs::copy(wasm, release.join("outbound_notice.wasm")).unwrap();
+    let runtime = runtime(dir.path(), smtp_delivery(&server));
+    runtime.activate(&release).await.unwrap();
+    let tools = runtime.tools().await.unwrap();
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "test.outbound_notice")
+        .unwrap();
+    assert_eq!(tool.impact, "outbound");
+    assert_eq!(tool.output_schema["required"], json!(["output", "actions"]));
+
+    let run = runtime
+        .start(StartRun {
+            agent: "notice".to_owned(),
+            input: json!({"to": REMINDER_TO_A_PERSON, "mode": "ok"}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    // The operation ran and proposed; nothing is sent until a person
+    // approves the action the host made of the proposal.
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert_eq!(action.tool, "communication.send_email");
+    assert_eq!(action.recipient, REMINDER_TO_A_PERSON);
+    let content = action.content.to_value().unwrap();
+    assert_eq!(content["subject"], "Inspection due: 架空 300 あ 10-02");
+    assert_eq!(
+        action.digest,
+        digest("communication.send_email", REMINDER_TO_A_PERSON, &content)
+    );
+    assert!(server.messages().is_empty());
+    runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(result(&ended)["status"], "delivered");
+    assert_eq!(result(&ended)["proposal"], "prop-1");
+    assert_eq!(server.messages_of(action.id.as_str()), 1);
+
+    // A proposal of a tool the operation was not granted fails the call
+    // in the sandbox: no action, nothing sent.
+    let refused = runtime
+        .run_to_end(StartRun {
+            agent: "notice".to_owned(),
+            input: json!({"to": REMINDER_TO_A_PERSON, "mode": "ungranted"}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(refused.status, RunStatus::Failed, "{refused:#?}");
+    assert!(
+        refused.error.as_deref().unwrap().contains("denied"),
+        "{refused:#?}"
+    );
+    assert!(
+        runtime
+            .actions()
+            .list(None, Some(&refused.id))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(server.messages().len(), 1);
 }

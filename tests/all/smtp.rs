@@ -140,4 +140,3 @@ impl Drop for SmtpServer {
         let _ = self.child.wait();
     }
 }
-

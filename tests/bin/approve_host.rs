@@ -39,7 +39,10 @@ async fn main() -> Result<()> {
     let recovered = ledger.recover(false).await?;
     say(&format!("recovered: {} unknown", recovered.unknown.len()));
     say("approving");
-    match ledger.approve(action, digest, "test:approve-host", None).await {
+    match ledger
+        .approve(action, digest, "test:approve-host", None)
+        .await
+    {
         Ok(action) => say(&format!("state: {}", action.state)),
         Err(ActionError::AlreadyDecided { state, .. }) => say(&format!("already: {state}")),
         Err(e) => return Err(e.into()),

@@ -358,7 +358,10 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let content = action.content.to_value()?;
-    println!("  action  {} {} to {}", action.id, action.tool, action.recipient);
+    println!(
+        "  action  {} {} to {}",
+        action.id, action.tool, action.recipient
+    );
     println!(
         "  subject {}",
         content["subject"].as_str().unwrap_or_default()

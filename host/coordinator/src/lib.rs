@@ -10,8 +10,8 @@
 //!   through the store, and after a crash resumes what is safe to resume.
 
 pub mod agent;
-pub mod delivery;
 mod coordinator;
+pub mod delivery;
 mod inbox;
 pub mod manager;
 

@@ -256,7 +256,10 @@ impl Versioned for ActionRequest {
 impl ActionRequest {
     /// The decision that approved it, if any.
     pub fn approval(&self) -> Option<&Decision> {
-        self.trail.iter().rev().find(|d| d.verdict == Verdict::Approve)
+        self.trail
+            .iter()
+            .rev()
+            .find(|d| d.verdict == Verdict::Approve)
     }
 
     /// True only when a person approved it: never for an agent's or a

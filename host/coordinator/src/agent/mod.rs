@@ -24,10 +24,10 @@ pub use budget::{
     ReportUsage, utc_day,
 };
 pub use gateway::{Admitted, GatewayError, Stop, TOKEN_GRACE, ToolGateway};
+pub use outbound::{ActionError, ActionLedger, Recovered};
 pub use release::{
     ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
 };
-pub use outbound::{ActionError, ActionLedger, Recovered};
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
 pub use runtime::{AgentRuntime, OpenError, RunError, RuntimeConfig, StartRun};
 pub use token::{RunToken, RunTokenKey, TokenError};

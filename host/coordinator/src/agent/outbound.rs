@@ -165,6 +165,17 @@ fn encode(action: &ActionRequest) -> ActionRow {
     }
 }
 
+/// Ends `action` as `state`, with `detail` saying why.
+fn end(action: &mut ActionRequest, state: ActionState, detail: String) {
+    action.state = state;
+    action.outcome = Some(ActionOutcome {
+        state,
+        detail,
+        reconciled_by: None,
+        at_ms: now_ms(),
+    });
+}
+
 /// Reads, changes and writes back action `id` inside `tx`.
 fn change<T>(
     tx: &RegistryTx<'_>,
@@ -250,6 +261,23 @@ impl ActionLedger {
             .clone()
     }
 
+    /// Applies `f` to action `id` in one transaction (see [`change`]) and
+    /// tells waiters.
+    async fn update<T: Send + 'static>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&RegistryTx<'_>, &mut ActionRequest) -> Result<T, ActionError> + Send + 'static,
+    ) -> Result<(T, ActionRequest), ActionError> {
+        let id = id.to_owned();
+        let changed = self
+            .inner
+            .registry
+            .transact(move |tx| change(tx, &id, |action| f(tx, action)))
+            .await?;
+        self.inner.changed.notify_waiters();
+        Ok(changed)
+    }
+
     /// Action `id`.
     ///
     /// # Errors
@@ -328,18 +356,7 @@ impl ActionLedger {
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
         let decided = self
-            .decide(
-                id,
-                Decision {
-                    kind: DeciderKind::Person,
-                    by: by.to_owned(),
-                    verdict: Verdict::Approve,
-                    reason,
-                    digest: digest.to_owned(),
-                    at_ms: now_ms(),
-                },
-                None,
-            )
+            .decide(id, person(Verdict::Approve, by, digest, reason), None)
             .await;
         match decided {
             Ok(_) => self.execute(id).await,
@@ -369,19 +386,8 @@ impl ActionLedger {
         by: &str,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
-        self.decide(
-            id,
-            Decision {
-                kind: DeciderKind::Person,
-                by: by.to_owned(),
-                verdict: Verdict::Reject,
-                reason,
-                digest: digest.to_owned(),
-                at_ms: now_ms(),
-            },
-            None,
-        )
-        .await
+        self.decide(id, person(Verdict::Reject, by, digest, reason), None)
+            .await
     }
 
     /// Records `decision` on pending action `id`: approve makes it
@@ -394,66 +400,54 @@ impl ActionLedger {
         decision: Decision,
         escalation: Option<TaskRow>,
     ) -> Result<ActionRequest, ActionError> {
-        let id = id.to_owned();
         let (_, action) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &id, |action| {
-                    if action.state != ActionState::Pending {
-                        return Err(ActionError::AlreadyDecided {
-                            action: action.id.clone(),
-                            state: action.state,
-                        });
+            .update(id, move |tx, action| {
+                if action.state != ActionState::Pending {
+                    return Err(ActionError::AlreadyDecided {
+                        action: action.id.clone(),
+                        state: action.state,
+                    });
+                }
+                if decision.kind == DeciderKind::Person && action.decider != DeciderKind::Person {
+                    return Err(ActionError::AwaitingAgent {
+                        action: action.id.clone(),
+                        reviewer: action.reviewer.clone().unwrap_or_default(),
+                    });
+                }
+                check_digest(action, &decision.digest)?;
+                match decision.verdict {
+                    Verdict::Approve => action.state = ActionState::Approved,
+                    Verdict::Reject => {
+                        let reason = decision
+                            .reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default();
+                        let detail = format!(
+                            "rejected by {} ({}){reason}",
+                            decision.by,
+                            decision.kind.as_str()
+                        );
+                        end(action, ActionState::Rejected, detail);
                     }
-                    if decision.kind == DeciderKind::Person && action.decider != DeciderKind::Person
-                    {
-                        return Err(ActionError::AwaitingAgent {
-                            action: action.id.clone(),
-                            reviewer: action.reviewer.clone().unwrap_or_default(),
-                        });
-                    }
-                    check_digest(action, &decision.digest)?;
-                    match decision.verdict {
-                        Verdict::Approve => action.state = ActionState::Approved,
-                        Verdict::Reject => {
-                            action.state = ActionState::Rejected;
-                            action.outcome = Some(ActionOutcome {
-                                state: ActionState::Rejected,
-                                detail: format!(
-                                    "rejected by {} ({}){}",
-                                    decision.by,
-                                    decision.kind.as_str(),
-                                    decision
-                                        .reason
-                                        .as_deref()
-                                        .map(|r| format!(": {r}"))
-                                        .unwrap_or_default()
-                                ),
-                                reconciled_by: None,
-                                at_ms: decision.at_ms,
-                            });
-                        }
-                        Verdict::Escalate => {
-                            action.decider = DeciderKind::Person;
-                            if let Some(task) = &escalation {
-                                tx.create_task(task)?;
-                                action.assignment = Some(task.assignment.clone());
-                                action.task = task.id.parse().ok();
-                            }
+                    Verdict::Escalate => {
+                        action.decider = DeciderKind::Person;
+                        if let Some(task) = &escalation {
+                            tx.create_task(task)?;
+                            action.assignment = Some(task.assignment.clone());
+                            action.task = task.id.parse().ok();
                         }
                     }
-                    if let Some(task) = &action.task
-                        && decision.verdict != Verdict::Escalate
-                    {
-                        tx.set_task_state(task.as_str(), "done")?;
-                    }
-                    action.trail.push(decision);
-                    Ok(())
-                })
+                }
+                if let Some(task) = &action.task
+                    && decision.verdict != Verdict::Escalate
+                {
+                    tx.set_task_state(task.as_str(), "done")?;
+                }
+                action.trail.push(decision);
+                Ok(())
             })
             .await?;
-        self.inner.changed.notify_waiters();
         Ok(action)
     }
 
@@ -467,30 +461,22 @@ impl ActionLedger {
         id: &str,
         why: String,
     ) -> Result<ActionRequest, ActionError> {
-        let id = id.to_owned();
         let (_, action) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &id, |action| {
-                    if action.state != ActionState::Pending {
-                        return Ok(());
-                    }
-                    action.state = ActionState::Rejected;
-                    action.outcome = Some(ActionOutcome {
-                        state: ActionState::Rejected,
-                        detail: format!("withdrawn before a decision: {why}"),
-                        reconciled_by: None,
-                        at_ms: now_ms(),
-                    });
-                    if let Some(task) = &action.task {
-                        tx.set_task_state(task.as_str(), "done")?;
-                    }
-                    Ok(())
-                })
+            .update(id, move |tx, action| {
+                if action.state != ActionState::Pending {
+                    return Ok(());
+                }
+                end(
+                    action,
+                    ActionState::Rejected,
+                    format!("withdrawn before a decision: {why}"),
+                );
+                if let Some(task) = &action.task {
+                    tx.set_task_state(task.as_str(), "done")?;
+                }
+                Ok(())
             })
             .await?;
-        self.inner.changed.notify_waiters();
         Ok(action)
     }
 
@@ -509,44 +495,32 @@ impl ActionLedger {
         let owner = self.inner.owner.clone();
         let scope = self.inner.scope.key();
         let budget = self.budget();
-        let claim_id = id.to_owned();
         let (claimed, action) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &claim_id, |action| {
-                    if action.state != ActionState::Approved || !action.attempts.is_empty() {
+            .update(id, move |tx, action| {
+                if action.state != ActionState::Approved || !action.attempts.is_empty() {
+                    return Ok(false);
+                }
+                let now = now_ms();
+                let delta = UsageDelta {
+                    actions: 1,
+                    ..UsageDelta::default()
+                };
+                match charge(tx, &scope, &utc_day(now), budget.as_ref(), delta, now) {
+                    Ok(_) => {}
+                    Err(ChargeError::Exceeded(e)) => {
+                        end(action, ActionState::Failed, format!("not sent: {e}"));
                         return Ok(false);
                     }
-                    let now = now_ms();
-                    let delta = UsageDelta {
-                        actions: 1,
-                        ..UsageDelta::default()
-                    };
-                    match charge(tx, &scope, &utc_day(now), budget.as_ref(), delta, now) {
-                        Ok(_) => {}
-                        Err(ChargeError::Exceeded(e)) => {
-                            action.state = ActionState::Failed;
-                            action.outcome = Some(ActionOutcome {
-                                state: ActionState::Failed,
-                                detail: format!("not sent: {e}"),
-                                reconciled_by: None,
-                                at_ms: now,
-                            });
-                            return Ok(false);
-                        }
-                        Err(ChargeError::Store(e)) => return Err(e.into()),
-                    }
-                    action.state = ActionState::Executing;
-                    action.attempts.push(Attempt {
-                        owner,
-                        started_at_ms: now,
-                    });
-                    Ok(true)
-                })
+                    Err(ChargeError::Store(e)) => return Err(e.into()),
+                }
+                action.state = ActionState::Executing;
+                action.attempts.push(Attempt {
+                    owner,
+                    started_at_ms: now,
+                });
+                Ok(true)
             })
             .await?;
-        self.inner.changed.notify_waiters();
         if !claimed {
             return Ok(action);
         }
@@ -631,24 +605,12 @@ impl ActionLedger {
         state: ActionState,
         detail: String,
     ) -> Result<ActionRequest, ActionError> {
-        let id = id.to_owned();
         let (_, action) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &id, |action| {
-                    action.state = state;
-                    action.outcome = Some(ActionOutcome {
-                        state,
-                        detail,
-                        reconciled_by: None,
-                        at_ms: now_ms(),
-                    });
-                    Ok(())
-                })
+            .update(id, move |_, action| {
+                end(action, state, detail);
+                Ok(())
             })
             .await?;
-        self.inner.changed.notify_waiters();
         Ok(action)
     }
 
@@ -671,39 +633,32 @@ impl ActionLedger {
             "failed" => ActionState::Failed,
             other => return Err(ActionError::BadReconcile(other.to_owned())),
         };
-        let (id, by, note) = (id.to_owned(), by.to_owned(), note.to_owned());
+        let (by, note) = (by.to_owned(), note.to_owned());
         let (_, action) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &id, |action| {
-                    if action.state != ActionState::Unknown {
-                        return Err(ActionError::NotUnknown {
-                            action: action.id.clone(),
-                            state: action.state,
-                        });
-                    }
-                    let earlier = action
-                        .outcome
-                        .as_ref()
-                        .map(|o| o.detail.clone())
-                        .unwrap_or_default();
-                    action.state = state;
-                    action.outcome = Some(ActionOutcome {
-                        state,
-                        detail: if note.is_empty() {
-                            format!("reconciled; before: {earlier}")
-                        } else {
-                            format!("reconciled: {note}; before: {earlier}")
-                        },
-                        reconciled_by: Some(by),
-                        at_ms: now_ms(),
+            .update(id, move |_, action| {
+                if action.state != ActionState::Unknown {
+                    return Err(ActionError::NotUnknown {
+                        action: action.id.clone(),
+                        state: action.state,
                     });
-                    Ok(())
-                })
+                }
+                let earlier = action
+                    .outcome
+                    .as_ref()
+                    .map(|o| o.detail.clone())
+                    .unwrap_or_default();
+                let detail = if note.is_empty() {
+                    format!("reconciled; before: {earlier}")
+                } else {
+                    format!("reconciled: {note}; before: {earlier}")
+                };
+                end(action, state, detail);
+                if let Some(outcome) = &mut action.outcome {
+                    outcome.reconciled_by = Some(by);
+                }
+                Ok(())
             })
             .await?;
-        self.inner.changed.notify_waiters();
         Ok(action)
     }
 
@@ -741,33 +696,22 @@ impl ActionLedger {
         if action.state != ActionState::Executing || alive(&owner) {
             return Ok(false);
         }
-        let id = action.id.to_string();
         let (changed, _) = self
-            .inner
-            .registry
-            .transact(move |tx| {
-                change(tx, &id, |action| {
-                    let same =
-                        action.attempts.last().map(|a| a.owner.as_str()) == Some(owner.as_str());
-                    if action.state != ActionState::Executing || !same {
-                        return Ok(false);
-                    }
-                    action.state = ActionState::Unknown;
-                    action.outcome = Some(ActionOutcome {
-                        state: ActionState::Unknown,
-                        detail: format!(
-                            "the process that was delivering it ({owner}) stopped before recording the outcome: it may or may not have gone out; it is not resent, reconcile it"
-                        ),
-                        reconciled_by: None,
-                        at_ms: now_ms(),
-                    });
-                    Ok(true)
-                })
+            .update(action.id.as_str(), move |_, action| {
+                let same = action.attempts.last().map(|a| a.owner.as_str()) == Some(owner.as_str());
+                if action.state != ActionState::Executing || !same {
+                    return Ok(false);
+                }
+                end(
+                    action,
+                    ActionState::Unknown,
+                    format!(
+                        "the process that was delivering it ({owner}) stopped before recording the outcome: it may or may not have gone out; it is not resent, reconcile it"
+                    ),
+                );
+                Ok(true)
             })
             .await?;
-        if changed {
-            self.inner.changed.notify_waiters();
-        }
         Ok(changed)
     }
 
@@ -793,6 +737,18 @@ impl ActionLedger {
             }
             let _ = tokio::time::timeout(POLL, changed).await;
         }
+    }
+}
+
+/// A person's decision.
+fn person(verdict: Verdict, by: &str, digest: &str, reason: Option<String>) -> Decision {
+    Decision {
+        kind: DeciderKind::Person,
+        by: by.to_owned(),
+        verdict,
+        reason,
+        digest: digest.to_owned(),
+        at_ms: now_ms(),
     }
 }
 

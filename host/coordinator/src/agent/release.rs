@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hane_core::{
-    AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition,
-    EvalSuiteManifest, Ledger, Limits, OperationManifest, Policy, Versioned,
+    AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
+    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, OperationManifest, Policy,
+    Versioned,
 };
 use hane_sandbox::{Sandbox, Schema};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
@@ -45,13 +46,62 @@ pub struct ReleaseBody {
 }
 
 /// A release body as version 1 stored it: without decider policies and
-/// budgets.
+/// budgets, and with policies that had no `actions` grant.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct ReleaseBodyV1 {
     agents: Vec<SourceFile>,
     eval_suites: Vec<SourceFile>,
-    operations: Vec<ReleasedOperation>,
+    operations: Vec<ReleasedOperationV1>,
     ledger: Ledger,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleasedOperationV1 {
+    name: String,
+    digest: String,
+    policy: PolicyV1,
+    limits: Limits,
+    version: String,
+    description: String,
+    input_schema: String,
+    output_schema: String,
+    impact: Impact,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct PolicyV1 {
+    files: Vec<DirGrant>,
+    env: Vec<EnvGrant>,
+    http: Vec<HostPattern>,
+    records: Vec<String>,
+    documents: Vec<String>,
+}
+
+impl From<ReleasedOperationV1> for ReleasedOperation {
+    fn from(old: ReleasedOperationV1) -> Self {
+        let p = old.policy;
+        ReleasedOperation {
+            name: old.name,
+            digest: old.digest,
+            policy: Policy {
+                files: p.files,
+                env: p.env,
+                http: p.http,
+                records: p.records,
+                documents: p.documents,
+                actions: Vec::new(),
+            },
+            limits: old.limits,
+            version: old.version,
+            description: old.description,
+            input_schema: old.input_schema,
+            output_schema: old.output_schema,
+            impact: old.impact,
+        }
+    }
 }
 
 impl Versioned for ReleaseBody {
@@ -65,7 +115,7 @@ impl Versioned for ReleaseBody {
             return Ok(ReleaseBody {
                 agents: v1.agents,
                 eval_suites: v1.eval_suites,
-                operations: v1.operations,
+                operations: v1.operations.into_iter().map(Into::into).collect(),
                 ledger: v1.ledger,
                 decider_policies: Vec::new(),
                 budgets: Vec::new(),
@@ -541,7 +591,19 @@ fn operation_tool(
             .map_err(|e| format!("operation `{}`: {which} schema is not JSON: {e}", op.name))
     };
     let input_schema = parse(&op.input_schema, "input")?;
-    let output_schema = parse(&op.output_schema, "output")?;
+    let mut output_schema = parse(&op.output_schema, "output")?;
+    if op.impact == Impact::Outbound {
+        // What the host makes of an outbound operation's result: its
+        // output, and the outcome of each action it proposed.
+        output_schema = serde_json::json!({
+            "type": "object",
+            "required": ["output", "actions"],
+            "properties": {
+                "output": output_schema,
+                "actions": {"type": "array", "items": {"type": "object"}},
+            }
+        });
+    }
     let input = Schema::from_value(&input_schema)
         .map_err(|e| format!("operation `{}`: input schema: {e}", op.name))?;
     let definition = ToolDefinition {
@@ -562,4 +624,54 @@ fn operation_tool(
             input,
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_stored_by_version_1_still_reads() {
+        let old = ReleaseBodyV1 {
+            agents: vec![SourceFile {
+                file: "agents/a.yaml".to_owned(),
+                text: "{}".to_owned(),
+            }],
+            eval_suites: Vec::new(),
+            operations: vec![ReleasedOperationV1 {
+                name: "data.find_record".to_owned(),
+                digest: "sha256:00".to_owned(),
+                policy: PolicyV1 {
+                    files: Vec::new(),
+                    env: Vec::new(),
+                    http: Vec::new(),
+                    records: vec!["vehicles".to_owned()],
+                    documents: vec!["leases".to_owned()],
+                },
+                limits: Limits::default(),
+                version: "1.0.0".to_owned(),
+                description: "finds records".to_owned(),
+                input_schema: "{}".to_owned(),
+                output_schema: "{}".to_owned(),
+                impact: Impact::Read,
+            }],
+            ledger: Ledger::default(),
+        };
+        // The envelope a version 1 build wrote.
+        let payload = postcard::to_allocvec(&old).unwrap();
+        let mut sealed = b"HANE".to_vec();
+        sealed.extend(postcard::to_allocvec(&("release", 1u16, payload.as_slice())).unwrap());
+        let body: ReleaseBody = hane_core::open(&sealed).unwrap();
+        assert_eq!(body.agents, old.agents);
+        assert_eq!(body.operations.len(), 1);
+        let op = &body.operations[0];
+        assert_eq!(op.name, "data.find_record");
+        assert_eq!(op.policy.records, ["vehicles"]);
+        assert_eq!(op.policy.documents, ["leases"]);
+        assert!(op.policy.actions.is_empty());
+        assert!(body.decider_policies.is_empty() && body.budgets.is_empty());
+        // And the current version round-trips.
+        let again: ReleaseBody = hane_core::open(&hane_core::seal(&body)).unwrap();
+        assert_eq!(again, body);
+    }
 }

@@ -22,12 +22,10 @@ use super::action::{
     ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Verdict,
     digest,
 };
-use super::budget::{
-    BudgetExceeded, BudgetReport, BudgetScope, ChargeError, charge, utc_day,
-};
+use super::budget::{BudgetExceeded, BudgetReport, BudgetScope, ChargeError, charge, utc_day};
 use super::gateway::{GatewayError, Stop, ToolGateway};
-use super::outbound::{ActionError, ActionLedger};
 use super::journal::Journal;
+use super::outbound::{ActionError, ActionLedger};
 use super::release::{LoadedAgent, LoadedRelease, load_active};
 use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
 use super::script;
@@ -972,7 +970,16 @@ impl AgentRuntime {
                             }
                         }
                     }
-                    translate::format(&status, ending.as_ref())
+                    let result = translate::format(&status, ending.as_ref());
+                    match (&admitted.tool.kind, ending) {
+                        (ToolKind::Operation(op), Some(Ending::Succeeded(output)))
+                            if op.operation.impact == Impact::Outbound =>
+                        {
+                            self.operation_actions(&live, result, &output.proposals)
+                                .await
+                        }
+                        _ => result,
+                    }
                 }
             }
         };

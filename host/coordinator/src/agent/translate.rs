@@ -7,7 +7,9 @@
 
 use std::sync::LazyLock;
 
-use hane_core::{JsonText, Operation, Outcome, SessionId, ToolCall, ToolCallStatus, WasmCall};
+use hane_core::{
+    JsonText, Operation, Outcome, ProposedAction, SessionId, ToolCall, ToolCallStatus, WasmCall,
+};
 use hane_sandbox::{Schema, describe_violations};
 use serde_json::Value;
 
@@ -97,6 +99,40 @@ pub fn translate(
             Vec::new(),
         ),
     }
+}
+
+/// The outbound tool call an operation's proposal stands for: the tool
+/// and the input the agent would have given it, checked against that
+/// tool's input schema, so a proposal goes through exactly what a call of
+/// the tool goes through.
+///
+/// # Errors
+///
+/// The tool is not an outbound tool, the content is not a JSON object, or
+/// the input does not match the tool's schema (such as an email without a
+/// subject).
+pub fn proposal_input(proposal: &ProposedAction) -> Result<(ControlTool, Value), String> {
+    let control = ControlTool::named(&proposal.tool)
+        .filter(|c| c.is_outbound())
+        .ok_or_else(|| format!("`{}` is not an outbound tool", proposal.tool))?;
+    let Ok(Value::Object(content)) = proposal.content.to_value() else {
+        return Err("its content is not a JSON object".to_owned());
+    };
+    let mut input = content;
+    let recipient = Value::String(proposal.recipient.clone());
+    match control {
+        ControlTool::IntegrationExecute => input.insert("connection".to_owned(), recipient),
+        _ => input.insert("to".to_owned(), recipient),
+    };
+    let input = Value::Object(input);
+    if let Err(list) = CONTROL_SCHEMAS[control as usize].check(&input) {
+        return Err(format!(
+            "as a `{}` call it is invalid: {}",
+            proposal.tool,
+            describe_violations(&list)
+        ));
+    }
+    Ok((control, input))
 }
 
 /// The result the driver sees for a call with `status` whose operation

@@ -5,6 +5,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use hane_core::ProposedAction;
+
 use super::*;
 
 /// Where approval tasks go when neither the agent's `approval` nor its
@@ -229,14 +231,17 @@ impl AgentRuntime {
             action.state = ActionState::Shadowed;
             action.outcome = Some(ActionOutcome {
                 state: ActionState::Shadowed,
-                detail: "shadow run: recorded what would have been proposed; not sent, no decider asked"
-                    .to_owned(),
+                detail:
+                    "shadow run: recorded what would have been proposed; not sent, no decider asked"
+                        .to_owned(),
                 reconciled_by: None,
                 at_ms: now,
             });
             return match ledger.propose(action, None).await {
                 Ok(action) => action_result(&action),
-                Err(e) => ToolResult::error("failed", format!("the action could not be recorded: {e}")),
+                Err(e) => {
+                    ToolResult::error("failed", format!("the action could not be recorded: {e}"))
+                }
             };
         }
         if let Err(e) = self.actions_left().await {
@@ -304,6 +309,43 @@ impl AgentRuntime {
         action_result(&settled)
     }
 
+    /// The result of an outbound operation: its output and what became of
+    /// each action it proposed, `{"output": …, "actions": [...]}`. Each
+    /// proposal goes through exactly what a call of its outbound tool
+    /// goes through (schema, connection, shadow, budget, decider, wait);
+    /// one that does not pass is reported `refused` with the reason, and
+    /// the others go on.
+    pub(super) async fn operation_actions(
+        &self,
+        live: &LiveRun,
+        result: ToolResult,
+        proposals: &[ProposedAction],
+    ) -> ToolResult {
+        let ToolResult::Output(output) = result else {
+            return result;
+        };
+        let mut actions = Vec::new();
+        for proposal in proposals {
+            let outcome = match translate::proposal_input(proposal) {
+                Ok((control, input)) => self.propose(live, control, &input).await,
+                Err(message) => ToolResult::error("invalid_input", message),
+            };
+            actions.push(match outcome {
+                ToolResult::Output(mut value) => {
+                    value["proposal"] = json!(proposal.id);
+                    value
+                }
+                ToolResult::Error { kind, message } => json!({
+                    "proposal": proposal.id,
+                    "tool": proposal.tool,
+                    "state": "refused",
+                    "error": {"kind": kind, "message": message},
+                }),
+            });
+        }
+        ToolResult::Output(json!({"output": output, "actions": actions}))
+    }
+
     /// An error when today's external actions are used up, so no action
     /// is proposed that could not be sent.
     async fn actions_left(&self) -> Result<(), String> {
@@ -365,8 +407,7 @@ impl AgentRuntime {
                 live.release.info.number
             ));
         };
-        let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content)
-        else {
+        let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content) else {
             return Ok(Choice::Person(group.to_owned()));
         };
         action.rule = Some(match index {
@@ -517,9 +558,7 @@ impl AgentRuntime {
                         ));
                     }
                     Some(Stop::LimitExceeded(message)) => {
-                        return Err(format!(
-                            "{message} while action {id} waited for a decision"
-                        ));
+                        return Err(format!("{message} while action {id} waited for a decision"));
                     }
                     None => {}
                 },
