@@ -18,7 +18,8 @@ use crate::sqlite::Synchronous;
 mod actions;
 
 pub use actions::{
-    ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage, UsageDelta,
+    ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage,
+    UsageDelta,
 };
 
 /// Runs listed at most by one [`Registry::runs`] query.

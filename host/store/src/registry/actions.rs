@@ -188,7 +188,12 @@ impl RegistryTx<'_> {
     /// # Errors
     ///
     /// The database failed.
-    pub fn add_usage(&self, day: &str, scope: &str, delta: UsageDelta) -> Result<Usage, StoreError> {
+    pub fn add_usage(
+        &self,
+        day: &str,
+        scope: &str,
+        delta: UsageDelta,
+    ) -> Result<Usage, StoreError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO budget_usage (day, scope, runs, actions, tokens_used, tokens_reserved)
@@ -347,7 +352,8 @@ impl Registry {
             let rows = stmt
                 .query_map(params![query.state, query.run, limit], action_row)
                 .map_err(db("listing actions"))?;
-            rows.collect::<Result<_, _>>().map_err(db("listing actions"))
+            rows.collect::<Result<_, _>>()
+                .map_err(db("listing actions"))
         })
         .await
     }
@@ -457,4 +463,3 @@ impl Registry {
         .await
     }
 }
-
