@@ -19,6 +19,7 @@ use hane_sandbox::SandboxConfig;
 use serde_json::{Value, json};
 
 use crate::agents::release_with;
+use crate::delivery::{Answer, Provider};
 use crate::harness;
 use crate::smtp::SmtpServer;
 
@@ -1008,4 +1009,139 @@ spec:
             .is_empty()
     );
     assert_eq!(server.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn integration_execute_calls_the_customer_api_with_the_hosts_credential_once_approved() {
+    const SECRET: &str = "crm-secret-5f2b9c";
+    let provider = Provider::start(Answer::Status(200, r#"{"updated":true}"#)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = format!(
+        r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: crm-update
+spec:
+  purpose: Record in the customer's CRM that a contact was reached
+  input:
+    type: object
+    required: [contact, connection]
+    properties: {{ contact: {{ type: string }}, connection: {{ type: string }} }}
+  driver: scripted
+  script:
+    - id: update
+      tool: integration.execute
+      input:
+        connection: "${{input.connection}}"
+        method: PATCH
+        path: "/contacts/${{input.contact}}"
+        body: {{ status: contacted }}
+    - tool: submit_result
+      input: {{ status: "${{steps.update.state}}" }}
+  tools: [integration.execute]
+  connections:
+    - name: crm
+      baseUrl: {}
+      credential: crm-api
+  approval: {{ assignment: crm-desk }}
+  limits: {{ maxToolCalls: 2, maxSeconds: 60 }}
+  output: {{ type: object, required: [status], properties: {{ status: {{ type: string }} }} }}
+"#,
+        provider.url("/api")
+    );
+    let release = release_with(dir.path(), &[("crm.yaml", &agent)]);
+    let mut delivery = DeliveryConfig::new();
+    delivery.credential("crm-api", SECRET);
+    let runtime = runtime(dir.path(), delivery);
+    runtime.activate(&release).await.unwrap();
+
+    let run = runtime
+        .start(StartRun {
+            agent: "crm-update".to_owned(),
+            input: json!({"contact": "7", "connection": "crm"}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert_eq!(action.recipient, "crm");
+    assert_eq!(
+        action.content.to_value().unwrap(),
+        json!({"method": "PATCH", "path": "/contacts/7", "body": {"status": "contacted"}})
+    );
+    let connection = action.connection.as_ref().unwrap();
+    assert_eq!(connection.credential.as_deref(), Some("crm-api"));
+    assert!(provider.seen().is_empty(), "nothing before approval");
+    let approved = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        approved.state,
+        ActionState::Delivered,
+        "{:?}",
+        approved.outcome
+    );
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(result(&ended)["status"], "delivered");
+    let seen = provider.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("PATCH", "/api/contacts/7")
+    );
+    assert_eq!(seen[0].json(), json!({"status": "contacted"}));
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+    assert_eq!(seen[0].header("idempotency-key"), Some(action.id.as_str()));
+    // The credential went to the API and nowhere else: not into the
+    // action, the run, or any byte of the store.
+    assert!(!approved.to_json().to_string().contains(SECRET));
+    assert!(!serde_json::to_string(&ended).unwrap().contains(SECRET));
+    drop(runtime);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{} holds the credential",
+                path.display()
+            );
+        }
+    }
+
+    // A connection the agent does not declare is refused before any
+    // action exists.
+    let runtime = self::runtime(dir.path(), DeliveryConfig::new());
+    let refused = runtime
+        .run_to_end(StartRun {
+            agent: "crm-update".to_owned(),
+            input: json!({"contact": "7", "connection": "billing"}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(refused.status, RunStatus::Failed);
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("connection `billing` is not one of agent `crm-update`'s connections"),
+        "{refused:#?}"
+    );
+    assert!(
+        runtime
+            .actions()
+            .list(None, Some(&refused.id))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(provider.seen().len(), 1);
 }

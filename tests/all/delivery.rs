@@ -249,26 +249,26 @@ async fn slow_final_reply_is_unknown() {
 
 /// What the test provider saw of one request.
 #[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    headers: http::HeaderMap,
-    body: Bytes,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(|v| v.to_str().unwrap())
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 }
 
 /// How the test provider answers.
 #[derive(Clone)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16, &'static str),
     After(Duration, u16),
     /// Read the request, then close the connection without a word.
@@ -276,14 +276,14 @@ enum Answer {
 }
 
 /// A tiny HTTP provider on loopback that records every request.
-struct Provider {
+pub(crate) struct Provider {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Provider {
-    async fn start(answer: Answer) -> Self {
+    pub(crate) async fn start(answer: Answer) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -338,11 +338,11 @@ impl Provider {
         Self { addr, seen, task }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
