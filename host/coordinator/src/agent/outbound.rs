@@ -408,7 +408,7 @@ impl ActionLedger {
                         state: action.state,
                     });
                 }
-                if decision.kind == DeciderKind::Person && action.decider != DeciderKind::Person {
+                if decision.kind == DeciderKind::Person && action.decider == DeciderKind::Agent {
                     return Err(ActionError::AwaitingAgent {
                         action: action.id.clone(),
                         reviewer: action.reviewer.clone().unwrap_or_default(),

@@ -7,25 +7,20 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hane_core::{
-    ActionId, Control, Decider, Impact, Input, InputId, InputKind, JsonText, Outcome,
-    PolicyVerdict, RunId, SessionEvent, SessionId, TaskId, ToolCall, ToolCallId, ToolCallStatus,
+    Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
+    TaskId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
 use hane_store::{
-    OverrideRow, Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous,
-    TaskRow, UsageDelta,
+    Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::action::{
-    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Verdict,
-    digest,
-};
-use super::budget::{BudgetExceeded, BudgetReport, BudgetScope, ChargeError, charge, utc_day};
+use super::budget::{BudgetExceeded, BudgetScope};
 use super::gateway::{GatewayError, Stop, ToolGateway};
 use super::journal::Journal;
-use super::outbound::{ActionError, ActionLedger};
+use super::outbound::ActionLedger;
 use super::release::{LoadedAgent, LoadedRelease, load_active};
 use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
 use super::script;

@@ -5,9 +5,16 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use hane_core::ProposedAction;
+use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
+use hane_store::{OverrideRow, UsageDelta};
 
 use super::*;
+use crate::agent::action::{
+    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Verdict,
+    digest,
+};
+use crate::agent::budget::{BudgetReport, ChargeError, charge, utc_day};
+use crate::agent::outbound::ActionError;
 
 /// Where approval tasks go when neither the agent's `approval` nor its
 /// `handover` names a group.
@@ -289,7 +296,11 @@ impl AgentRuntime {
             Choice::Policy(verdict) => self.policy_decides(&action, verdict).await,
             Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
         };
-        if let Err(e) = decided {
+        // A person may have decided first (the action was listed as
+        // pending for a moment): their decision stands.
+        if let Err(e) = decided
+            && !matches!(e, ActionError::AlreadyDecided { .. })
+        {
             return ToolResult::error("failed", format!("action {}: {e}", action.id));
         }
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
