@@ -1145,3 +1145,31 @@ spec:
     );
     assert_eq!(provider.seen().len(), 1);
 }
+
+#[tokio::test]
+async fn an_operation_whose_manifest_misstates_its_impact_is_refused_at_activation() {
+    let dir = tempfile::tempdir().unwrap();
+    // A read operation declared outbound: the declaration must match what
+    // the component says of itself.
+    let operation = r#"
+apiVersion: operations/v1alpha1
+kind: Operation
+metadata:
+  name: lookup
+spec:
+  component: builtin:data.find_record
+  impact: outbound
+  capabilities:
+    records: [vehicles]
+"#;
+    let release = release_with(dir.path(), &[("lookup.yaml", operation)]);
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let refused = runtime.activate(&release).await.unwrap_err().to_string();
+    assert!(
+        refused.contains(
+            "lookup.yaml: spec.impact: the manifest says `outbound` but the component describes itself as `read`"
+        ),
+        "{refused}"
+    );
+    assert!(matches!(runtime.release().await, Err(RunError::NoRelease)));
+}

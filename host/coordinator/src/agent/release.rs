@@ -372,6 +372,14 @@ async fn release_operation(
         .await
         .map_err(|e| format!("{file}: spec.component: {e}"))?;
     let descriptor = loaded.descriptor();
+    if let Some(declared) = manifest.spec.impact
+        && declared != descriptor.impact
+    {
+        return Err(format!(
+            "{file}: spec.impact: the manifest says `{declared}` but the component describes itself as `{}`",
+            descriptor.impact
+        ));
+    }
     let limits = manifest.spec.limits.apply_to(sandbox.default_limits());
     Ok((
         ReleasedOperation {

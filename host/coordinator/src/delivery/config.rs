@@ -137,12 +137,32 @@ impl SmtpConfig {
 
 /// An HTTP provider that sends SMS or places calls: hane `POST`s JSON to
 /// `url` (see [`deliver`](super::deliver) for the body).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpProvider {
     /// The endpoint, `http://` or `https://`.
     pub url: String,
     /// Sent as `Authorization: Bearer <token>` when set.
     pub token: Option<Secret>,
+}
+
+impl fmt::Debug for HttpProvider {
+    /// The URL without its query or user info (either may hold a key), and
+    /// the token as `***`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let url = match url::Url::parse(&self.url) {
+            Ok(mut url) => {
+                url.set_query(None);
+                let _ = url.set_username("");
+                let _ = url.set_password(None);
+                url.to_string()
+            }
+            Err(_) => "(not a URL)".to_owned(),
+        };
+        f.debug_struct("HttpProvider")
+            .field("url", &url)
+            .field("token", &self.token)
+            .finish()
+    }
 }
 
 impl HttpProvider {
@@ -755,5 +775,16 @@ mod tests {
             ..SmtpConfig::new("h", SmtpTls::None, "a@b.c")
         });
         assert!(!format!("{config:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_provider_prints_without_its_query_user_or_token() {
+        let provider = HttpProvider::new("https://user:pw@sms.example.com/send?key=s3cret")
+            .with_token("t0ken");
+        let shown = format!("{provider:?}");
+        assert!(shown.contains("https://sms.example.com/send"), "{shown}");
+        for secret in ["s3cret", "t0ken", "pw", "user"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
     }
 }
