@@ -1173,3 +1173,35 @@ spec:
     );
     assert!(matches!(runtime.release().await, Err(RunError::NoRelease)));
 }
+
+#[tokio::test]
+async fn an_approver_who_goes_away_mid_delivery_does_not_stop_it() {
+    let server = SmtpServer::start(&["--delay-ms", "500"]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    // The approving caller (an HTTP request whose client hung up) is
+    // dropped while the server holds the message.
+    let approval = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, "person:a", None);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(150), approval)
+            .await
+            .is_err()
+    );
+    let settled = tokio::time::timeout(
+        Duration::from_secs(10),
+        runtime.actions().wait_settled(action.id.as_str()),
+    )
+    .await
+    .expect("the delivery goes on without its caller")
+    .unwrap();
+    assert_eq!(settled.state, ActionState::Delivered, "{settled:#?}");
+    assert_eq!(server.messages_of(action.id.as_str()), 1);
+    assert_eq!(
+        result(&runtime.wait(&run.id).await.unwrap())["status"],
+        "delivered"
+    );
+}

@@ -491,7 +491,20 @@ impl ActionLedger {
     ///
     /// No such action, or the store failed. An exhausted budget is not an
     /// error: the action ends `failed` saying so.
+    ///
+    /// The work runs in a task of its own: a caller that goes away (an
+    /// HTTP client hanging up on its approval) cannot stop a delivery
+    /// between its claim and its outcome, which would leave the action
+    /// `executing` under a process that is still alive.
     pub async fn execute(&self, id: &str) -> Result<ActionRequest, ActionError> {
+        let ledger = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move { ledger.execute_here(&id).await })
+            .await
+            .map_err(|e| ActionError::Corrupt(format!("delivering an action: {e}")))?
+    }
+
+    async fn execute_here(&self, id: &str) -> Result<ActionRequest, ActionError> {
         let owner = self.inner.owner.clone();
         let scope = self.inner.scope.key();
         let budget = self.budget();
