@@ -725,10 +725,8 @@ async fn approve_then_kill_at_random_points_never_resends() {
     );
 }
 
-#[tokio::test]
-async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
-    let dir = tempfile::tempdir().unwrap();
-    let llm = r#"
+/// An agent whose driver uses a model: it reserves 50,000 tokens a run.
+const SUMMARIZER: &str = r#"
 apiVersion: agents/v1alpha1
 kind: Agent
 metadata:
@@ -742,6 +740,10 @@ spec:
   limits: { maxModelTokens: 50000 }
   output: { type: object, required: [status], properties: { status: { type: string } } }
 "#;
+
+#[tokio::test]
+async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
+    let dir = tempfile::tempdir().unwrap();
     let scripted = reminder_for_people();
     let budget = |tokens: u64, runs: u64, actions: u64| {
         format!(
@@ -751,7 +753,7 @@ spec:
     let release = release_with(
         dir.path(),
         &[
-            ("summarizer.yaml", llm),
+            ("summarizer.yaml", SUMMARIZER),
             ("reminder.yaml", &scripted),
             ("budget.yaml", &budget(40_000, 10, 1)),
         ],
@@ -841,24 +843,10 @@ spec:
 #[tokio::test]
 async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     let dir = tempfile::tempdir().unwrap();
-    let llm = r#"
-apiVersion: agents/v1alpha1
-kind: Agent
-metadata:
-  name: summarizer
-spec:
-  purpose: Summarize a vehicle's history with a model
-  input: { type: object }
-  driver: llm
-  instructions: Summarize.
-  tools: [data.find_record]
-  limits: { maxModelTokens: 50000 }
-  output: { type: object, required: [status], properties: { status: { type: string } } }
-"#;
     let budget = "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: 2\n  modelTokensPerDay: 200000\n";
     let release = release_with(
         dir.path(),
-        &[("summarizer.yaml", llm), ("budget.yaml", budget)],
+        &[("summarizer.yaml", SUMMARIZER), ("budget.yaml", budget)],
     );
     let runtime = runtime(dir.path(), DeliveryConfig::new());
     runtime.activate(&release).await.unwrap();
