@@ -848,17 +848,25 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
         dir.path(),
         &[("summarizer.yaml", SUMMARIZER), ("budget.yaml", budget)],
     );
+    std::fs::copy(
+        harness::examples().join("agents/vehicle-check-scripted.yaml"),
+        release.join("vehicle-check-scripted.yaml"),
+    )
+    .unwrap();
     let runtime = runtime(dir.path(), DeliveryConfig::new());
     runtime.activate(&release).await.unwrap();
-    let start = || StartRun {
-        agent: "summarizer".to_owned(),
-        input: json!({}),
+    let start = |agent: &str, input: Value| StartRun {
+        agent: agent.to_owned(),
+        input,
         shadow: false,
     };
-    // The reservation fits; the driver is not in this build, and the
-    // reservation is given back.
+    // The reservation fits; the driver is not in this build, and neither
+    // the reservation nor the run that never started is kept.
     for _ in 0..2 {
-        let refused = runtime.start(start()).await.unwrap_err();
+        let refused = runtime
+            .start(start("summarizer", json!({})))
+            .await
+            .unwrap_err();
         assert!(
             matches!(refused, RunError::DriverUnavailable { .. }),
             "{refused}"
@@ -866,17 +874,31 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     }
     let report = runtime.budget().await.unwrap();
     assert_eq!(report.usage.model_tokens_reserved, 0, "{report:#?}");
-    assert_eq!(report.usage.agent_runs, 2);
+    assert_eq!(report.usage.agent_runs, 0, "{report:#?}");
     assert_eq!(report.limits.agent_runs_per_day, Some(2));
-    assert!(
-        report.alerts.iter().any(|a| a.limit == "agentRunsPerDay"),
-        "{report:#?}"
-    );
-    let refused = runtime.start(start()).await.unwrap_err();
+
+    // Two runs a day: the third is refused, and reaching 80% (the default
+    // alertAtPercent) was an alert.
+    let found = || {
+        start(
+            "vehicle-check-scripted",
+            json!({"vehicle": "架空 300 あ 10-02"}),
+        )
+    };
+    for _ in 0..2 {
+        let run = runtime.run_to_end(found()).await.unwrap();
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+    }
+    let refused = runtime.start(found()).await.unwrap_err();
     let RunError::Budget(exceeded) = &refused else {
         panic!("{refused}")
     };
     assert_eq!(exceeded.limit, "agentRunsPerDay");
+    assert_eq!((exceeded.used, exceeded.limit_value), (2, 2));
+    let report = runtime.budget().await.unwrap();
+    assert_eq!(report.usage.agent_runs, 2, "a refused run is not counted");
+    let alerts: Vec<&str> = report.alerts.iter().map(|a| a.limit.as_str()).collect();
+    assert_eq!(alerts, ["agentRunsPerDay"], "recorded once: {report:#?}");
 }
 
 #[tokio::test]

@@ -379,26 +379,8 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn put_run(&self, run: RunRow) -> Result<(), StoreError> {
-        self.with("storing a run", move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO runs (id, agent, status, created_at, updated_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    run.id,
-                    run.agent,
-                    run.status,
-                    run.created_at_ms as i64,
-                    run.updated_at_ms as i64,
-                    run.body
-                ])
-            })
-            .map_err(db("storing a run"))?;
-            Ok(())
-        })
-        .await
+        self.with("storing a run", move |conn| upsert_run(conn, &run))
+            .await
     }
 
     /// The run with this id.
@@ -588,6 +570,26 @@ fn set_active(conn: &Connection, number: u64, now: u64) -> Result<(), StoreError
         params![number as i64, now as i64],
     )
     .map_err(db("activating a release"))?;
+    Ok(())
+}
+
+fn upsert_run(conn: &Connection, run: &RunRow) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO runs (id, agent, status, created_at, updated_at, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            run.id,
+            run.agent,
+            run.status,
+            run.created_at_ms as i64,
+            run.updated_at_ms as i64,
+            run.body
+        ])
+    })
+    .map_err(db("storing a run"))?;
     Ok(())
 }
 

@@ -491,11 +491,11 @@ impl AgentRuntime {
         } else {
             agent.manifest.spec.limits.max_model_tokens
         };
-        let reservation = self.charge_run(&release, tokens).await?;
         if !driver.is_available_in_this_build() {
-            if let Some((day, tokens)) = &reservation {
-                self.give_back(day, *tokens, 0).await;
-            }
+            // The budget answers first: a run it cannot cover is refused
+            // as such. Nothing is kept of a run that never starts.
+            let day = self.charge_run(&release, tokens, None).await?;
+            self.give_back(&day, tokens, 0, false).await;
             return Err(RunError::DriverUnavailable {
                 agent: request.agent,
                 driver: driver.to_string(),
@@ -518,7 +518,12 @@ impl AgentRuntime {
             created_at_ms: now,
             updated_at_ms: now,
         };
-        self.persist(&run).await?;
+        // Counted against the day's budget and stored `queued` in one
+        // transaction.
+        let day = self
+            .charge_run(&release, tokens, Some(run_row(&run)))
+            .await?;
+        let reservation = (tokens > 0).then_some((day, tokens));
         let (changes, _) = watch::channel(run.clone());
         let live = Arc::new(LiveRun {
             run: Mutex::new(run.clone()),
@@ -671,17 +676,7 @@ impl AgentRuntime {
     }
 
     async fn persist(&self, run: &AgentRun) -> Result<(), RunError> {
-        self.inner
-            .registry
-            .put_run(RunRow {
-                id: run.id.to_string(),
-                agent: run.agent.clone(),
-                status: run.status.as_str().to_owned(),
-                created_at_ms: run.created_at_ms,
-                updated_at_ms: run.updated_at_ms,
-                body: hane_core::seal(run),
-            })
-            .await?;
+        self.inner.registry.put_run(run_row(run)).await?;
         Ok(())
     }
 
@@ -761,7 +756,7 @@ impl AgentRuntime {
             *lock(&live.run) = run.clone();
         }
         if let Some((day, tokens)) = &live.reservation {
-            self.give_back(day, *tokens, run.tokens_used).await;
+            self.give_back(day, *tokens, run.tokens_used, true).await;
         }
         lock(&self.inner.live).remove(&id);
         live.changes.send_replace(run);
@@ -1139,6 +1134,17 @@ impl AgentRuntime {
 }
 
 mod approvals;
+
+fn run_row(run: &AgentRun) -> RunRow {
+    RunRow {
+        id: run.id.to_string(),
+        agent: run.agent.clone(),
+        status: run.status.as_str().to_owned(),
+        created_at_ms: run.created_at_ms,
+        updated_at_ms: run.updated_at_ms,
+        body: hane_core::seal(run),
+    }
+}
 
 fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
     hane_core::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))

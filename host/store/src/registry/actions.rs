@@ -8,7 +8,7 @@
 
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::{Registry, TaskRow, db, insert_task};
+use super::{Registry, RunRow, TaskRow, db, insert_task, upsert_run};
 use crate::StoreError;
 
 /// The most actions one listing returns.
@@ -147,6 +147,15 @@ impl RegistryTx<'_> {
             })
             .map_err(db("storing an action"))?;
         Ok(())
+    }
+
+    /// Inserts or replaces a run.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub fn put_run(&self, run: &RunRow) -> Result<(), StoreError> {
+        upsert_run(self.tx, run)
     }
 
     /// Stores a new task.

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
-use hane_store::{OverrideRow, UsageDelta};
+use hane_store::{OverrideRow, RunRow, UsageDelta};
 
 use super::*;
 use crate::agent::action::{
@@ -40,13 +40,16 @@ fn charge_error(e: ChargeError) -> RunError {
 
 impl AgentRuntime {
     /// Counts a run against today's budget and reserves `tokens` model
-    /// tokens for it; returns the reservation (day, tokens) to give back
-    /// when the run ends.
+    /// tokens for it, storing `run` in the same transaction when given;
+    /// returns the UTC day it counted on, where the reservation is given
+    /// back when the run ends. Nothing is counted or stored when a limit
+    /// would be crossed.
     pub(super) async fn charge_run(
         &self,
         release: &LoadedRelease,
         tokens: u64,
-    ) -> Result<Option<(String, u64)>, RunError> {
+        run: Option<RunRow>,
+    ) -> Result<String, RunError> {
         let scope = self.inner.actions.scope().clone();
         let budget = release.budget_for(&scope);
         let now = now_ms();
@@ -60,17 +63,25 @@ impl AgentRuntime {
         };
         self.inner
             .registry
-            .transact(move |tx| charge(tx, &key, &charged_day, budget.as_ref(), delta, now))
+            .transact(move |tx| {
+                charge(tx, &key, &charged_day, budget.as_ref(), delta, now)?;
+                if let Some(run) = &run {
+                    tx.put_run(run)?;
+                }
+                Ok(())
+            })
             .await
             .map_err(charge_error)?;
-        Ok((tokens > 0).then_some((day, tokens)))
+        Ok(day)
     }
 
-    /// Returns a run's unused reservation and counts what it used.
-    pub(super) async fn give_back(&self, day: &str, reserved: u64, used: u64) {
+    /// Returns a run's unused reservation and counts what it used; a run
+    /// that never `started` is not counted either.
+    pub(super) async fn give_back(&self, day: &str, reserved: u64, used: u64, started: bool) {
         let key = self.inner.actions.scope().key();
         let day = day.to_owned();
         let delta = UsageDelta {
+            runs: if started { 0 } else { -1 },
             tokens_reserved: -(reserved as i64),
             tokens_used: used as i64,
             ..UsageDelta::default()
