@@ -142,7 +142,8 @@ fn agent(name: &str, finds: usize) -> String {
     )
 }
 
-/// The examples plus the two benchmark agents, in `dir`.
+/// The examples (but their budget) plus the two benchmark agents, in
+/// `dir`.
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
     let copy = |from: &Path, to: &Path| {
@@ -154,8 +155,10 @@ fn release(dir: &Path) -> PathBuf {
             }
         }
     };
+    // Not `budgets/`: its 200 runs a day would stop the benchmark.
     for sub in [
         "agents",
+        "policies",
         "tools",
         "ledger/records",
         "ledger/documents/leases",
