@@ -72,6 +72,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 path.display()
             ),
         }
+        let signalled = stopped()?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -83,7 +84,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::pin!(server);
         tokio::select! {
             served = &mut server => served?,
-            signal = stopped() => {
+            signal = signalled => {
                 signal?;
                 eprintln!(
                     "stopping: waiting up to {} s for requests in progress",

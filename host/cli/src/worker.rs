@@ -79,6 +79,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
             Components::with_builtins(),
             LocalConfig::new().concurrency(concurrency),
         );
+        let stop = stopped()?;
         let listener = WorkerListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -88,7 +89,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         let worker = Worker::new(manager, secret);
         tokio::select! {
             () = worker.serve(listener) => {}
-            stop = stopped() => stop?,
+            stop = stop => stop?,
         }
         Ok(())
     });
@@ -97,13 +98,17 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     served
 }
 
-/// Resolves on SIGTERM or ctrl-c.
-pub(crate) async fn stopped() -> anyhow::Result<()> {
+/// Watches for SIGTERM and ctrl-c from now on: the future resolves on
+/// either. Called before the listener is bound, so a SIGTERM sent as soon
+/// as the address is in use is caught rather than killing the process.
+pub(crate) fn stopped() -> anyhow::Result<impl Future<Output = anyhow::Result<()>>> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch for SIGTERM")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot watch for ctrl-c")?,
-    }
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot watch for ctrl-c")?,
+        }
+        Ok(())
+    })
 }

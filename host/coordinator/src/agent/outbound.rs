@@ -415,36 +415,16 @@ impl ActionLedger {
                     });
                 }
                 check_digest(action, &decision.digest)?;
-                match decision.verdict {
-                    Verdict::Approve => action.state = ActionState::Approved,
-                    Verdict::Reject => {
-                        let reason = decision
-                            .reason
-                            .as_deref()
-                            .map(|r| format!(": {r}"))
-                            .unwrap_or_default();
-                        let detail = format!(
-                            "rejected by {} ({}){reason}",
-                            decision.by,
-                            decision.kind.as_str()
-                        );
-                        end(action, ActionState::Rejected, detail);
+                if decision.verdict == Verdict::Escalate {
+                    if let Some(task) = &escalation {
+                        tx.create_task(task)?;
+                        action.assignment = Some(task.assignment.clone());
+                        action.task = task.id.parse().ok();
                     }
-                    Verdict::Escalate => {
-                        action.decider = DeciderKind::Person;
-                        if let Some(task) = &escalation {
-                            tx.create_task(task)?;
-                            action.assignment = Some(task.assignment.clone());
-                            action.task = task.id.parse().ok();
-                        }
-                    }
-                }
-                if let Some(task) = &action.task
-                    && decision.verdict != Verdict::Escalate
-                {
+                } else if let Some(task) = &action.task {
                     tx.set_task_state(task.as_str(), "done")?;
                 }
-                action.trail.push(decision);
+                record(action, decision);
                 Ok(())
             })
             .await?;
@@ -751,6 +731,30 @@ impl ActionLedger {
             let _ = tokio::time::timeout(POLL, changed).await;
         }
     }
+}
+
+/// Applies `decision` to a pending `action` and adds it to the trail:
+/// approve makes it `approved`, reject `rejected` (the outcome says by
+/// whom and why), escalate hands it to a person.
+pub(crate) fn record(action: &mut ActionRequest, decision: Decision) {
+    match decision.verdict {
+        Verdict::Approve => action.state = ActionState::Approved,
+        Verdict::Reject => {
+            let reason = decision
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            let detail = format!(
+                "rejected by {} ({}){reason}",
+                decision.by,
+                decision.kind.as_str()
+            );
+            end(action, ActionState::Rejected, detail);
+        }
+        Verdict::Escalate => action.decider = DeciderKind::Person,
+    }
+    action.trail.push(decision);
 }
 
 /// A person's decision.

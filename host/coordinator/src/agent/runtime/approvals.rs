@@ -14,7 +14,7 @@ use crate::agent::action::{
     digest,
 };
 use crate::agent::budget::{BudgetReport, ChargeError, charge, utc_day};
-use crate::agent::outbound::ActionError;
+use crate::agent::outbound::{ActionError, record};
 
 /// Where approval tasks go when neither the agent's `approval` nor its
 /// `handover` names a group.
@@ -288,7 +288,27 @@ impl AgentRuntime {
                 action.decider = DeciderKind::Agent;
                 action.reviewer = Some(reviewer.clone());
             }
-            Choice::Policy(_) => action.decider = DeciderKind::Policy,
+            Choice::Policy(verdict) => {
+                // Decided with the proposal, in its transaction.
+                action.decider = DeciderKind::Policy;
+                let by = format!(
+                    "policy:{}",
+                    action.rule.as_deref().unwrap_or("decider policy")
+                );
+                let verdict = match verdict {
+                    PolicyVerdict::Approve => Verdict::Approve,
+                    PolicyVerdict::Reject => Verdict::Reject,
+                };
+                let decision = Decision {
+                    kind: DeciderKind::Policy,
+                    by,
+                    verdict,
+                    reason: None,
+                    digest: action.digest.clone(),
+                    at_ms: now,
+                };
+                record(&mut action, decision);
+            }
         }
         let action = match ledger.propose(action, task).await {
             Ok(action) => action,
@@ -303,15 +323,13 @@ impl AgentRuntime {
             self.update(live, |r| r.tasks.push(task.clone()));
         }
         let decided = match choice {
-            Choice::Person(_) => Ok(()),
-            Choice::Policy(verdict) => self.policy_decides(&action, verdict).await,
+            Choice::Person(_) | Choice::Policy(PolicyVerdict::Reject) => Ok(()),
+            Choice::Policy(PolicyVerdict::Approve) => {
+                ledger.execute(action.id.as_str()).await.map(drop)
+            }
             Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
         };
-        // A person may have decided first (the action was listed as
-        // pending for a moment): their decision stands.
-        if let Err(e) = decided
-            && !matches!(e, ActionError::AlreadyDecided { .. })
-        {
+        if let Err(e) = decided {
             return ToolResult::error("failed", format!("action {}: {e}", action.id));
         }
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
@@ -444,41 +462,6 @@ impl AgentRuntime {
             Decider::Agent(agent) => Choice::Agent(agent.clone()),
             Decider::Policy(verdict) => Choice::Policy(*verdict),
         })
-    }
-
-    /// A policy rule approves (and the action is executed) or rejects.
-    async fn policy_decides(
-        &self,
-        action: &ActionRequest,
-        verdict: PolicyVerdict,
-    ) -> Result<(), ActionError> {
-        let verdict = match verdict {
-            PolicyVerdict::Approve => Verdict::Approve,
-            PolicyVerdict::Reject => Verdict::Reject,
-        };
-        let by = format!(
-            "policy:{}",
-            action.rule.as_deref().unwrap_or("decider policy")
-        );
-        self.inner
-            .actions
-            .decide(
-                action.id.as_str(),
-                Decision {
-                    kind: DeciderKind::Policy,
-                    by,
-                    verdict,
-                    reason: None,
-                    digest: action.digest.clone(),
-                    at_ms: now_ms(),
-                },
-                None,
-            )
-            .await?;
-        if verdict == Verdict::Approve {
-            self.inner.actions.execute(action.id.as_str()).await?;
-        }
-        Ok(())
     }
 
     /// Runs review agent `reviewer` on `action` and records its decision
