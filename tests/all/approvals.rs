@@ -843,7 +843,9 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
 #[tokio::test]
 async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     let dir = tempfile::tempdir().unwrap();
-    let budget = "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: 2\n  modelTokensPerDay: 200000\n";
+    // Room for one reservation of 50,000 tokens at a time: a second
+    // start fits only if the first gave its reservation back.
+    let budget = "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: 2\n  modelTokensPerDay: 60000\n";
     let release = release_with(
         dir.path(),
         &[("summarizer.yaml", SUMMARIZER), ("budget.yaml", budget)],
@@ -877,8 +879,7 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     assert_eq!(report.usage.agent_runs, 0, "{report:#?}");
     assert_eq!(report.limits.agent_runs_per_day, Some(2));
 
-    // Two runs a day: the third is refused, and reaching 80% (the default
-    // alertAtPercent) was an alert.
+    // Two runs a day: the third is refused.
     let found = || {
         start(
             "vehicle-check-scripted",
@@ -898,7 +899,13 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     let report = runtime.budget().await.unwrap();
     assert_eq!(report.usage.agent_runs, 2, "a refused run is not counted");
     let alerts: Vec<&str> = report.alerts.iter().map(|a| a.limit.as_str()).collect();
-    assert_eq!(alerts, ["agentRunsPerDay"], "recorded once: {report:#?}");
+    // Each limit's alert once: tokens when a reservation took 50,000 of
+    // 60,000 (reserved counts), runs at the second run.
+    assert_eq!(
+        alerts,
+        ["modelTokensPerDay", "agentRunsPerDay"],
+        "recorded once each: {report:#?}"
+    );
 }
 
 #[tokio::test]
@@ -1214,4 +1221,217 @@ async fn an_approver_who_goes_away_mid_delivery_does_not_stop_it() {
         result(&runtime.wait(&run.id).await.unwrap())["status"],
         "delivered"
     );
+}
+
+#[tokio::test]
+async fn the_time_limit_withdraws_a_pending_action() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let quick = reminder_for_people().replace("maxSeconds: 3600", "maxSeconds: 1");
+    let release = release_with(dir.path(), &[("reminder.yaml", &quick)]);
+    let runtime = runtime(dir.path(), smtp_delivery(&server));
+    runtime.activate(&release).await.unwrap();
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::LimitExceeded, "{ended:#?}");
+    let withdrawn = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(withdrawn.state, ActionState::Rejected);
+    assert!(
+        withdrawn
+            .outcome
+            .unwrap()
+            .detail
+            .contains("the run ended limit_exceeded"),
+    );
+    let late = runtime
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(late, ActionError::AlreadyDecided { .. }), "{late}");
+    assert!(server.messages().is_empty());
+}
+
+#[tokio::test]
+async fn an_override_set_while_a_review_agent_works_hands_the_action_to_people() {
+    let dir = tempfile::tempdir().unwrap();
+    // A review agent that takes a while (a second or so of arithmetic in
+    // the sandbox) before it approves.
+    let spin = r#"
+apiVersion: operations/v1alpha1
+kind: Operation
+metadata:
+  name: test.spin
+spec:
+  component: guest_spin.wasm
+  limits: { fuel: 200000000000, timeout: 60s }
+"#;
+    let review = r#"
+apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: slow-review
+spec:
+  purpose: Approves every text, after thinking it over
+  input: { type: object, required: [action] }
+  driver: scripted
+  script:
+    - tool: test.spin
+      input: { iterations: 1500000000 }
+    - tool: submit_review
+      input: { decision: approve, reason: "looks fine" }
+  tools: [test.spin, submit_review]
+  limits: { maxSeconds: 120 }
+  output: { type: object, required: [status], properties: { status: { type: string } } }
+"#;
+    let policy = r#"
+apiVersion: agents/v1alpha1
+kind: DeciderPolicy
+metadata:
+  name: reviewed
+spec:
+  rules:
+    - tools: [communication.send_sms]
+      decider: { agent: slow-review }
+"#;
+    let texter = std::fs::read_to_string(harness::examples().join("agents/driver-text.yaml"))
+        .unwrap()
+        .replace("decider: fleet-outbound", "decider: reviewed");
+    let release = release_with(
+        dir.path(),
+        &[
+            ("spin.yaml", spin),
+            ("review.yaml", review),
+            ("policy.yaml", policy),
+            ("texter.yaml", &texter),
+        ],
+    );
+    let wasm = hane_builtins::test_programs::ALL
+        .iter()
+        .find(|(name, _)| *name == "guest_spin")
+        .unwrap()
+        .1;
+    std::fs::copy(wasm, release.join("guest_spin.wasm")).unwrap();
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    runtime.activate(&release).await.unwrap();
+
+    // 1. While the agent reviews, a person is refused; once an override
+    //    names the tool, a person decides, and the agent's late approval
+    //    changes nothing.
+    let run = runtime.start(text("+815012340001")).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert_eq!(action.decider, DeciderKind::Agent);
+    let refused = runtime
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ActionError::AwaitingAgent { .. }),
+        "{refused}"
+    );
+    runtime
+        .add_override("communication.send_sms", "texts under review", "person:a")
+        .await
+        .unwrap();
+    let approved = runtime
+        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert!(approved.human_approved());
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(result(&ended)["status"], "failed", "no SMS provider here");
+    let action = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(action.trail.len(), 1, "{:#?}", action.trail);
+    assert_eq!(action.trail[0].kind, DeciderKind::Person);
+    runtime
+        .remove_override("communication.send_sms")
+        .await
+        .unwrap();
+
+    // 2. An override set while the agent reviews turns its approval into
+    //    an escalation: people decide.
+    let run = runtime.start(text("+815012340002")).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert_eq!(action.decider, DeciderKind::Agent);
+    runtime
+        .add_override("communication.send_sms", "texts under review", "person:a")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let escalated = loop {
+        let now = runtime.actions().get(action.id.as_str()).await.unwrap();
+        if !now.trail.is_empty() {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the review never ended: {now:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(escalated.state, ActionState::Pending);
+    assert_eq!(escalated.decider, DeciderKind::Person);
+    assert_eq!(escalated.trail[0].kind, DeciderKind::Agent);
+    assert_eq!(escalated.trail[0].verdict, Verdict::Escalate);
+    assert!(
+        escalated.trail[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("decider override"),
+        "{:#?}",
+        escalated.trail
+    );
+    runtime
+        .actions()
+        .reject(action.id.as_str(), &action.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        result(&runtime.wait(&run.id).await.unwrap())["status"],
+        "rejected"
+    );
+}
+
+#[tokio::test]
+async fn the_claim_checks_the_budget_when_two_actions_passed_the_proposal_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  externalActionsPerDay: 1\n";
+    let release = release_with(
+        dir.path(),
+        &[
+            ("reminder.yaml", &reminder_for_people()),
+            ("budget.yaml", budget),
+        ],
+    );
+    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    runtime.activate(&release).await.unwrap();
+    // Both are proposed while none was sent: both pass the check made
+    // when an action is proposed.
+    let first = runtime
+        .start(reminder("a@elsewhere.example"))
+        .await
+        .unwrap();
+    let second = runtime
+        .start(reminder("b@elsewhere.example"))
+        .await
+        .unwrap();
+    let a = action_of(&runtime, &first.id, ActionState::Pending).await;
+    let b = action_of(&runtime, &second.id, ActionState::Pending).await;
+    let a = runtime
+        .approve(a.id.as_str(), &a.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert_eq!(a.attempts.len(), 1, "the first is attempted");
+    let b = runtime
+        .approve(b.id.as_str(), &b.digest, "person:a", None)
+        .await
+        .unwrap();
+    assert_eq!(b.state, ActionState::Failed);
+    assert!(b.attempts.is_empty(), "the second is never attempted");
+    assert!(b.outcome.unwrap().detail.contains(
+        "not sent: the daily budget `daily` does not allow this: externalActionsPerDay is 1"
+    ),);
+    assert_eq!(runtime.budget().await.unwrap().usage.external_actions, 1);
 }

@@ -424,22 +424,48 @@ async fn call_posts_the_message_without_a_token() {
 }
 
 #[tokio::test]
-async fn provider_error_fails_with_status_and_body() {
-    let provider = Provider::start(Answer::Status(500, "upstream exploded")).await;
-    let mut config = DeliveryConfig::new();
-    config.sms(HttpProvider::new(provider.url("/sms")));
+async fn a_refusal_fails_and_a_server_error_is_unknown_with_status_and_body() {
+    for (status, body, failed) in [
+        (422, "unknown number", true),
+        (500, "upstream exploded", false),
+    ] {
+        let provider = Provider::start(Answer::Status(status, body)).await;
+        let mut config = DeliveryConfig::new();
+        config.sms(HttpProvider::new(provider.url("/sms")));
+        let outcome = deliver(
+            &config,
+            Outbound::Sms {
+                to: "+1",
+                text: "t",
+                action: "act-5xx",
+            },
+        )
+        .await;
+        if failed {
+            assert_failed(&outcome, "422 Unprocessable Entity: unknown number");
+        } else {
+            assert_unknown(&outcome, "500 Internal Server Error: upstream exploded");
+        }
+    }
+}
 
+#[tokio::test]
+async fn a_provider_echoing_the_token_does_not_bring_it_into_the_outcome() {
+    let provider =
+        Provider::start(Answer::Status(400, "bad request; you sent Bearer tok-77a1")).await;
+    let mut config = DeliveryConfig::new();
+    config.sms(HttpProvider::new(provider.url("/sms")).with_token("tok-77a1"));
     let outcome = deliver(
         &config,
         Outbound::Sms {
             to: "+1",
             text: "t",
-            action: "act-500",
+            action: "act-echo",
         },
     )
     .await;
-
-    assert_failed(&outcome, "500 Internal Server Error: upstream exploded");
+    assert_failed(&outcome, "you sent Bearer ***");
+    assert!(!outcome.detail().contains("tok-77a1"), "{outcome:?}");
 }
 
 #[tokio::test]

@@ -62,6 +62,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     let served = runtime.block_on(async {
         let agents = open_runtime(&path).await?;
+        // Approved actions whose approver stopped before sending them go
+        // out now, once each.
+        let resuming = agents.clone();
+        tokio::spawn(async move {
+            match resuming.resume_actions().await {
+                Ok(recovered) if !recovered.resumed.is_empty() || !recovered.unknown.is_empty() => {
+                    eprintln!(
+                        "outbound actions: {} approved ones delivered, {} left mid-delivery now unknown",
+                        recovered.resumed.len(),
+                        recovered.unknown.len()
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("outbound actions could not be resumed: {e}"),
+            }
+        });
         if agents.registry().api_keys().await?.is_empty() {
             return Err(NoKeys.into());
         }

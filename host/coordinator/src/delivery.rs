@@ -9,12 +9,12 @@
 //! - [`Delivery::Failed`]: nothing can have gone out: delivery is not
 //!   configured, the connection, DNS lookup or TLS handshake failed, the
 //!   SMTP server refused the login, sender, recipient or message, or the
-//!   HTTP provider answered 4xx/5xx (except 502 and 504; see below);
+//!   HTTP provider answered 4xx (it refused the request itself);
 //! - [`Delivery::Unknown`]: it may have gone out: the timeout expired or the
 //!   connection was lost after the message or request was sent and before
 //!   the final answer, or the answer does not say (an HTTP redirect, or a
-//!   502/504 from a gateway that may have passed the request on). A person
-//!   reconciles these; hane never resends them;
+//!   5xx: a server that failed part-way, or a gateway that may have passed
+//!   the request on). A person reconciles these; hane never resends them;
 //! - [`Delivery::Delivered`]: the SMTP server's final reply was 2xx, or the
 //!   provider answered 2xx.
 //!
@@ -22,7 +22,8 @@
 //! server or provider, quotes its reply (HTTP bodies up to
 //! [`BODY_EXCERPT_BYTES`]), and when something is not configured, names the
 //! variable to set. Details, errors and `Debug` output never contain a
-//! credential.
+//! credential; a provider that echoes the bearer token back has it
+//! replaced by `***`.
 //!
 //! # Configuration
 //!

@@ -22,6 +22,12 @@ pub enum PolicyError {
         "invalid environment grant `{0}`: expected KEY or KEY=VALUE, KEY made of letters, digits and `_`, not starting with a digit"
     )]
     Env(String),
+    /// A grant would pass one of hane's own variables (`HANE_…`, where the
+    /// host keeps delivery credentials and worker secrets) to a guest.
+    #[error(
+        "environment grant `{0}` would pass hane's own setting to the guest; `HANE_` variables hold the host's credentials and are never passed through (set a value with KEY=VALUE if the guest needs one)"
+    )]
+    HostSetting(String),
     /// An HTTP pattern such as `https://*.example.com:8443` was malformed.
     #[error("invalid http pattern `{pattern}`: {reason}")]
     Http {
@@ -207,6 +213,9 @@ impl FromStr for EnvGrant {
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
             return Err(PolicyError::Env(s.to_owned()));
+        }
+        if value.is_none() && key.to_ascii_uppercase().starts_with("HANE_") {
+            return Err(PolicyError::HostSetting(s.to_owned()));
         }
         Ok(EnvGrant {
             key: key.to_owned(),
@@ -546,6 +555,19 @@ mod tests {
         for bad in ["", "1A", "A-B", "=x", "A B"] {
             assert!(bad.parse::<EnvGrant>().is_err(), "{bad}");
         }
+        // The host's own settings (delivery credentials among them) are
+        // never passed through; a fixed value is the policy's own.
+        for host in [
+            "HANE_SMTP_PASSWORD",
+            "HANE_CREDENTIAL_CRM",
+            "hane_sms_token",
+        ] {
+            let err = host.parse::<EnvGrant>().unwrap_err();
+            assert!(matches!(err, PolicyError::HostSetting(_)), "{host}: {err}");
+            assert!(err.to_string().contains("never passed through"), "{err}");
+        }
+        let fixed: EnvGrant = "HANE_MODE=test".parse().unwrap();
+        assert_eq!(fixed.value.as_deref(), Some("test"));
     }
 
     #[test]

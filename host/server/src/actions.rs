@@ -182,8 +182,9 @@ pub(crate) async fn approve(
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = decide_body(body)?;
+    // Through the runtime, so the active release's budget applies as it
+    // is now.
     let action = runtime
-        .actions()
         .approve(id.as_str(), &body.digest, &caller.by(), body.reason)
         .await?;
     Ok(action_json(&action))

@@ -117,6 +117,7 @@ pub struct ApiKeyInfo {
 pub struct Registry {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    synchronous: Synchronous,
 }
 
 impl std::fmt::Debug for Registry {
@@ -151,6 +152,7 @@ impl Registry {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path,
+            synchronous,
         })
     }
 

@@ -108,7 +108,7 @@ pub(crate) fn charge(
     let before = tx.usage(day, scope)?;
     if let Some(budget) = budget {
         for (limit, limit_value, used, requested) in checks(&budget.spec, &before, delta) {
-            if requested > 0 && used + requested > limit_value {
+            if requested > 0 && used.saturating_add(requested) > limit_value {
                 return Err(BudgetExceeded {
                     budget: budget.name.clone(),
                     limit,
@@ -125,7 +125,7 @@ pub(crate) fn charge(
     if let Some(budget) = budget {
         let percent = u64::from(budget.spec.alert_at_percent);
         for (name, limit_value, used, _) in checks(&budget.spec, &after, UsageDelta::default()) {
-            if used * 100 >= limit_value * percent {
+            if u128::from(used) * 100 >= u128::from(limit_value) * u128::from(percent) {
                 tx.record_alert(
                     day,
                     scope,
@@ -166,8 +166,8 @@ fn checks(
         out.push((
             "modelTokensPerDay",
             limit,
-            usage.tokens_used + usage.tokens_reserved,
-            more(delta.tokens_reserved) + more(delta.tokens_used),
+            usage.tokens_used.saturating_add(usage.tokens_reserved),
+            more(delta.tokens_reserved).saturating_add(more(delta.tokens_used)),
         ));
     }
     out

@@ -30,6 +30,9 @@ use crate::delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 /// at the store.
 const POLL: Duration = Duration::from_millis(100);
 
+/// How many more times an outcome is written when the store fails.
+const SETTLE_TRIES: u32 = 5;
+
 /// Why a decision or a reconciliation was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -60,7 +63,7 @@ pub enum ActionError {
     },
     /// A person may not decide it now: a review agent does.
     #[error(
-        "action `{action}` waits for the review agent `{reviewer}`; a person decides it only when the agent escalates it (or a decider override sends the tool to people)"
+        "action `{action}` waits for the review agent `{reviewer}`; a person decides it once the agent escalates it, or once a decider override sends its tool to people"
     )]
     AwaitingAgent {
         /// The action.
@@ -192,12 +195,17 @@ fn change<T>(
     Ok((value, action))
 }
 
-/// This process, as an attempt's owner: `PID:START`, its start time in
-/// clock ticks since boot (so a later process with the same pid is not
-/// mistaken for it).
+/// This process, as an attempt's owner: `PID:START@BOOT`, its start time
+/// in clock ticks since boot and the boot's id, so neither a later process
+/// with the same pid nor one after a reboot is mistaken for it.
 fn this_process() -> String {
     let pid = std::process::id();
-    format!("{pid}:{}", start_time(pid).unwrap_or(0))
+    match (start_time(pid), boot_id()) {
+        (Some(start), Some(boot)) => format!("{pid}:{start}@{boot}"),
+        // Without /proc nothing can tell later whether this process still
+        // runs; see `alive`.
+        _ => format!("{pid}:?"),
+    }
 }
 
 fn start_time(pid: u32) -> Option<u64> {
@@ -209,15 +217,29 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// True while the process `owner` names runs.
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned())
+}
+
+/// True while the process `owner` names may run. An owner recorded
+/// without /proc (`PID:?`) counts as alive: its action stays `executing`
+/// until a person reconciles it, rather than being taken for lost while it
+/// may still be on its way.
 fn alive(owner: &str) -> bool {
-    let Some((pid, start)) = owner.split_once(':') else {
+    let Some((pid, rest)) = owner.split_once(':') else {
+        return false;
+    };
+    if rest == "?" {
+        return true;
+    }
+    let Some((start, boot)) = rest.split_once('@') else {
         return false;
     };
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return false;
     };
-    start_time(pid) == Some(start)
+    boot_id().as_deref() == Some(boot) && start_time(pid) == Some(start)
 }
 
 impl ActionLedger {
@@ -268,12 +290,25 @@ impl ActionLedger {
         id: &str,
         f: impl FnOnce(&RegistryTx<'_>, &mut ActionRequest) -> Result<T, ActionError> + Send + 'static,
     ) -> Result<(T, ActionRequest), ActionError> {
+        self.update_with(false, id, f).await
+    }
+
+    /// As [`ActionLedger::update`], with the commit synced to disk when
+    /// `synced`, whatever the store's mode.
+    async fn update_with<T: Send + 'static>(
+        &self,
+        synced: bool,
+        id: &str,
+        f: impl FnOnce(&RegistryTx<'_>, &mut ActionRequest) -> Result<T, ActionError> + Send + 'static,
+    ) -> Result<(T, ActionRequest), ActionError> {
         let id = id.to_owned();
-        let changed = self
-            .inner
-            .registry
-            .transact(move |tx| change(tx, &id, |action| f(tx, action)))
-            .await?;
+        let registry = &self.inner.registry;
+        let apply = move |tx: &RegistryTx<'_>| change(tx, &id, |action| f(tx, action));
+        let changed = if synced {
+            registry.transact_synced(apply).await?
+        } else {
+            registry.transact(apply).await?
+        };
         self.inner.changed.notify_waiters();
         Ok(changed)
     }
@@ -355,23 +390,32 @@ impl ActionLedger {
         by: &str,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
-        let decided = self
-            .decide(id, person(Verdict::Approve, by, digest, reason), None)
-            .await;
-        match decided {
-            Ok(_) => self.execute(id).await,
-            Err(ActionError::AlreadyDecided {
-                state: ActionState::Approved,
-                ..
-            }) => {
-                // A repeated approval of the same content resumes an
-                // approval whose process stopped before the claim.
-                let action = self.get(id).await?;
-                check_digest(&action, digest)?;
-                self.execute(id).await
+        // One task for the decision and the delivery: an approver who goes
+        // away (an HTTP client hanging up) cannot leave the action
+        // approved and never attempted.
+        let ledger = self.clone();
+        let (id, digest, by) = (id.to_owned(), digest.to_owned(), by.to_owned());
+        tokio::spawn(async move {
+            let decided = ledger
+                .decide(&id, person(Verdict::Approve, &by, &digest, reason), None)
+                .await;
+            match decided {
+                Ok(_) => ledger.execute_here(&id).await,
+                Err(ActionError::AlreadyDecided {
+                    state: ActionState::Approved,
+                    ..
+                }) => {
+                    // A repeated approval of the same content resumes an
+                    // approval whose process stopped before the claim.
+                    let action = ledger.get(&id).await?;
+                    check_digest(&action, &digest)?;
+                    ledger.execute_here(&id).await
+                }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
-        }
+        })
+        .await
+        .map_err(|e| ActionError::Corrupt(format!("approving an action: {e}")))?
     }
 
     /// A person rejects action `id`, having seen content with `digest`.
@@ -397,7 +441,7 @@ impl ActionLedger {
     pub(crate) async fn decide(
         &self,
         id: &str,
-        decision: Decision,
+        mut decision: Decision,
         escalation: Option<TaskRow>,
     ) -> Result<ActionRequest, ActionError> {
         let (_, action) = self
@@ -408,11 +452,29 @@ impl ActionLedger {
                         state: action.state,
                     });
                 }
-                if decision.kind == DeciderKind::Person && action.decider == DeciderKind::Agent {
+                // An override set since the action was proposed takes
+                // effect now: people decide, and an agent's approval goes
+                // to them instead.
+                let overridden = tx.overridden(&action.tool)?;
+                if decision.kind == DeciderKind::Person
+                    && action.decider == DeciderKind::Agent
+                    && !overridden
+                {
                     return Err(ActionError::AwaitingAgent {
                         action: action.id.clone(),
                         reviewer: action.reviewer.clone().unwrap_or_default(),
                     });
+                }
+                if decision.kind == DeciderKind::Agent
+                    && decision.verdict == Verdict::Approve
+                    && overridden
+                {
+                    decision.verdict = Verdict::Escalate;
+                    decision.reason = Some(format!(
+                        "{}; escalated: a decider override sends `{}` to people",
+                        decision.reason.as_deref().unwrap_or("approved"),
+                        action.tool
+                    ));
                 }
                 check_digest(action, &decision.digest)?;
                 if decision.verdict == Verdict::Escalate {
@@ -460,6 +522,15 @@ impl ActionLedger {
         Ok(action)
     }
 
+    /// Withdraws every action run `run` left pending (see
+    /// [`ActionLedger::withdraw`]), because it ended as `why` says.
+    pub(crate) async fn withdraw_run(&self, run: &RunId, why: &str) -> Result<(), ActionError> {
+        for action in self.list(Some(ActionState::Pending), Some(run)).await? {
+            self.withdraw(action.id.as_str(), why.to_owned()).await?;
+        }
+        Ok(())
+    }
+
     /// Executes approved action `id` exactly once: claims it (state
     /// `executing`, the attempt recorded, the day's external actions
     /// counted) in one transaction, checks its content against the
@@ -488,8 +559,10 @@ impl ActionLedger {
         let owner = self.inner.owner.clone();
         let scope = self.inner.scope.key();
         let budget = self.budget();
+        // Synced in any store mode: a claim lost to a power cut after the
+        // message went out would let it be sent again.
         let (claimed, action) = self
-            .update(id, move |tx, action| {
+            .update_with(true, id, move |tx, action| {
                 if action.state != ActionState::Approved || !action.attempts.is_empty() {
                     return Ok(false);
                 }
@@ -598,13 +671,44 @@ impl ActionLedger {
         state: ActionState,
         detail: String,
     ) -> Result<ActionRequest, ActionError> {
-        let (_, action) = self
-            .update(id, move |_, action| {
-                end(action, state, detail);
-                Ok(())
-            })
-            .await?;
-        Ok(action)
+        // The outcome is what a person would otherwise have to reconcile:
+        // worth a few tries when the store is busy.
+        let mut tries = 0;
+        loop {
+            let detail = detail.clone();
+            let owner = self.inner.owner.clone();
+            let settled = self
+                .update(id, move |_, action| {
+                    let ours = action.attempts.last().map(|a| a.owner.as_str()) == Some(&owner);
+                    let open = match action.state {
+                        ActionState::Executing => true,
+                        // Made unknown by someone who took this process for
+                        // dead, and not reconciled since: the adapter knows
+                        // better.
+                        ActionState::Unknown => action
+                            .outcome
+                            .as_ref()
+                            .is_some_and(|o| o.reconciled_by.is_none()),
+                        _ => false,
+                    };
+                    if ours && open {
+                        end(action, state, detail);
+                    }
+                    Ok(())
+                })
+                .await;
+            match settled {
+                Ok((_, action)) => return Ok(action),
+                Err(ActionError::Store(e)) if tries < SETTLE_TRIES => {
+                    tries += 1;
+                    eprintln!(
+                        "hane: recording the outcome of action {id} failed ({e}); trying again"
+                    );
+                    tokio::time::sleep(POLL * tries).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// A person records what happened to an `unknown` action: `delivered`
@@ -789,10 +893,16 @@ mod tests {
     fn this_process_is_alive_and_a_made_up_one_is_not() {
         let me = this_process();
         assert!(alive(&me), "{me}");
-        let (pid, start) = me.split_once(':').unwrap();
+        let (pid, rest) = me.split_once(':').unwrap();
+        let (start, boot) = rest.split_once('@').unwrap();
         let later: u64 = start.parse::<u64>().unwrap() + 1;
-        assert!(!alive(&format!("{pid}:{later}")));
-        assert!(!alive("4194304:1"));
+        assert!(!alive(&format!("{pid}:{later}@{boot}")), "another start");
+        assert!(
+            !alive(&format!("{pid}:{start}@another-boot")),
+            "another boot"
+        );
+        assert!(!alive(&format!("4194304:1@{boot}")));
         assert!(!alive("garbage"));
+        assert!(alive("123:?"), "unknowable counts as alive");
     }
 }

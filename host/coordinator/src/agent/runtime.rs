@@ -298,11 +298,13 @@ impl AgentRuntime {
             config.scope.clone(),
         );
         let runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
-        // Actions a stopped process left mid-delivery become `unknown`;
-        // approved ones never attempted are delivered now.
+        // Actions a stopped process left mid-delivery become `unknown`.
+        // Approved ones never attempted are left to `resume_actions` (a
+        // long-running server) or their next approval: a short command
+        // must not start deliveries it may not live to finish.
         let actions = runtime.inner.actions.clone();
         tokio::spawn(async move {
-            if let Err(e) = actions.recover(true).await {
+            if let Err(e) = actions.recover(false).await {
                 eprintln!("hane: recovering outbound actions: {e}");
             }
         });
@@ -757,6 +759,13 @@ impl AgentRuntime {
         }
         if let Some((day, tokens)) = &live.reservation {
             self.give_back(day, *tokens, run.tokens_used, true).await;
+        }
+        // A run stopped by its time limit or a cancel while an action
+        // waited (the driver dropped mid-call) leaves it pending: nothing
+        // waits for it any more, so it must not go out later.
+        let why = format!("the run ended {}", run.status);
+        if let Err(e) = self.inner.actions.withdraw_run(&id, &why).await {
+            eprintln!("hane: withdrawing the pending actions of run {id}: {e}");
         }
         lock(&self.inner.live).remove(&id);
         live.changes.send_replace(run);

@@ -180,7 +180,14 @@ where
         Ok(Ok(response)) => response,
     };
     let status = response.status();
-    let excerpt = read_excerpt(response.into_body(), deadline).await;
+    let mut excerpt = read_excerpt(response.into_body(), deadline).await;
+    // A provider that echoes the request must not carry the credential
+    // into the outcome, which is stored and shown.
+    if let Some(secret) = request.bearer
+        && !secret.expose().is_empty()
+    {
+        excerpt = excerpt.replace(secret.expose(), "***");
+    }
     classify(what, status, &excerpt)
 }
 
@@ -268,12 +275,14 @@ fn classify(what: &str, status: StatusCode, excerpt: &str) -> Delivery {
     }
     match status.as_u16() {
         200..=299 => Delivery::Delivered { detail },
-        // A gateway answering for the provider may have passed the request
-        // on before it failed or gave up waiting.
-        502 | 504 => Delivery::unknown(format!(
-            "{detail}; a gateway answered, so the request may have been acted on"
+        // The provider refused the request itself: nothing was acted on.
+        400..=499 => Delivery::failed(detail),
+        // A server error may come after part of the work was done (a
+        // customer API that wrote, then failed), and a gateway may have
+        // passed the request on: not sent again, for a person to reconcile.
+        500..=599 => Delivery::unknown(format!(
+            "{detail}; a server error does not say the request was not acted on"
         )),
-        400..=599 => Delivery::failed(detail),
         _ => Delivery::unknown(format!(
             "{detail}; redirects are not followed, so the request may or may not have been acted on"
         )),
@@ -306,8 +315,9 @@ mod tests {
         assert_eq!(kind(302), "unknown");
         assert_eq!(kind(400), "failed");
         assert_eq!(kind(429), "failed");
-        assert_eq!(kind(500), "failed");
-        assert_eq!(kind(503), "failed");
+        assert_eq!(kind(404), "failed");
+        assert_eq!(kind(500), "unknown");
+        assert_eq!(kind(503), "unknown");
         assert_eq!(kind(502), "unknown");
         assert_eq!(kind(504), "unknown");
     }

@@ -10,6 +10,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Registry, RunRow, TaskRow, db, insert_task, upsert_run};
 use crate::StoreError;
+use crate::sqlite::Synchronous;
 
 /// The most actions one listing returns.
 pub const MAX_ACTIONS_LISTED: u32 = 1000;
@@ -147,6 +148,21 @@ impl RegistryTx<'_> {
             })
             .map_err(db("storing an action"))?;
         Ok(())
+    }
+
+    /// True when a decider override sends `tool`'s actions to people.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub fn overridden(&self, tool: &str) -> Result<bool, StoreError> {
+        self.tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM decider_overrides WHERE tool = ?1)",
+                [tool],
+                |row| row.get(0),
+            )
+            .map_err(db("reading decider overrides"))
     }
 
     /// Inserts or replaces a run.
@@ -307,15 +323,59 @@ impl Registry {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        self.transaction(false, f).await
+    }
+
+    /// As [`Registry::transact`], with the commit synced to disk whatever
+    /// the registry's synchronous mode: for a record that must survive a
+    /// power loss as well as a crash, such as the claim of an action about
+    /// to be sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::transact`].
+    pub async fn transact_synced<T, E>(
+        &self,
+        f: impl FnOnce(&RegistryTx<'_>) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.transaction(true, f).await
+    }
+
+    async fn transaction<T, E>(
+        &self,
+        synced: bool,
+        f: impl FnOnce(&RegistryTx<'_>) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let conn = self.conn.clone();
+        let mode = self.synchronous;
+        let raise = synced && mode != Synchronous::Full;
         tokio::task::spawn_blocking(move || {
             let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("starting a transaction"))?;
-            let value = f(&RegistryTx { tx: &tx })?;
-            tx.commit().map_err(db("committing"))?;
-            Ok(value)
+            if raise {
+                conn.pragma_update(None, "synchronous", Synchronous::Full.pragma())
+                    .map_err(db("syncing a transaction"))?;
+            }
+            let done = (|| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db("starting a transaction"))?;
+                let value = f(&RegistryTx { tx: &tx })?;
+                tx.commit().map_err(db("committing"))?;
+                Ok(value)
+            })();
+            if raise {
+                conn.pragma_update(None, "synchronous", mode.pragma())
+                    .map_err(db("restoring the synchronous mode"))?;
+            }
+            done
         })
         .await
         .map_err(|e| StoreError::Database(format!("a registry transaction: {e}")))?

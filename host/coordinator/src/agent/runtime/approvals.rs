@@ -31,6 +31,11 @@ enum Choice {
     Policy(PolicyVerdict),
 }
 
+/// A count as the store's signed integer, saturating.
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn charge_error(e: ChargeError) -> RunError {
     match e {
         ChargeError::Exceeded(e) => RunError::Budget(e),
@@ -58,7 +63,7 @@ impl AgentRuntime {
         let charged_day = day.clone();
         let delta = UsageDelta {
             runs: 1,
-            tokens_reserved: tokens as i64,
+            tokens_reserved: signed(tokens),
             ..UsageDelta::default()
         };
         self.inner
@@ -82,8 +87,8 @@ impl AgentRuntime {
         let day = day.to_owned();
         let delta = UsageDelta {
             runs: if started { 0 } else { -1 },
-            tokens_reserved: -(reserved as i64),
-            tokens_used: used as i64,
+            tokens_reserved: -signed(reserved),
+            tokens_used: signed(used),
             ..UsageDelta::default()
         };
         let given = self
@@ -118,6 +123,47 @@ impl AgentRuntime {
             usage,
             alerts,
         ))
+    }
+
+    /// A person approves action `id` (see [`ActionLedger::approve`]), with
+    /// the active release's budget as it is now: another process may have
+    /// activated a release with another Budget since this one last looked.
+    ///
+    /// # Errors
+    ///
+    /// As [`ActionLedger::approve`], or the active release cannot be read.
+    pub async fn approve(
+        &self,
+        id: &str,
+        digest: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<ActionRequest, ActionError> {
+        self.refresh_budget().await?;
+        self.inner.actions.approve(id, digest, by, reason).await
+    }
+
+    /// Delivers the approved actions whose approver stopped before
+    /// attempting them, once each, under the active release's budget;
+    /// actions left mid-delivery become `unknown`. For a long-running
+    /// process such as `hane serve`, after it starts.
+    ///
+    /// # Errors
+    ///
+    /// The active release cannot be read, or the store failed.
+    pub async fn resume_actions(&self) -> Result<crate::agent::Recovered, ActionError> {
+        self.refresh_budget().await?;
+        self.inner.actions.recover(true).await
+    }
+
+    /// Loads the active release if it changed, which sets the ledger's
+    /// budget; none is fine.
+    async fn refresh_budget(&self) -> Result<(), ActionError> {
+        match self.release().await {
+            Ok(_) | Err(RunError::NoRelease) => Ok(()),
+            Err(RunError::Store(e)) => Err(ActionError::Store(e)),
+            Err(e) => Err(ActionError::Corrupt(e.to_string())),
+        }
     }
 
     /// Every decider override.
@@ -329,8 +375,20 @@ impl AgentRuntime {
             }
             Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
         };
-        if let Err(e) = decided {
-            return ToolResult::error("failed", format!("action {}: {e}", action.id));
+        // A person may have decided first (an override lets people decide
+        // while a review agent still works): their decision stands.
+        if let Err(e) = decided
+            && !matches!(e, ActionError::AlreadyDecided { .. })
+        {
+            // It may have been sent before the error: never report it as
+            // not sent.
+            return ToolResult::error(
+                "unknown",
+                format!(
+                    "action {}: {e}; it may or may not have gone out and is not sent again",
+                    action.id
+                ),
+            );
         }
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
             Ok(settled) => settled,
@@ -477,6 +535,24 @@ impl AgentRuntime {
         group: String,
     ) -> Pin<Box<dyn Future<Output = Result<(), ActionError>> + Send + '_>> {
         Box::pin(async move {
+            if reviewer == action.agent {
+                // An agent reviewing its own actions would review this
+                // review's actions too, without end.
+                let escalation = Some(approval_task(&action, &group));
+                let decision = Decision {
+                    kind: DeciderKind::Agent,
+                    by: format!("agent:{reviewer}"),
+                    verdict: Verdict::Escalate,
+                    reason: Some("an agent does not review its own actions".to_owned()),
+                    digest: action.digest.clone(),
+                    at_ms: now_ms(),
+                };
+                self.inner
+                    .actions
+                    .decide(action.id.as_str(), decision, escalation)
+                    .await?;
+                return Ok(());
+            }
             let input = json!({
                 "action": {
                     "id": action.id,
@@ -528,7 +604,8 @@ impl AgentRuntime {
                     format!("agent:{reviewer}"),
                 ),
             };
-            let escalation = (verdict == Verdict::Escalate).then(|| approval_task(&action, &group));
+            // Also for an approval: an override set meanwhile escalates it.
+            let escalation = Some(approval_task(&action, &group));
             self.inner
                 .actions
                 .decide(
