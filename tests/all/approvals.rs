@@ -77,7 +77,7 @@ async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> A
         if let Some(action) = found.into_iter().next() {
             return action;
         }
-        let all = runtime.actions().list(None, Some(run)).await.unwrap();
+        let all = actions_of(runtime, run).await;
         assert!(
             Instant::now() < deadline,
             "run {run} has no {state} action; it has {all:#?}; the run: {:#?}",
@@ -289,12 +289,7 @@ async fn a_policy_rule_approves_without_a_task_and_it_is_not_human_approval() {
         .await
         .unwrap();
     assert_eq!(result(&ended)["status"], "delivered", "{ended:#?}");
-    let action = runtime
-        .actions()
-        .list(None, Some(&ended.id))
-        .await
-        .unwrap()
-        .remove(0);
+    let action = actions_of(&runtime, &ended.id).await.remove(0);
     assert_eq!(action.decider, DeciderKind::Policy);
     assert_eq!(
         action.rule.as_deref(),
@@ -320,12 +315,7 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
 
     let ended = runtime.run_to_end(text("+815012340001")).await.unwrap();
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
-    let action = runtime
-        .actions()
-        .list(None, Some(&ended.id))
-        .await
-        .unwrap()
-        .remove(0);
+    let action = actions_of(&runtime, &ended.id).await.remove(0);
     assert_eq!(action.decider, DeciderKind::Agent);
     assert_eq!(action.reviewer.as_deref(), Some("sms-review"));
     assert_eq!(action.trail.len(), 1, "{:#?}", action.trail);
@@ -488,12 +478,7 @@ async fn a_shadow_run_records_what_it_would_send_and_sends_nothing() {
     request.shadow = true;
     let ended = runtime.run_to_end(request).await.unwrap();
     assert_eq!(result(&ended)["status"], "shadowed", "{ended:#?}");
-    let action = runtime
-        .actions()
-        .list(None, Some(&ended.id))
-        .await
-        .unwrap()
-        .remove(0);
+    let action = actions_of(&runtime, &ended.id).await.remove(0);
     assert_eq!(action.state, ActionState::Shadowed);
     assert!(action.trail.is_empty() && action.attempts.is_empty());
     assert_eq!(action.recipient, "shinagawa@fleet.example");
@@ -589,6 +574,20 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
         .await
         .unwrap_err();
     assert!(matches!(twice, ActionError::NotUnknown { .. }), "{twice}");
+}
+
+/// Every action run `run` proposed.
+async fn actions_of(runtime: &AgentRuntime, run: &RunId) -> Vec<ActionRequest> {
+    runtime.actions().list(None, Some(run)).await.unwrap()
+}
+
+/// Copies the test program `name` (a guest of tests/guests) to `to`.
+fn copy_test_program(name: &str, to: &Path) {
+    let (_, path) = hane_builtins::test_programs::ALL
+        .iter()
+        .find(|(program, _)| *program == name)
+        .unwrap_or_else(|| panic!("no test program {name}"));
+    std::fs::copy(path, to).unwrap();
 }
 
 /// The inspection-reminder agent without a decider policy: a person
@@ -830,12 +829,7 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
         "{second:#?}"
     );
     assert!(
-        runtime
-            .actions()
-            .list(None, Some(&second.id))
-            .await
-            .unwrap()
-            .is_empty(),
+        actions_of(&runtime, &second.id).await.is_empty(),
         "no action is proposed past the limit"
     );
 }
@@ -955,12 +949,7 @@ spec:
         dir.path(),
         &[("notice.yaml", agent), ("outbound_notice.yaml", operation)],
     );
-    let wasm = hane_builtins::test_programs::ALL
-        .iter()
-        .find(|(name, _)| *name == "outbound_notice")
-        .expect("the outbound_notice test program")
-        .1;
-    std::fs::copy(wasm, release.join("outbound_notice.wasm")).unwrap();
+    copy_test_program("outbound_notice", &release.join("outbound_notice.wasm"));
     let runtime = runtime(dir.path(), smtp_delivery(&server));
     runtime.activate(&release).await.unwrap();
     let tools = runtime.tools().await.unwrap();
@@ -1017,14 +1006,7 @@ spec:
         refused.error.as_deref().unwrap().contains("denied"),
         "{refused:#?}"
     );
-    assert!(
-        runtime
-            .actions()
-            .list(None, Some(&refused.id))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(actions_of(&runtime, &refused.id).await.is_empty());
     assert_eq!(server.messages().len(), 1);
 }
 
@@ -1152,14 +1134,7 @@ spec:
             .contains("connection `billing` is not one of agent `crm-update`'s connections"),
         "{refused:#?}"
     );
-    assert!(
-        runtime
-            .actions()
-            .list(None, Some(&refused.id))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(actions_of(&runtime, &refused.id).await.is_empty());
     assert_eq!(provider.seen().len(), 1);
 }
 
@@ -1306,12 +1281,7 @@ spec:
             ("texter.yaml", &texter),
         ],
     );
-    let wasm = hane_builtins::test_programs::ALL
-        .iter()
-        .find(|(name, _)| *name == "guest_spin")
-        .unwrap()
-        .1;
-    std::fs::copy(wasm, release.join("guest_spin.wasm")).unwrap();
+    copy_test_program("guest_spin", &release.join("guest_spin.wasm"));
     let runtime = runtime(dir.path(), DeliveryConfig::new());
     runtime.activate(&release).await.unwrap();
 
