@@ -1,5 +1,6 @@
-//! `hane approvals list | show | approve | reject | reconcile`: the
-//! outbound actions agents propose, decided by a person at a terminal.
+//! `hane approvals list | show | approve | reject | reconcile | overrides`:
+//! the outbound actions agents propose, decided by a person at a terminal,
+//! and the decider overrides that send a tool's actions to people.
 //!
 //! These commands open only the execution ledger (the registry, the
 //! delivery settings and the day's budget), never a sandbox, so they start
@@ -108,6 +109,36 @@ enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Decider overrides: a tool whose actions people decide, whatever the
+    /// decider policies say, from its very next action on.
+    Overrides {
+        #[command(subcommand)]
+        command: OverridesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OverridesCommand {
+    /// List the overrides.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a tool's actions to people (replacing its override if it has
+    /// one).
+    Add {
+        /// The outbound tool, such as `communication.send_email`.
+        tool: String,
+        /// Why, for the people who read the overrides.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Let the decider policies decide a tool's actions again.
+    Remove {
+        /// The outbound tool.
+        tool: String,
+    },
 }
 
 /// `--state`: one state, or every one.
@@ -154,7 +185,7 @@ fn code(e: &anyhow::Error) -> u8 {
             _ => exit::FAILURE,
         };
     }
-    if e.downcast_ref::<ConfigError>().is_some() {
+    if e.downcast_ref::<ConfigError>().is_some() || e.downcast_ref::<NoOverride>().is_some() {
         return exit::USAGE;
     }
     exit::FAILURE
@@ -269,10 +300,68 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                 }
                 print_action(&action, json)?;
             }
+            ApprovalsCommand::Overrides { command } => overrides(&ledger, command).await?,
         }
         Ok(())
     })
 }
+
+async fn overrides(ledger: &ActionLedger, command: OverridesCommand) -> anyhow::Result<()> {
+    match command {
+        OverridesCommand::List { json } => {
+            let rows = ledger.overrides().await?;
+            if json {
+                let list: Vec<_> = rows
+                    .iter()
+                    .map(|o| {
+                        serde_json::json!({
+                            "tool": o.tool,
+                            "reason": o.reason,
+                            "createdBy": o.created_by,
+                            "createdAtMs": o.created_at_ms,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else if rows.is_empty() {
+                eprintln!("no overrides: the decider policies decide");
+            } else {
+                for o in &rows {
+                    println!(
+                        "{}  people decide since {} (by {}): {}",
+                        o.tool,
+                        time(o.created_at_ms),
+                        o.created_by,
+                        o.reason
+                    );
+                }
+            }
+        }
+        OverridesCommand::Add { tool, reason } => {
+            ledger.add_override(&tool, &reason, &decider()).await?;
+            println!("people decide every action of {tool} from now on");
+        }
+        OverridesCommand::Remove { tool } => {
+            if !ledger.remove_override(&tool).await? {
+                anyhow::bail!(NoOverride(tool));
+            }
+            println!("the decider policies decide {tool} again");
+        }
+    }
+    Ok(())
+}
+
+/// `remove` of a tool that has no override.
+#[derive(Debug)]
+struct NoOverride(String);
+
+impl std::fmt::Display for NoOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` has no override", self.0)
+    }
+}
+
+impl std::error::Error for NoOverride {}
 
 /// Who decides `action`, in a few words.
 fn who_decides(action: &ActionRequest) -> String {

@@ -196,6 +196,62 @@ fn nothing_is_pending_in_an_empty_store() {
 }
 
 #[test]
+fn overrides_are_added_listed_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    assert_eq!(
+        json(&hane(&store, &["approvals", "overrides", "list", "--json"])),
+        serde_json::json!([])
+    );
+    let added = ok(&hane(
+        &store,
+        &[
+            "approvals",
+            "overrides",
+            "add",
+            "communication.send_sms",
+            "--reason",
+            "texts under review",
+        ],
+    ));
+    assert!(added.contains("people decide every action of communication.send_sms"));
+    let listed = json(&hane(&store, &["approvals", "overrides", "list", "--json"]));
+    assert_eq!(listed[0]["tool"], "communication.send_sms");
+    assert_eq!(listed[0]["reason"], "texts under review");
+    assert!(
+        listed[0]["createdBy"].as_str().unwrap().starts_with("cli"),
+        "{listed}"
+    );
+    let message = failed(
+        &hane(
+            &store,
+            &[
+                "approvals",
+                "overrides",
+                "add",
+                "data.find_record",
+                "--reason",
+                "x",
+            ],
+        ),
+        2,
+    );
+    assert!(message.contains("is not an outbound tool"), "{message}");
+    ok(&hane(
+        &store,
+        &["approvals", "overrides", "remove", "communication.send_sms"],
+    ));
+    let message = failed(
+        &hane(
+            &store,
+            &["approvals", "overrides", "remove", "communication.send_sms"],
+        ),
+        2,
+    );
+    assert!(message.contains("has no override"), "{message}");
+}
+
+#[test]
 fn refusals_and_usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("hane.db");

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hane_core::{ActionId, RunId};
-use hane_store::{ActionQuery, ActionRow, Registry, RegistryTx, StoreError, TaskRow, UsageDelta};
+use hane_store::{
+    ActionQuery, ActionRow, OverrideRow, Registry, RegistryTx, StoreError, TaskRow, UsageDelta,
+};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -24,6 +26,7 @@ use super::action::{
     ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Verdict, digest,
 };
 use super::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
+use super::tools::ControlTool;
 use crate::delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 
 /// How often a run waiting for a decision made in another process looks
@@ -349,6 +352,54 @@ impl ActionLedger {
             })
             .await?;
         rows.iter().map(decode).collect()
+    }
+
+    /// Every decider override, by tool.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn overrides(&self) -> Result<Vec<OverrideRow>, ActionError> {
+        Ok(self.inner.registry.overrides().await?)
+    }
+
+    /// Sends every later action of `tool` to people, whatever the decider
+    /// policies say, from the very next action on; an action a review
+    /// agent is still deciding goes to people too. Replaces an override of
+    /// the same tool.
+    ///
+    /// # Errors
+    ///
+    /// `tool` is not an outbound tool, or the store failed.
+    pub async fn add_override(
+        &self,
+        tool: &str,
+        reason: &str,
+        by: &str,
+    ) -> Result<OverrideRow, ActionError> {
+        if !ControlTool::named(tool).is_some_and(ControlTool::is_outbound) {
+            return Err(ActionError::NotOutbound(tool.to_owned()));
+        }
+        Ok(self
+            .inner
+            .registry
+            .put_override(OverrideRow {
+                tool: tool.to_owned(),
+                reason: reason.to_owned(),
+                created_by: by.to_owned(),
+                created_at_ms: now_ms(),
+            })
+            .await?)
+    }
+
+    /// Removes the override of `tool`: its actions go to the deciders the
+    /// policies name again. False when there was none.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn remove_override(&self, tool: &str) -> Result<bool, ActionError> {
+        Ok(self.inner.registry.remove_override(tool).await?)
     }
 
     /// Stores a new action, and its approval task when a person decides,

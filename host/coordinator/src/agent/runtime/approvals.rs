@@ -166,17 +166,17 @@ impl AgentRuntime {
         }
     }
 
-    /// Every decider override.
+    /// Every decider override (see [`ActionLedger::overrides`]).
     ///
     /// # Errors
     ///
     /// The store failed.
     pub async fn overrides(&self) -> Result<Vec<OverrideRow>, ActionError> {
-        Ok(self.inner.registry.overrides().await?)
+        self.inner.actions.overrides().await
     }
 
-    /// Sends every later action of `tool` to people, whatever the
-    /// decider policies say, from the very next action on.
+    /// Sends `tool`'s actions to people (see
+    /// [`ActionLedger::add_override`]).
     ///
     /// # Errors
     ///
@@ -187,19 +187,7 @@ impl AgentRuntime {
         reason: &str,
         by: &str,
     ) -> Result<OverrideRow, ActionError> {
-        if !ControlTool::named(tool).is_some_and(ControlTool::is_outbound) {
-            return Err(ActionError::NotOutbound(tool.to_owned()));
-        }
-        Ok(self
-            .inner
-            .registry
-            .put_override(OverrideRow {
-                tool: tool.to_owned(),
-                reason: reason.to_owned(),
-                created_by: by.to_owned(),
-                created_at_ms: now_ms(),
-            })
-            .await?)
+        self.inner.actions.add_override(tool, reason, by).await
     }
 
     /// Removes the override of `tool`; false when there was none.
@@ -208,7 +196,7 @@ impl AgentRuntime {
     ///
     /// The store failed.
     pub async fn remove_override(&self, tool: &str) -> Result<bool, ActionError> {
-        Ok(self.inner.registry.remove_override(tool).await?)
+        self.inner.actions.remove_override(tool).await
     }
 
     /// An outbound tool call: fixes recipient and content into an
