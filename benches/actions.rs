@@ -14,6 +14,7 @@
 //! that syncs at checkpoints (`normal`). Results and the command:
 //! `BENCHMARKS.md`.
 
+mod examples;
 mod latency;
 
 use std::convert::Infallible;
@@ -32,6 +33,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
+use examples::copy_examples;
 use latency::{LatencyTable, time_each};
 
 /// Runs timed per row (after a tenth as many untimed ones).
@@ -94,10 +96,6 @@ fn provider(rt: &Runtime) -> SocketAddr {
     addr
 }
 
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
 const RUN_0: &str = r#"apiVersion: agents/v1alpha1
 kind: Agent
 metadata:
@@ -146,16 +144,10 @@ spec:
 /// (no Budget: nothing limits the benchmark's actions).
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
-    for sub in ["tools", "ledger/records", "ledger/documents/leases"] {
-        let to = release.join(sub);
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(examples().join(sub)).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-    }
+    copy_examples(
+        &release,
+        &["tools", "ledger/records", "ledger/documents/leases"],
+    );
     std::fs::create_dir_all(release.join("documents")).unwrap();
     std::fs::write(release.join("run-0.yaml"), RUN_0).unwrap();
     std::fs::write(release.join("run-1.yaml"), RUN_1).unwrap();

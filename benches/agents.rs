@@ -14,6 +14,7 @@
 //! (`full`, the default) and on one that syncs at checkpoints (`normal`).
 //! What it measures, the command and the results: `BENCHMARKS.md`.
 
+mod examples;
 mod latency;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use hane_store::Synchronous;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
+use examples::{copy_examples, examples};
 use latency::{LatencyTable, time_each};
 
 /// Runs timed per row (after a tenth as many untimed ones).
@@ -126,10 +128,6 @@ fn main() {
     }
 }
 
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
 fn agent(name: &str, finds: usize) -> String {
     let mut script = String::new();
     for _ in 0..finds {
@@ -146,26 +144,18 @@ fn agent(name: &str, finds: usize) -> String {
 /// `dir`.
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
-    let copy = |from: &Path, to: &Path| {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_file() {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-    };
     // Not `budgets/`: its 200 runs a day would stop the benchmark.
-    for sub in [
-        "agents",
-        "policies",
-        "tools",
-        "ledger/records",
-        "ledger/documents/leases",
-    ] {
-        copy(&examples().join(sub), &release.join(sub));
-    }
-    copy(&examples().join("documents"), &release.join("documents"));
+    copy_examples(
+        &release,
+        &[
+            "agents",
+            "policies",
+            "tools",
+            "ledger/records",
+            "ledger/documents/leases",
+            "documents",
+        ],
+    );
     std::fs::write(release.join("agents/run-1.yaml"), agent("run-1", 1)).unwrap();
     std::fs::write(release.join("agents/run-21.yaml"), agent("run-21", 21)).unwrap();
     release

@@ -14,16 +14,21 @@ use serde_json::{Value, json};
 
 use crate::harness;
 
-/// A runtime on a fresh store, with its own sandbox (the ledger is per
+/// The tests' runtime settings: its own sandbox (the ledger is per
 /// sandbox) sharing the tests' component cache.
-pub fn runtime(dir: &Path) -> AgentRuntime {
+pub fn config() -> RuntimeConfig {
     let mut sandbox = SandboxConfig::new();
     sandbox
         .cache_dir(Some(harness::cache_dir()))
         .max_instances(16);
     let mut config = RuntimeConfig::new();
     config.sandbox(sandbox);
-    AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
+    config
+}
+
+/// A runtime on a fresh store in `dir`, with [`config`].
+pub fn runtime(dir: &Path) -> AgentRuntime {
+    AgentRuntime::open(&dir.join("hane.db"), &config()).unwrap()
 }
 
 async fn activated(dir: &Path) -> AgentRuntime {

@@ -11,11 +11,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hane_coordinator::agent::{
     ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, RunError,
-    RunStatus, RuntimeConfig, StartRun, Verdict, digest,
+    RunStatus, StartRun, Verdict, digest,
 };
 use hane_coordinator::delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use hane_core::RunId;
-use hane_sandbox::SandboxConfig;
 use serde_json::{Value, json};
 
 use crate::agents::release_with;
@@ -26,12 +25,8 @@ use crate::smtp::SmtpServer;
 const REMINDER_TO_A_PERSON: &str = "depot@elsewhere.example";
 
 fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
-    let mut sandbox = SandboxConfig::new();
-    sandbox
-        .cache_dir(Some(harness::cache_dir()))
-        .max_instances(16);
-    let mut config = RuntimeConfig::new();
-    config.sandbox(sandbox).delivery(delivery);
+    let mut config = crate::agents::config();
+    config.delivery(delivery);
     AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
 }
 

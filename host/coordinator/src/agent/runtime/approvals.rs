@@ -380,12 +380,8 @@ impl AgentRuntime {
         }
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
             Ok(settled) => settled,
-            Err(e) => {
-                // Nothing waits for it any more: it must not go out later.
-                let withdrawn = ledger.withdraw(action.id.as_str(), e.clone()).await;
-                let state = withdrawn.map_or_else(|e| e.to_string(), |a| a.state.to_string());
-                return ToolResult::error("failed", format!("{e}; the action is {state}"));
-            }
+            // The run stopped: its end withdraws the action (see `drive`).
+            Err(e) => return ToolResult::error("failed", e),
         };
         if let Some(task) = &settled.task
             && !live.snapshot().tasks.contains(task)
