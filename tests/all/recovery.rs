@@ -21,7 +21,8 @@ use crate::harness;
 const SLOW: u64 = 400_000_000;
 
 enum KillAt {
-    /// When the host prints a line starting with this.
+    /// When the host prints a line starting with this; the host holds
+    /// there (`CRASH_HOST_HOLD`) until the kill.
     Line(&'static str),
     /// When the journal holds this line this many times: the operation
     /// has had its effect and is still running.
@@ -68,19 +69,27 @@ impl Scenario {
         self.dir.path().join(name)
     }
 
-    fn start(&self) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_crash-host"))
+    fn start(&self, hold: Option<&str>) -> Child {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crash-host"));
+        command
             .arg(self.path("plan.json"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start crash-host")
+            .stderr(Stdio::inherit());
+        match hold {
+            Some(prefix) => command.env("CRASH_HOST_HOLD", prefix),
+            None => command.env_remove("CRASH_HOST_HOLD"),
+        };
+        command.spawn().expect("start crash-host")
     }
 
     /// Runs the host until `at`, then kills it with SIGKILL. Returns what
     /// it printed.
     fn run_and_kill(&self, at: KillAt) -> Vec<String> {
-        let mut child = self.start();
+        let hold = match at {
+            KillAt::Line(prefix) => Some(prefix),
+            KillAt::Journal(..) => None,
+        };
+        let mut child = self.start(hold);
         let stdout = child.stdout.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(120);
         match at {
@@ -130,7 +139,7 @@ impl Scenario {
 
     /// Runs the host to its end.
     fn run_to_end(&self) -> Vec<String> {
-        let output = self.start().wait_with_output().unwrap();
+        let output = self.start(None).wait_with_output().unwrap();
         let lines: Vec<String> = String::from_utf8(output.stdout)
             .unwrap()
             .lines()
@@ -348,7 +357,7 @@ fn a_crash_after_an_operation_settled_repeats_nothing() {
     scenario.run_to_end();
     let outcome = scenario.check_invariants();
     assert_eq!(outcome.operations["in-1"], (OperationState::Succeeded, 1));
-    // The kill lands after the line, maybe once in-2 has started; in-1
-    // had settled before it and must not be touched by recovery.
+    // The kill lands right after in-2 is accepted; in-1 had settled
+    // before it and must not be touched by recovery.
     assert_eq!(outcome.crashes_of("in-1"), 0);
 }

@@ -6,6 +6,10 @@
 //! Usage: `crash-host PLAN.json`. On start it recovers, acts on inputs that
 //! were accepted and never handled, then delivers every input of the plan
 //! three times (redelivery) and handles the ones accepted.
+//!
+//! With `CRASH_HOST_HOLD=PREFIX` in its environment the host stops for good
+//! once it has printed a line starting with PREFIX, so a kill sent after
+//! that line lands exactly there, however slowly the test reads.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -48,6 +52,13 @@ fn say(line: &str) {
     // in a buffer.
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
+    drop(out);
+    if std::env::var("CRASH_HOST_HOLD").is_ok_and(|prefix| line.starts_with(&prefix)) {
+        // Blocks this thread; the test kills the process.
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
