@@ -343,15 +343,24 @@ async fn a_cancelled_run_stops_its_operation_and_makes_no_further_call() {
     let runtime = runtime(dir.path());
     runtime.activate(&release).await.unwrap();
     let run = runtime.start(start("slow", json!({}))).await.unwrap();
-    // Wait until the spin call is running.
-    for _ in 0..500 {
+    // Wait until the spin operation has started.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
         let now = runtime.get(&run.id).await.unwrap();
-        if now.status == RunStatus::Running {
+        if let Some(session) = &now.session
+            && runtime_store_events(&runtime, session)
+                .await
+                .iter()
+                .any(|e| e == "operation_started")
+        {
             break;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spin call never started: {now:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
     runtime.cancel(&run.id).await.unwrap();
     let ended = tokio::time::timeout(Duration::from_secs(20), runtime.wait(&run.id))
         .await

@@ -489,15 +489,24 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
 
-    // Another process approves and is killed while the server holds the
-    // message (3 s before it answers).
+    // Another process approves and is killed once its claim is on disk,
+    // while it talks to the server (which holds the message 3 s before it
+    // answers).
     let mut child = approve_host(dir.path(), &action, &server);
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         if line.unwrap() == "approving" {
             break;
         }
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = runtime.actions().get(action.id.as_str()).await.unwrap();
+        if now.state == ActionState::Executing {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never claimed: {now:#?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let pid = child.id();
