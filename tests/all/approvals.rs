@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use hane_coordinator::agent::{
-    ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, RunError,
+    ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, Person, RunError,
     RunStatus, StartRun, Verdict, digest,
 };
 use hane_coordinator::delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
@@ -368,11 +368,42 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     assert_eq!(escalated.trail[0].verdict, Verdict::Escalate);
     assert_eq!(escalated.assignment.as_deref(), Some("fleet-desk"));
     assert!(escalated.task.is_some());
+    // Only a person of that group decides it.
+    let lease = Person::of_groups("key:lease", vec!["lease-desk".into(), "billing".into()]);
+    for refused in [
+        runtime
+            .actions()
+            .approve(action.id.as_str(), &action.digest, lease.clone(), None)
+            .await
+            .unwrap_err(),
+        runtime
+            .actions()
+            .reject(action.id.as_str(), &action.digest, lease.clone(), None)
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&refused, ActionError::NotTheirGroup { assignment: Some(group), .. } if group == "fleet-desk"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "key:lease decides the actions of `lease-desk`, `billing` only; action `{}` is assigned to `fleet-desk`",
+                action.id
+            )
+        );
+    }
+    let unchanged = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(unchanged.state, ActionState::Pending);
+    assert_eq!(unchanged.trail, escalated.trail);
+    let desk = Person::of_groups("key:desk", vec!["fleet-desk".into()]);
     let approved = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:desk", None)
+        .approve(action.id.as_str(), &action.digest, desk, None)
         .await
         .unwrap();
+    assert_eq!(approved.trail.last().unwrap().by, "key:desk");
     assert!(approved.human_approved());
     assert_eq!(approved.to_json()["approvedBy"], "person");
     let ended = runtime.wait(&run.id).await.unwrap();
@@ -1307,6 +1338,23 @@ spec:
         .add_override("communication.send_sms", "texts under review", "person:a")
         .await
         .unwrap();
+    // The review agent holds it, so it is assigned to no group yet: only a
+    // person of every group decides it before the agent escalates.
+    let desk = Person::of_groups("key:desk", vec!["fleet-desk".into()]);
+    let refused = runtime
+        .approve(action.id.as_str(), &action.digest, desk, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ActionError::NotTheirGroup {
+                assignment: None,
+                ..
+            }
+        ),
+        "{refused}"
+    );
     let approved = runtime
         .approve(action.id.as_str(), &action.digest, "person:a", None)
         .await

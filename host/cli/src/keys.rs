@@ -40,11 +40,17 @@ enum KeysCommand {
                 .try_map(|s| s.parse::<Role>())
         )]
         role: Role,
-        /// Print JSON: name, role and key.
+        /// An assignment group whose outbound actions the key decides
+        /// (approves, rejects, reconciles); repeat for more. Without it an
+        /// approver or operator key decides the actions of every group.
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+        /// Print JSON: name, role, groups and key.
         #[arg(long)]
         json: bool,
     },
-    /// List keys by name with their roles; never the keys themselves.
+    /// List keys by name with their roles and groups; never the keys
+    /// themselves.
     List {
         /// Print JSON.
         #[arg(long)]
@@ -62,9 +68,15 @@ pub(crate) fn main(args: KeysArgs) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            let usage = e
-                .downcast_ref::<KeyError>()
-                .is_some_and(|e| matches!(e, KeyError::InvalidName(_) | KeyError::Duplicate(_)));
+            let usage = e.downcast_ref::<KeyError>().is_some_and(|e| {
+                matches!(
+                    e,
+                    KeyError::InvalidName(_)
+                        | KeyError::Duplicate(_)
+                        | KeyError::InvalidGroup(_)
+                        | KeyError::GroupsForViewer
+                )
+            });
             ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
     }
@@ -80,14 +92,28 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
         let registry = Registry::open(&path)
             .with_context(|| format!("opening the registry at {}", path.display()))?;
         match args.command {
-            KeysCommand::Create { name, role, json } => {
-                let key = hane_server::create_key(&registry, &name, role).await?;
+            KeysCommand::Create {
+                name,
+                role,
+                groups,
+                json,
+            } => {
+                let given = (!groups.is_empty()).then_some(groups);
+                let groups = hane_server::key_groups(role, given.as_deref())?;
+                let key = hane_server::create_key(&registry, &name, role, groups.as_deref()).await?;
                 if json {
-                    let doc = json!({"name": name, "role": role.as_str(), "key": key});
+                    let doc = json!({"name": name, "role": role.as_str(), "groups": groups, "key": key});
                     println!("{}", serde_json::to_string_pretty(&doc)?);
                 } else {
+                    let deciding = match (&groups, role) {
+                        (_, Role::Viewer) => String::new(),
+                        (None, _) => ", deciding the actions of every group".to_owned(),
+                        (Some(groups), _) => {
+                            format!(", deciding the actions of {}", groups.join(", "))
+                        }
+                    };
                     eprintln!(
-                        "created key `{name}` with the {role} role; it is shown only now, keep it somewhere safe:"
+                        "created key `{name}` with the {role} role{deciding}; it is shown only now, keep it somewhere safe:"
                     );
                     println!("{key}");
                 }
@@ -97,19 +123,29 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                 if json {
                     let list: Vec<_> = keys
                         .iter()
-                        .map(|k| json!({"name": k.name, "role": k.role, "createdAtMs": k.created_at_ms}))
+                        .map(|k| json!({"name": k.name, "role": k.role, "groups": k.groups, "createdAtMs": k.created_at_ms}))
                         .collect();
                     println!("{}", serde_json::to_string_pretty(&list)?);
                 } else if keys.is_empty() {
                     eprintln!("no API keys: create one with `hane keys create NAME --role operator`");
                 } else {
                     let width = keys.iter().map(|k| k.name.len()).max().unwrap_or(0).max(4);
-                    println!("{:width$}  {:8}  CREATED", "NAME", "ROLE");
+                    println!("{:width$}  {:8}  {:20}  GROUPS", "NAME", "ROLE", "CREATED");
                     for key in &keys {
                         let created = humantime::format_rfc3339_seconds(
                             UNIX_EPOCH + Duration::from_millis(key.created_at_ms),
                         );
-                        println!("{:width$}  {:8}  {created}", key.name, key.role);
+                        let groups = match (&key.groups, key.role.as_str()) {
+                            (_, "viewer") => "-".to_owned(),
+                            (None, _) => "(every group)".to_owned(),
+                            (Some(groups), _) => groups.join(", "),
+                        };
+                        println!(
+                            "{:width$}  {:8}  {:20}  {groups}",
+                            key.name,
+                            key.role,
+                            created.to_string()
+                        );
                     }
                 }
             }

@@ -185,7 +185,7 @@ pub(crate) async fn approve(
     // Through the runtime, so the active release's budget applies as it
     // is now.
     let action = runtime
-        .approve(id.as_str(), &body.digest, &caller.by(), body.reason)
+        .approve(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
     Ok(action_json(&action))
 }
@@ -200,7 +200,7 @@ pub(crate) async fn reject(
     let body = decide_body(body)?;
     let action = runtime
         .actions()
-        .reject(id.as_str(), &body.digest, &caller.by(), body.reason)
+        .reject(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
     Ok(action_json(&action))
 }
@@ -215,7 +215,7 @@ pub(crate) async fn reconcile(
     let body = reconcile_body(body)?;
     let action = runtime
         .actions()
-        .reconcile(id.as_str(), &body.state, &caller.by(), &body.note)
+        .reconcile(id.as_str(), &body.state, caller.person(), &body.note)
         .await?;
     Ok(action_json(&action))
 }

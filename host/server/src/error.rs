@@ -184,6 +184,7 @@ impl From<ActionError> for ApiError {
                 Self::new(ErrorCode::InvalidInput, message).at("/state")
             }
             ActionError::Budget(_) => Self::new(ErrorCode::BudgetExceeded, message),
+            ActionError::NotTheirGroup { .. } => Self::new(ErrorCode::Forbidden, message),
             e => Self::internal("execution ledger", &e),
         }
     }

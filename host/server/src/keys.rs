@@ -16,6 +16,10 @@ const KEY_RANDOM_BYTES: usize = 20;
 /// The longest key name, in characters.
 pub const MAX_KEY_NAME_LEN: usize = 64;
 
+/// The longest assignment group name a key takes, in characters: as long
+/// as an assignment a run may give.
+pub const MAX_GROUP_LEN: usize = 200;
+
 /// What a key may do.
 ///
 /// A `viewer` reads runs, tools, actions, overrides and the budget; an
@@ -82,6 +86,17 @@ pub enum KeyError {
     /// A key with this name exists.
     #[error("a key named `{0}` already exists: remove it first or choose another name")]
     Duplicate(String),
+    /// An assignment group name is empty, too long or holds a control
+    /// character.
+    #[error(
+        "invalid group `{0}`: an assignment group is 1 to {MAX_GROUP_LEN} characters, none of them a control character"
+    )]
+    InvalidGroup(String),
+    /// Groups given for a viewer key, which decides nothing.
+    #[error(
+        "a viewer key decides no actions, so it takes no groups: give groups to an approver or operator key"
+    )]
+    GroupsForViewer,
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -100,23 +115,63 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+fn valid_group(group: &str) -> bool {
+    (1..=MAX_GROUP_LEN).contains(&group.chars().count()) && !group.chars().any(char::is_control)
+}
+
+/// The groups a key with `role` is stored with when `groups` are given:
+/// each checked, repeats dropped, in the order given.
+///
+/// # Errors
+///
+/// A group is invalid, or groups were given for a viewer.
+pub fn key_groups(role: Role, groups: Option<&[String]>) -> Result<Option<Vec<String>>, KeyError> {
+    let Some(given) = groups else {
+        return Ok(None);
+    };
+    if role == Role::Viewer {
+        return Err(KeyError::GroupsForViewer);
+    }
+    let mut groups: Vec<String> = Vec::with_capacity(given.len());
+    for group in given {
+        if !valid_group(group) {
+            return Err(KeyError::InvalidGroup(group.clone()));
+        }
+        if !groups.contains(group) {
+            groups.push(group.clone());
+        }
+    }
+    Ok(Some(groups))
+}
+
 /// Creates a key named `name` with `role` and returns its secret:
 /// [`KEY_PREFIX`] and 40 lowercase hex characters. Only its
 /// [`hash_key`] is stored, so the secret cannot be shown again.
 ///
+/// An approver or operator key with `groups` decides (approves, rejects,
+/// reconciles) only the outbound actions assigned to one of them; without,
+/// it decides those of every group.
+///
 /// # Errors
 ///
-/// The name is invalid or taken, or the store failed.
-pub async fn create_key(registry: &Registry, name: &str, role: Role) -> Result<String, KeyError> {
+/// The name is invalid or taken, a group is invalid, groups were given for
+/// a viewer, or the store failed.
+pub async fn create_key(
+    registry: &Registry,
+    name: &str,
+    role: Role,
+    groups: Option<&[String]>,
+) -> Result<String, KeyError> {
     if !valid_name(name) {
         return Err(KeyError::InvalidName(name.to_owned()));
     }
+    let groups = key_groups(role, groups)?;
     let mut random = [0u8; KEY_RANDOM_BYTES];
     // As for ids: without an entropy source the process cannot work at all.
     getrandom::fill(&mut random).expect("the operating system provides random bytes");
     let secret = format!("{KEY_PREFIX}{}", hex::encode(random));
     registry
-        .add_api_key(name, role.as_str(), &hash_key(&secret))
+        .add_api_key(name, role.as_str(), groups.as_deref(), &hash_key(&secret))
         .await
         .map_err(|e| match e {
             StoreError::DuplicateKey(name) => KeyError::Duplicate(name),
@@ -151,6 +206,17 @@ mod tests {
         assert!(!valid_name("has space"));
         assert!(!valid_name("slash/"));
         assert!(!valid_name("ключ"));
+    }
+
+    #[test]
+    fn groups() {
+        assert!(valid_group("fleet-desk"));
+        assert!(valid_group("Lease desk (Tokyo)"));
+        assert!(valid_group(&"群".repeat(MAX_GROUP_LEN)));
+        assert!(!valid_group(""));
+        assert!(!valid_group(&"a".repeat(MAX_GROUP_LEN + 1)));
+        assert!(!valid_group("two\nlines"));
+        assert!(!valid_group("tab\there"));
     }
 
     #[test]

@@ -40,6 +40,9 @@ mod keys;
 mod openapi;
 mod routes;
 
-pub use keys::{KEY_PREFIX, KeyError, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key};
+pub use keys::{
+    KEY_PREFIX, KeyError, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key,
+    key_groups,
+};
 pub use openapi::openapi;
 pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, router, serve};

@@ -53,7 +53,8 @@ fn document() -> Value {
                  `Authorization: Bearer KEY`; create one with `hane keys create NAME --role ROLE`. \
                  A `viewer` key reads; an `approver` key also approves, rejects and reconciles \
                  outbound actions; an `operator` key does all that, starts and cancels runs and sets \
-                 decider overrides. Request bodies are at most {MAX_BODY_BYTES} bytes. Every error is \
+                 decider overrides. An approver or operator key made with `--group` decides only the \
+                 actions assigned to its groups (403 for others). Request bodies are at most {MAX_BODY_BYTES} bytes. Every error is \
                  answered with an `Error` body."
             ),
         },
@@ -115,21 +116,24 @@ fn operation(route: &Route) -> Value {
              the answer, which is the action as it ended: `delivered`; `failed`, when nothing went \
              out (`outcome.detail` says why, such as a delivery adapter that is not configured); or \
              `unknown`, when it may have gone out (it is never resent: reconcile it). Only an action \
-             a person decides can be approved here; one waiting for a review agent cannot (409). \
+             a person decides can be approved here; one waiting for a review agent cannot (409), \
+             and a key with groups approves only an action assigned to one of them (403). \
              The decision is recorded as by `key:NAME`, the API key's name.",
         ),
         Endpoint::RejectAction => (
             "rejectActionRequest",
             "Reject an outbound action",
             "Nothing is sent; the run that proposed it goes on with the action `rejected`. \
-             `digest` is checked as for approving. The decision is recorded as by `key:NAME`.",
+             `digest` and the key's groups are checked as for approving. The decision is recorded \
+             as by `key:NAME`.",
         ),
         Endpoint::ReconcileAction => (
             "reconcileActionRequest",
             "Record what became of an `unknown` action",
             "An `unknown` action may or may not have gone out, and is never resent. A person who \
              found out records `delivered` or `failed` with a note; nothing is sent. Only an \
-             `unknown` action can be reconciled (409).",
+             `unknown` action can be reconciled (409); a key with groups reconciles only an action \
+             assigned to one of them (403).",
         ),
         Endpoint::ListOverrides => (
             "listDeciderOverrides",
@@ -453,7 +457,7 @@ fn components() -> Value {
             "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
             "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),
             "Unauthorized": error("No API key, a malformed Authorization header, or a key that is not known. The answer has a `WWW-Authenticate: Bearer` header"),
-            "Forbidden": error("The key's role may not call this route; the message names the role needed"),
+            "Forbidden": error("The key's role may not call this route, or the key's groups do not include the action's; the message names what is needed"),
             "PayloadTooLarge": error("The body is larger than the server accepts"),
             "UnsupportedMediaType": error("The body is not sent as `application/json`"),
             "Internal": error("The server failed; its log has the details"),

@@ -12,7 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{AgentRun, RunStatus, StartRun};
+use hane_coordinator::agent::{AgentRun, Person, RunStatus, StartRun};
 use hane_core::RunId;
 use hane_store::{MAX_RUNS_LISTED, RunQuery};
 use serde::Deserialize;
@@ -277,12 +277,22 @@ struct Guard {
 pub(crate) struct Caller {
     /// The key's name.
     pub(crate) key: String,
+    /// The assignment groups it decides for; `None` for every group.
+    pub(crate) groups: Option<Vec<String>>,
 }
 
 impl Caller {
     /// The caller as a decision's or an override's author: `key:NAME`.
     pub(crate) fn by(&self) -> String {
         format!("key:{}", self.key)
+    }
+
+    /// The caller as the person deciding or reconciling an action.
+    pub(crate) fn person(&self) -> Person {
+        Person {
+            by: self.by(),
+            groups: self.groups.clone(),
+        }
     }
 }
 
@@ -332,7 +342,10 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
             ),
         ));
     }
-    Ok(Caller { key: key.name })
+    Ok(Caller {
+        key: key.name,
+        groups: key.groups,
+    })
 }
 
 /// The key in an `Authorization: Bearer KEY` header.

@@ -11,7 +11,7 @@ use hane_coordinator::AgentRuntime;
 use hane_coordinator::agent::RuntimeConfig;
 use hane_coordinator::delivery::{DeliveryConfig, HttpProvider};
 use hane_sandbox::SandboxConfig;
-use hane_server::Role;
+use hane_server::{KeyError, Role};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -66,9 +66,9 @@ impl Server {
                 .with_context(|| format!("activating {}", release.display()))?;
         }
         let registry = runtime.registry();
-        let operator = hane_server::create_key(registry, "ops", Role::Operator).await?;
-        let viewer = hane_server::create_key(registry, "dashboard", Role::Viewer).await?;
-        let approver = hane_server::create_key(registry, "desk", Role::Approver).await?;
+        let operator = hane_server::create_key(registry, "ops", Role::Operator, None).await?;
+        let viewer = hane_server::create_key(registry, "dashboard", Role::Viewer, None).await?;
+        let approver = hane_server::create_key(registry, "desk", Role::Approver, None).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
@@ -394,7 +394,8 @@ async fn keys_are_checked() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_removed_key_stops_working() -> anyhow::Result<()> {
     let server = Server::start().await?;
-    let key = hane_server::create_key(server.runtime.registry(), "temporary", Role::Viewer).await?;
+    let key =
+        hane_server::create_key(server.runtime.registry(), "temporary", Role::Viewer, None).await?;
     assert!(key.starts_with(hane_server::KEY_PREFIX));
     assert_eq!(key.len(), hane_server::KEY_PREFIX.len() + 40);
     let reply = server.get("/v1/agents/runs", Some(&key)).await?;
@@ -1083,6 +1084,105 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     server.stop().await
 }
 
+#[tokio::test]
+async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::Result<()> {
+    let release = outbound_release()?;
+    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let registry = server.runtime.registry();
+    let groups = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let lease = hane_server::create_key(
+        registry,
+        "lease",
+        Role::Approver,
+        Some(&groups(&["lease-desk", "billing"])),
+    )
+    .await?;
+    let night = hane_server::create_key(
+        registry,
+        "night-ops",
+        Role::Operator,
+        Some(&groups(&["lease-desk"])),
+    )
+    .await?;
+    let desk = hane_server::create_key(
+        registry,
+        "desk-only",
+        Role::Approver,
+        Some(&groups(&["desk"])),
+    )
+    .await?;
+    let refused = hane_server::create_key(registry, "v", Role::Viewer, Some(&groups(&["desk"])))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, KeyError::GroupsForViewer), "{refused}");
+    let refused = hane_server::create_key(
+        registry,
+        "w",
+        Role::Approver,
+        Some(&groups(&["desk", "two\nlines"])),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("invalid group `two\nlines`"),
+        "{refused}"
+    );
+
+    let run = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&run).await?;
+    assert_eq!(action["assignment"], "desk");
+    let url = format!(
+        "/v1/agents/action-requests/{}",
+        action["id"].as_str().context("an id")?
+    );
+    let digest = action["digest"].as_str().context("a digest")?;
+    for (key, verb) in [(&lease, "approve"), (&lease, "reject"), (&night, "approve")] {
+        let reply = server
+            .post(&format!("{url}/{verb}"), Some(key), &decision(digest, None))
+            .await?;
+        let message = reply.error(403, "forbidden");
+        assert!(
+            message.contains("only; action") && message.contains("is assigned to `desk`"),
+            "{message}"
+        );
+        assert_matches(&doc, "Error", &reply.body);
+    }
+    let reply = server
+        .post(
+            &format!("{url}/approve"),
+            Some(&lease),
+            &decision(digest, None),
+        )
+        .await?;
+    assert!(
+        reply
+            .error(403, "forbidden")
+            .starts_with("key:lease decides the actions of `lease-desk`, `billing` only"),
+        "{}",
+        reply.body
+    );
+    let still = server.get(&url, Some(&server.viewer)).await?;
+    assert_eq!(still.body["state"], "pending", "{}", still.body);
+    assert_eq!(still.body["trail"], json!([]));
+
+    let reply = server
+        .post(
+            &format!("{url}/reject"),
+            Some(&desk),
+            &decision(digest, Some("not today")),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["state"], "rejected");
+    assert_eq!(reply.body["trail"][0]["by"], "key:desk-only");
+    let ended = server.ended(&run).await?;
+    assert_eq!(ended["result"]["status"], "rejected", "{ended}");
+    server.stop().await
+}
+
 /// A provider that takes requests and never answers: the connections it
 /// accepted, each with what it read.
 async fn silent_provider()
@@ -1145,6 +1245,24 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
         .post(&format!("{url}/reconcile"), Some(&server.viewer), &body)
         .await?;
     reply.error(403, "forbidden");
+    // A key of other groups does not reconcile the desk's action.
+    let lease = hane_server::create_key(
+        server.runtime.registry(),
+        "lease",
+        Role::Approver,
+        Some(&["lease-desk".to_owned()]),
+    )
+    .await?;
+    let reply = server
+        .post(&format!("{url}/reconcile"), Some(&lease), &body)
+        .await?;
+    assert!(
+        reply
+            .error(403, "forbidden")
+            .contains("is assigned to `desk`"),
+        "{}",
+        reply.body
+    );
     let reply = server
         .post(
             &format!("{url}/reconcile"),

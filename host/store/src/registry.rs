@@ -107,8 +107,26 @@ pub struct ApiKeyInfo {
     pub name: String,
     /// Its role, such as `operator`.
     pub role: String,
+    /// The assignment groups whose outbound actions it decides; `None`
+    /// for every group.
+    pub groups: Option<Vec<String>>,
     /// When it was created.
     pub created_at_ms: u64,
+}
+
+/// How `api_keys.groups` holds a key's groups: one per line.
+fn groups_column(groups: Option<&[String]>) -> Option<String> {
+    groups.map(|groups| groups.join("\n"))
+}
+
+fn api_key_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyInfo> {
+    let groups: Option<String> = row.get(2)?;
+    Ok(ApiKeyInfo {
+        name: row.get(0)?,
+        role: row.get(1)?,
+        groups: groups.map(|g| g.lines().map(str::to_owned).collect()),
+        created_at_ms: row.get::<_, i64>(3)? as u64,
+    })
 }
 
 /// Releases, components, runs, tasks and API keys, in the session store's
@@ -470,14 +488,23 @@ impl Registry {
         .await
     }
 
-    /// Stores an API key by the hash of its secret.
+    /// Stores an API key by the hash of its secret, with the assignment
+    /// groups it decides for (`None`: every group). Group names hold no
+    /// line breaks; the caller checks them.
     ///
     /// # Errors
     ///
     /// [`StoreError::DuplicateKey`] when a key with this name exists; the
     /// database failed.
-    pub async fn add_api_key(&self, name: &str, role: &str, hash: &str) -> Result<(), StoreError> {
+    pub async fn add_api_key(
+        &self,
+        name: &str,
+        role: &str,
+        groups: Option<&[String]>,
+        hash: &str,
+    ) -> Result<(), StoreError> {
         let (name, role, hash) = (name.to_owned(), role.to_owned(), hash.to_owned());
+        let groups = groups_column(groups);
         self.with("adding an API key", move |conn| {
             let taken: bool = conn
                 .query_row(
@@ -490,8 +517,8 @@ impl Registry {
                 return Err(StoreError::DuplicateKey(name));
             }
             conn.execute(
-                "INSERT INTO api_keys (hash, name, role, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![hash, name, role, now_ms() as i64],
+                "INSERT INTO api_keys (hash, name, role, groups, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![hash, name, role, groups, now_ms() as i64],
             )
             .map_err(db("adding an API key"))?;
             Ok(())
@@ -507,18 +534,11 @@ impl Registry {
     pub async fn api_key(&self, hash: &str) -> Result<Option<ApiKeyInfo>, StoreError> {
         let hash = hash.to_owned();
         self.with("checking an API key", move |conn| {
-            conn.prepare_cached("SELECT name, role, created_at FROM api_keys WHERE hash = ?1")
-                .and_then(|mut stmt| {
-                    stmt.query_row([hash], |row| {
-                        Ok(ApiKeyInfo {
-                            name: row.get(0)?,
-                            role: row.get(1)?,
-                            created_at_ms: row.get::<_, i64>(2)? as u64,
-                        })
-                    })
-                    .optional()
-                })
-                .map_err(db("checking an API key"))
+            conn.prepare_cached(
+                "SELECT name, role, groups, created_at FROM api_keys WHERE hash = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([hash], api_key_info).optional())
+            .map_err(db("checking an API key"))
         })
         .await
     }
@@ -531,16 +551,10 @@ impl Registry {
     pub async fn api_keys(&self) -> Result<Vec<ApiKeyInfo>, StoreError> {
         self.with("listing API keys", |conn| {
             let mut stmt = conn
-                .prepare_cached("SELECT name, role, created_at FROM api_keys ORDER BY name")
+                .prepare_cached("SELECT name, role, groups, created_at FROM api_keys ORDER BY name")
                 .map_err(db("listing API keys"))?;
             let rows = stmt
-                .query_map([], |row| {
-                    Ok(ApiKeyInfo {
-                        name: row.get(0)?,
-                        role: row.get(1)?,
-                        created_at_ms: row.get::<_, i64>(2)? as u64,
-                    })
-                })
+                .query_map([], api_key_info)
                 .map_err(db("listing API keys"))?;
             rows.collect::<Result<_, _>>()
                 .map_err(db("listing API keys"))

@@ -152,6 +152,9 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL,
         PRIMARY KEY (day, scope, name)
     ) STRICT;",
+    // Version 4: the assignment groups an API key decides outbound actions
+    // for, one per line; NULL for every group (keys made before).
+    "ALTER TABLE api_keys ADD COLUMN groups TEXT;",
 ];
 
 /// The newest schema version this build reads and writes.

@@ -186,6 +186,64 @@ pub struct ActionOutcome {
     pub at_ms: u64,
 }
 
+/// A person deciding or reconciling outbound actions: how the trail names
+/// them, and the assignment groups they act for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    /// How decisions name them, such as `key:desk`.
+    pub by: String,
+    /// The groups whose actions they decide; `None` for every group.
+    pub groups: Option<Vec<String>>,
+}
+
+impl Person {
+    /// A person who acts for every group, such as whoever holds the store
+    /// (the CLI).
+    pub fn anyone(by: impl Into<String>) -> Self {
+        Person {
+            by: by.into(),
+            groups: None,
+        }
+    }
+
+    /// A person who acts for `groups` only.
+    pub fn of_groups(by: impl Into<String>, groups: Vec<String>) -> Self {
+        Person {
+            by: by.into(),
+            groups: Some(groups),
+        }
+    }
+
+    /// Whether they decide an action assigned to `assignment`; an action
+    /// assigned to no group (decided by a policy or a review agent) is
+    /// only for a person of every group.
+    pub fn acts_for(&self, assignment: Option<&str>) -> bool {
+        match (&self.groups, assignment) {
+            (None, _) => true,
+            (Some(groups), Some(assignment)) => groups.iter().any(|g| g == assignment),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl From<&str> for Person {
+    fn from(by: &str) -> Self {
+        Person::anyone(by)
+    }
+}
+
+impl From<&String> for Person {
+    fn from(by: &String) -> Self {
+        Person::anyone(by.as_str())
+    }
+}
+
+impl From<String> for Person {
+    fn from(by: String) -> Self {
+        Person::anyone(by)
+    }
+}
+
 /// The customer API an `integration.execute` action calls, copied from the
 /// agent's `connections` when it was proposed. The credential is a name;
 /// the secret stays with the host.

@@ -17,7 +17,7 @@ mod translate;
 
 pub use action::{
     ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind, Decision,
-    Verdict, digest,
+    Person, Verdict, digest,
 };
 pub use budget::{
     ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, ReportAlert, ReportLimits,

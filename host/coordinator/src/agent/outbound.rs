@@ -23,7 +23,8 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::action::{
-    ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Verdict, digest,
+    ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
+    digest,
 };
 use super::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
 use super::tools::ControlTool;
@@ -74,6 +75,18 @@ pub enum ActionError {
         /// The review agent.
         reviewer: String,
     },
+    /// The person acts for other assignment groups than the action's.
+    #[error("{by} decides the actions of {} only; action `{action}` is {}", list(.groups), assigned(.assignment.as_deref()))]
+    NotTheirGroup {
+        /// The action.
+        action: ActionId,
+        /// Who tried.
+        by: String,
+        /// The groups they act for.
+        groups: Vec<String>,
+        /// The action's group, if any.
+        assignment: Option<String>,
+    },
     /// Only `unknown` actions are reconciled.
     #[error(
         "action `{action}` is {state}; only an `unknown` action is reconciled (its outcome is recorded already)"
@@ -101,6 +114,31 @@ pub enum ActionError {
     /// A stored action could not be read.
     #[error("{0}")]
     Corrupt(String),
+}
+
+fn list(groups: &[String]) -> String {
+    let named: Vec<String> = groups.iter().map(|g| format!("`{g}`")).collect();
+    named.join(", ")
+}
+
+fn assigned(assignment: Option<&str>) -> String {
+    match assignment {
+        Some(group) => format!("assigned to `{group}`"),
+        None => "assigned to no group (a policy or a review agent decided it): a person of every group decides it".to_owned(),
+    }
+}
+
+/// Refuses `person` for `action` unless they act for its group.
+fn check_group(action: &ActionRequest, person: &Person) -> Result<(), ActionError> {
+    if person.acts_for(action.assignment.as_deref()) {
+        return Ok(());
+    }
+    Err(ActionError::NotTheirGroup {
+        action: action.id.clone(),
+        by: person.by.clone(),
+        groups: person.groups.clone().unwrap_or_default(),
+        assignment: action.assignment.clone(),
+    })
 }
 
 impl From<ChargeError> for ActionError {
@@ -428,28 +466,28 @@ impl ActionLedger {
     /// then the action is executed (see [`ActionLedger::execute`]) and
     /// returned as it ended. An action approved earlier but never
     /// attempted (its approver stopped before the claim) is executed now,
-    /// once.
+    /// once. `by` is a [`Person`], or a name for a person of every group.
     ///
     /// # Errors
     ///
-    /// No such action; a stale digest; it waits for a review agent; it
-    /// was decided already; the store failed.
+    /// No such action; a stale digest; it waits for a review agent; it is
+    /// assigned to a group the person does not act for; it was decided
+    /// already; the store failed.
     pub async fn approve(
         &self,
         id: &str,
         digest: &str,
-        by: &str,
+        by: impl Into<Person>,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
         // One task for the decision and the delivery: an approver who goes
         // away (an HTTP client hanging up) cannot leave the action
         // approved and never attempted.
         let ledger = self.clone();
-        let (id, digest, by) = (id.to_owned(), digest.to_owned(), by.to_owned());
+        let (id, digest, who) = (id.to_owned(), digest.to_owned(), by.into());
         tokio::spawn(async move {
-            let decided = ledger
-                .decide(&id, person(Verdict::Approve, &by, &digest, reason), None)
-                .await;
+            let decision = person(Verdict::Approve, &who.by, &digest, reason);
+            let decided = ledger.decide(&id, decision, None, Some(&who)).await;
             match decided {
                 Ok(_) => ledger.execute_here(&id).await,
                 Err(ActionError::AlreadyDecided {
@@ -459,6 +497,7 @@ impl ActionLedger {
                     // A repeated approval of the same content resumes an
                     // approval whose process stopped before the claim.
                     let action = ledger.get(&id).await?;
+                    check_group(&action, &who)?;
                     check_digest(&action, &digest)?;
                     ledger.execute_here(&id).await
                 }
@@ -478,23 +517,27 @@ impl ActionLedger {
         &self,
         id: &str,
         digest: &str,
-        by: &str,
+        by: impl Into<Person>,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
-        self.decide(id, person(Verdict::Reject, by, digest, reason), None)
-            .await
+        let who = by.into();
+        let decision = person(Verdict::Reject, &who.by, digest, reason);
+        self.decide(id, decision, None, Some(&who)).await
     }
 
     /// Records `decision` on pending action `id`: approve makes it
     /// `approved` (not executed: call [`ActionLedger::execute`]), reject
     /// makes it `rejected`, escalate hands it to a person with
-    /// `escalation`'s task. A person's decision closes the action's task.
+    /// `escalation`'s task. A person's decision closes the action's task;
+    /// `who` is that person, checked against the action's group.
     pub(crate) async fn decide(
         &self,
         id: &str,
         mut decision: Decision,
         escalation: Option<TaskRow>,
+        who: Option<&Person>,
     ) -> Result<ActionRequest, ActionError> {
+        let who = who.cloned();
         let (_, action) = self
             .update(id, move |tx, action| {
                 if action.state != ActionState::Pending {
@@ -515,6 +558,9 @@ impl ActionLedger {
                         action: action.id.clone(),
                         reviewer: action.reviewer.clone().unwrap_or_default(),
                     });
+                }
+                if let Some(who) = &who {
+                    check_group(action, who)?;
                 }
                 if decision.kind == DeciderKind::Agent
                     && decision.verdict == Verdict::Approve
@@ -763,17 +809,19 @@ impl ActionLedger {
     }
 
     /// A person records what happened to an `unknown` action: `delivered`
-    /// or `failed`, with a note. Nothing is sent.
+    /// or `failed`, with a note. Nothing is sent. `by` as for
+    /// [`ActionLedger::approve`].
     ///
     /// # Errors
     ///
     /// No such action, it is not `unknown`, a state other than delivered
-    /// or failed, or the store failed.
+    /// or failed, a group the person does not act for, or the store
+    /// failed.
     pub async fn reconcile(
         &self,
         id: &str,
         state: &str,
-        by: &str,
+        by: impl Into<Person>,
         note: &str,
     ) -> Result<ActionRequest, ActionError> {
         let state = match state {
@@ -781,7 +829,7 @@ impl ActionLedger {
             "failed" => ActionState::Failed,
             other => return Err(ActionError::BadReconcile(other.to_owned())),
         };
-        let (by, note) = (by.to_owned(), note.to_owned());
+        let (who, note) = (by.into(), note.to_owned());
         let (_, action) = self
             .update(id, move |_, action| {
                 if action.state != ActionState::Unknown {
@@ -790,6 +838,7 @@ impl ActionLedger {
                         state: action.state,
                     });
                 }
+                check_group(action, &who)?;
                 let earlier = action
                     .outcome
                     .as_ref()
@@ -802,7 +851,7 @@ impl ActionLedger {
                 };
                 end(action, state, detail);
                 if let Some(outcome) = &mut action.outcome {
-                    outcome.reconciled_by = Some(by);
+                    outcome.reconciled_by = Some(who.by.clone());
                 }
                 Ok(())
             })

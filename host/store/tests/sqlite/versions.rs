@@ -4,7 +4,7 @@
 use std::error::Error as _;
 
 use hane_core::EnvelopeError;
-use hane_store::{SessionStore, SqliteStore, StoreError};
+use hane_store::{Registry, SessionStore, SqliteStore, StoreError};
 
 use crate::{Scratch, run};
 
@@ -94,10 +94,10 @@ async fn a_newer_schema_is_refused() {
     else {
         panic!("expected NewerSchema, got {err:?}");
     };
-    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 3));
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 4));
     let message = err.to_string();
     assert!(message.contains("schema version 99"), "{message}");
-    assert!(message.contains("up to 3"), "{message}");
+    assert!(message.contains("up to 4"), "{message}");
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn the_schema_is_created_once_and_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let mode: String = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -136,4 +136,51 @@ async fn the_schema_is_created_once_and_kept() {
     assert_eq!(mode, "wal");
     let store = scratch.open();
     assert_eq!(store.list_sessions().await.unwrap()[0].id, session);
+}
+
+#[tokio::test]
+async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() {
+    let scratch = Scratch::new();
+    {
+        let registry = Registry::open(scratch.path()).unwrap();
+        let desk = ["fleet-desk".to_owned(), "lease desk".to_owned()];
+        registry
+            .add_api_key("desk", "approver", Some(&desk), "hash-desk")
+            .await
+            .unwrap();
+    }
+    // As version 3 left it: no `groups` column, one key in the table.
+    {
+        let db = rusqlite::Connection::open(scratch.path()).unwrap();
+        db.execute_batch(
+            "DELETE FROM api_keys;
+             ALTER TABLE api_keys DROP COLUMN groups;
+             INSERT INTO api_keys (hash, name, role, created_at) VALUES ('hash-old', 'old', 'approver', 1);
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+    }
+    let registry = Registry::open(scratch.path()).unwrap();
+    let old = registry.api_key("hash-old").await.unwrap().unwrap();
+    assert_eq!((old.name.as_str(), old.groups), ("old", None));
+    let desk = ["fleet-desk".to_owned(), "lease desk".to_owned()];
+    registry
+        .add_api_key("desk", "approver", Some(&desk), "hash-desk")
+        .await
+        .unwrap();
+    let listed = registry.api_keys().await.unwrap();
+    let groups: Vec<_> = listed
+        .iter()
+        .map(|k| (k.name.as_str(), k.groups.clone()))
+        .collect();
+    assert_eq!(
+        groups,
+        [("desk", Some(desk.to_vec())), ("old", None)],
+        "{listed:?}"
+    );
+    let version: u32 = rusqlite::Connection::open(scratch.path())
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
 }

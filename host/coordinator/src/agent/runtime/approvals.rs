@@ -10,8 +10,8 @@ use hane_store::{OverrideRow, RunRow, UsageDelta};
 
 use super::*;
 use crate::agent::action::{
-    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Verdict,
-    digest,
+    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Person,
+    Verdict, digest,
 };
 use crate::agent::budget::{BudgetReport, ChargeError, charge, utc_day};
 use crate::agent::outbound::{ActionError, record};
@@ -136,7 +136,7 @@ impl AgentRuntime {
         &self,
         id: &str,
         digest: &str,
-        by: &str,
+        by: impl Into<Person>,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
         self.refresh_budget().await?;
@@ -533,7 +533,7 @@ impl AgentRuntime {
                 };
                 self.inner
                     .actions
-                    .decide(action.id.as_str(), decision, escalation)
+                    .decide(action.id.as_str(), decision, escalation, None)
                     .await?;
                 return Ok(());
             }
@@ -603,6 +603,7 @@ impl AgentRuntime {
                         at_ms: now_ms(),
                     },
                     escalation,
+                    None,
                 )
                 .await?;
             if verdict == Verdict::Approve {
