@@ -74,6 +74,7 @@ pub(crate) fn main(args: KeysArgs) -> ExitCode {
                     KeyError::InvalidName(_)
                         | KeyError::Duplicate(_)
                         | KeyError::InvalidGroup(_)
+                        | KeyError::NoGroups
                         | KeyError::GroupsForViewer
                 )
             });

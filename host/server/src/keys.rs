@@ -92,6 +92,9 @@ pub enum KeyError {
         "invalid group `{0}`: an assignment group is 1 to {MAX_GROUP_LEN} characters, none of them a control character"
     )]
     InvalidGroup(String),
+    /// An empty list of groups: such a key would decide nothing.
+    #[error("a key's groups name at least one group; without groups it decides for every group")]
+    NoGroups,
     /// Groups given for a viewer key, which decides nothing.
     #[error(
         "a viewer key decides no actions, so it takes no groups: give groups to an approver or operator key"
@@ -131,6 +134,9 @@ pub fn key_groups(role: Role, groups: Option<&[String]>) -> Result<Option<Vec<St
     };
     if role == Role::Viewer {
         return Err(KeyError::GroupsForViewer);
+    }
+    if given.is_empty() {
+        return Err(KeyError::NoGroups);
     }
     let mut groups: Vec<String> = Vec::with_capacity(given.len());
     for group in given {
@@ -217,6 +223,28 @@ mod tests {
         assert!(!valid_group(&"a".repeat(MAX_GROUP_LEN + 1)));
         assert!(!valid_group("two\nlines"));
         assert!(!valid_group("tab\there"));
+    }
+
+    #[test]
+    fn group_lists() {
+        let given = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
+        assert_eq!(key_groups(Role::Approver, None).unwrap(), None);
+        assert_eq!(
+            key_groups(Role::Operator, Some(&given)).unwrap(),
+            Some(vec!["b".to_owned(), "a".to_owned()])
+        );
+        assert!(matches!(
+            key_groups(Role::Approver, Some(&[])),
+            Err(KeyError::NoGroups)
+        ));
+        assert!(matches!(
+            key_groups(Role::Viewer, Some(&given)),
+            Err(KeyError::GroupsForViewer)
+        ));
+        assert!(matches!(
+            key_groups(Role::Approver, Some(&["a".to_owned(), String::new()])),
+            Err(KeyError::InvalidGroup(g)) if g.is_empty()
+        ));
     }
 
     #[test]
