@@ -132,7 +132,7 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
     );
     let refused = runtime
         .actions()
-        .approve(action.id.as_str(), &stale, "person:a", None)
+        .approve(action.id.as_str(), &stale, Person::anyone("person:a"), None)
         .await
         .unwrap_err();
     assert!(
@@ -155,7 +155,7 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
         .approve(
             action.id.as_str(),
             &action.digest,
-            "person:a",
+            Person::anyone("person:a"),
             Some("ok".into()),
         )
         .await
@@ -189,7 +189,12 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
     // Approving again sends nothing more.
     let again = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:b", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:b"),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -212,7 +217,7 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
         .reject(
             action.id.as_str(),
             &action.digest,
-            "person:a",
+            Person::anyone("person:a"),
             Some("wrong depot".into()),
         )
         .await
@@ -242,7 +247,7 @@ async fn fifty_concurrent_approvals_execute_the_action_once() {
         let (id, digest) = (action.id.to_string(), action.digest.clone());
         approvals.push(tokio::spawn(async move {
             ledger
-                .approve(&id, &digest, &format!("person:{i}"), None)
+                .approve(&id, &digest, Person::anyone(format!("person:{i}")), None)
                 .await
         }));
     }
@@ -432,7 +437,12 @@ async fn cancelling_a_run_withdraws_its_pending_action() {
     // A late approval sends nothing.
     let late = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(matches!(late, ActionError::AlreadyDecided { .. }), "{late}");
@@ -470,7 +480,12 @@ async fn a_decider_override_sends_the_very_next_action_to_people() {
     assert!(server.messages().is_empty());
     runtime
         .actions()
-        .reject(action.id.as_str(), &action.digest, "person:a", None)
+        .reject(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap();
     runtime.wait(&run.id).await.unwrap();
@@ -573,7 +588,12 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     // Approving again sends nothing; the run goes on with `unknown`.
     let again = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -585,7 +605,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
 
     let bad = runtime
         .actions()
-        .reconcile(action.id.as_str(), "sent", "person:a", "")
+        .reconcile(action.id.as_str(), "sent", Person::anyone("person:a"), "")
         .await
         .unwrap_err();
     assert!(matches!(bad, ActionError::BadReconcile(_)), "{bad}");
@@ -594,7 +614,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
         .reconcile(
             action.id.as_str(),
             "delivered",
-            "person:a",
+            Person::anyone("person:a"),
             "the depot confirmed it",
         )
         .await
@@ -605,7 +625,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     assert!(outcome.detail.contains("the depot confirmed it"));
     let twice = runtime
         .actions()
-        .reconcile(action.id.as_str(), "failed", "person:a", "")
+        .reconcile(action.id.as_str(), "failed", Person::anyone("person:a"), "")
         .await
         .unwrap_err();
     assert!(matches!(twice, ActionError::NotUnknown { .. }), "{twice}");
@@ -832,7 +852,12 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
     let action = action_of(&runtime, &first.id, ActionState::Pending).await;
     let executed = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(executed.state, ActionState::Failed, "no adapter here");
@@ -1017,7 +1042,12 @@ spec:
     assert!(server.messages().is_empty());
     runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap();
     let ended = runtime.wait(&run.id).await.unwrap();
@@ -1109,7 +1139,12 @@ spec:
     assert!(provider.seen().is_empty(), "nothing before approval");
     let approved = runtime
         .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1210,9 +1245,12 @@ async fn an_approver_who_goes_away_mid_delivery_does_not_stop_it() {
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
     // The approving caller (an HTTP request whose client hung up) is
     // dropped while the server holds the message.
-    let approval = runtime
-        .actions()
-        .approve(action.id.as_str(), &action.digest, "person:a", None);
+    let approval = runtime.actions().approve(
+        action.id.as_str(),
+        &action.digest,
+        Person::anyone("person:a"),
+        None,
+    );
     assert!(
         tokio::time::timeout(Duration::from_millis(150), approval)
             .await
@@ -1255,7 +1293,12 @@ async fn the_time_limit_withdraws_a_pending_action() {
             .contains("the run ended limit_exceeded"),
     );
     let late = runtime
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(matches!(late, ActionError::AlreadyDecided { .. }), "{late}");
@@ -1321,13 +1364,15 @@ spec:
     runtime.activate(&release).await.unwrap();
 
     // 1. While the agent reviews, a person is refused; once an override
-    //    names the tool, a person decides, and the agent's late approval
-    //    changes nothing.
+    //    names the tool, a person of the agent's group decides, and the
+    //    agent's late approval changes nothing.
     let run = runtime.start(text("+815012340001")).await.unwrap();
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
     assert_eq!(action.decider, DeciderKind::Agent);
+    assert_eq!(action.assignment.as_deref(), Some("fleet-desk"));
+    let desk = Person::of_groups("key:desk", vec!["fleet-desk".into()]);
     let refused = runtime
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(action.id.as_str(), &action.digest, desk.clone(), None)
         .await
         .unwrap_err();
     assert!(
@@ -1338,25 +1383,17 @@ spec:
         .add_override("communication.send_sms", "texts under review", "person:a")
         .await
         .unwrap();
-    // The review agent holds it, so it is assigned to no group yet: only a
-    // person of every group decides it before the agent escalates.
-    let desk = Person::of_groups("key:desk", vec!["fleet-desk".into()]);
+    let lease = Person::of_groups("key:lease", vec!["lease-desk".into()]);
     let refused = runtime
-        .approve(action.id.as_str(), &action.digest, desk, None)
+        .approve(action.id.as_str(), &action.digest, lease, None)
         .await
         .unwrap_err();
     assert!(
-        matches!(
-            refused,
-            ActionError::NotTheirGroup {
-                assignment: None,
-                ..
-            }
-        ),
+        matches!(&refused, ActionError::NotTheirGroup { assignment: Some(group), .. } if group == "fleet-desk"),
         "{refused}"
     );
     let approved = runtime
-        .approve(action.id.as_str(), &action.digest, "person:a", None)
+        .approve(action.id.as_str(), &action.digest, desk, None)
         .await
         .unwrap();
     assert!(approved.human_approved());
@@ -1407,7 +1444,12 @@ spec:
     );
     runtime
         .actions()
-        .reject(action.id.as_str(), &action.digest, "person:a", None)
+        .reject(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("person:a"),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1442,12 +1484,12 @@ async fn the_claim_checks_the_budget_when_two_actions_passed_the_proposal_check(
     let a = action_of(&runtime, &first.id, ActionState::Pending).await;
     let b = action_of(&runtime, &second.id, ActionState::Pending).await;
     let a = runtime
-        .approve(a.id.as_str(), &a.digest, "person:a", None)
+        .approve(a.id.as_str(), &a.digest, Person::anyone("person:a"), None)
         .await
         .unwrap();
     assert_eq!(a.attempts.len(), 1, "the first is attempted");
     let b = runtime
-        .approve(b.id.as_str(), &b.digest, "person:a", None)
+        .approve(b.id.as_str(), &b.digest, Person::anyone("person:a"), None)
         .await
         .unwrap();
     assert_eq!(b.state, ActionState::Failed);

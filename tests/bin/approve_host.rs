@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use hane_coordinator::agent::{ActionError, ActionLedger, BudgetScope, load_active};
+use hane_coordinator::agent::{ActionError, ActionLedger, BudgetScope, Person, load_active};
 use hane_coordinator::delivery::DeliveryConfig;
 use hane_store::Registry;
 
@@ -40,7 +40,7 @@ async fn main() -> Result<()> {
     say(&format!("recovered: {} unknown", recovered.unknown.len()));
     say("approving");
     match ledger
-        .approve(action, digest, "test:approve-host", None)
+        .approve(action, digest, Person::anyone("test:approve-host"), None)
         .await
     {
         Ok(action) => say(&format!("state: {}", action.state)),

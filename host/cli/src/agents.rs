@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::agent::{
-    ActionState, ActivationError, AgentRun, RunError, RunStatus, StartRun, Task,
+    ActionState, ActivationError, AgentRun, Person, RunError, RunStatus, StartRun, Task,
 };
 use hane_core::RunId;
 use hane_store::{RunQuery, StoreError};
@@ -382,7 +382,7 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         .reject(
             action.id.as_str(),
             &action.digest,
-            "cli:demo",
+            Person::anyone("cli:demo"),
             Some("the demo sends nothing".to_owned()),
         )
         .await?;

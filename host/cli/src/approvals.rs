@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use hane_coordinator::agent::{
-    ActionError, ActionLedger, ActionRequest, ActionState, DeciderKind, load_active,
+    ActionError, ActionLedger, ActionRequest, ActionState, DeciderKind, Person, load_active,
 };
 use hane_coordinator::delivery::ConfigError;
 use hane_core::{ActionId, RunId};
@@ -263,7 +263,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                 // reported as unknown rather than shown as executing.
                 ledger.recover(false).await?;
                 let action = ledger
-                    .approve(id.as_str(), &digest, &decider(), reason)
+                    .approve(id.as_str(), &digest, Person::anyone(decider()), reason)
                     .await?;
                 if !json {
                     println!("approved {id}; it ended {}", action.state);
@@ -278,7 +278,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
             } => {
                 ledger.recover(false).await?;
                 let action = ledger
-                    .reject(id.as_str(), &digest, &decider(), reason)
+                    .reject(id.as_str(), &digest, Person::anyone(decider()), reason)
                     .await?;
                 if !json {
                     println!("rejected {id}: nothing was sent");
@@ -293,7 +293,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
             } => {
                 ledger.recover(false).await?;
                 let action = ledger
-                    .reconcile(id.as_str(), &state, &decider(), &note)
+                    .reconcile(id.as_str(), &state, Person::anyone(decider()), &note)
                     .await?;
                 if !json {
                     println!("reconciled {id} as {}", action.state);

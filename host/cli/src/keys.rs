@@ -31,8 +31,8 @@ enum KeysCommand {
         name: String,
         /// What it may do: a viewer reads runs, tools, actions and the
         /// budget; an approver also approves, rejects and reconciles
-        /// outbound actions; an operator also starts and cancels runs,
-        /// approves, and sets decider overrides.
+        /// outbound actions (of its groups, with --group); an operator
+        /// also starts and cancels runs and sets decider overrides.
         #[arg(
             long,
             value_name = "ROLE",

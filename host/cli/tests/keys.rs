@@ -118,7 +118,7 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         &["keys", "create", "w", "--role", "approver", "--group", ""],
     ));
     assert_eq!(code, Some(2));
-    assert!(said.contains("invalid group ``"), "{said}");
+    assert!(said.contains(r#"invalid group """#), "{said}");
     let (code, said) = refused(&hane(
         &store,
         &["keys", "create", "desk", "--role", "viewer"],

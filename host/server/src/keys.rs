@@ -25,7 +25,10 @@ pub const MAX_GROUP_LEN: usize = 200;
 /// A `viewer` reads runs, tools, actions, overrides and the budget; an
 /// `approver` also approves, rejects and reconciles outbound actions; an
 /// `operator` does all that, starts and cancels runs, and sets decider
-/// overrides.
+/// overrides. An approver or operator key with groups (see
+/// [`create_key`]) decides only the actions assigned to one of them;
+/// cancelling a run, which withdraws its pending actions, and overrides
+/// are not limited by groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Everything an approver does; starts and cancels runs, sets decider
@@ -86,10 +89,10 @@ pub enum KeyError {
     /// A key with this name exists.
     #[error("a key named `{0}` already exists: remove it first or choose another name")]
     Duplicate(String),
-    /// An assignment group name is empty, too long or holds a control
-    /// character.
+    /// An assignment group name is empty, too long, starts or ends with
+    /// white space, or holds a control character.
     #[error(
-        "invalid group `{0}`: an assignment group is 1 to {MAX_GROUP_LEN} characters, none of them a control character"
+        "invalid group {0:?}: an assignment group is 1 to {MAX_GROUP_LEN} characters, none of them a control character, with no white space at either end"
     )]
     InvalidGroup(String),
     /// An empty list of groups: such a key would decide nothing.
@@ -119,7 +122,9 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn valid_group(group: &str) -> bool {
-    (1..=MAX_GROUP_LEN).contains(&group.chars().count()) && !group.chars().any(char::is_control)
+    (1..=MAX_GROUP_LEN).contains(&group.chars().count())
+        && !group.chars().any(char::is_control)
+        && group.trim() == group
 }
 
 /// The groups a key with `role` is stored with when `groups` are given:
@@ -223,6 +228,8 @@ mod tests {
         assert!(!valid_group(&"a".repeat(MAX_GROUP_LEN + 1)));
         assert!(!valid_group("two\nlines"));
         assert!(!valid_group("tab\there"));
+        assert!(!valid_group("desk "));
+        assert!(!valid_group(" desk"));
     }
 
     #[test]

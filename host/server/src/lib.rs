@@ -7,8 +7,10 @@
 //!   `Authorization: Bearer KEY`. Keys have a [`Role`]: a `viewer` reads;
 //!   an `approver` also approves, rejects and reconciles outbound actions;
 //!   an `operator` does all that and starts and cancels runs and sets
-//!   decider overrides. Only the SHA-256 of a key is stored
-//!   ([`hash_key`]); [`create_key`] returns the secret once.
+//!   decider overrides. An approver or operator key made with groups
+//!   decides only the actions assigned to one of them (403 for others).
+//!   Only the SHA-256 of a key is stored ([`hash_key`]); [`create_key`]
+//!   returns the secret once.
 //! - An approval or rejection names the digest of the content the person
 //!   saw (`{"digest": "sha256:…"}`); it is refused (409) when that is not
 //!   the action's digest. It is recorded as by `key:NAME`, the key's name.

@@ -1127,7 +1127,7 @@ async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::R
     assert!(
         refused
             .to_string()
-            .starts_with("invalid group `two\nlines`"),
+            .starts_with(r#"invalid group "two\nlines""#),
         "{refused}"
     );
 
@@ -1170,16 +1170,29 @@ async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::R
 
     let reply = server
         .post(
-            &format!("{url}/reject"),
+            &format!("{url}/approve"),
             Some(&desk),
-            &decision(digest, Some("not today")),
+            &decision(digest, Some("the driver asked")),
         )
         .await?;
+    // Approved by the desk's key, then delivered: no adapter is configured
+    // here, so it fails saying so.
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.body["state"], "rejected");
+    assert_eq!(reply.body["state"], "failed", "{}", reply.body);
+    assert_eq!(reply.body["humanApproved"], true);
     assert_eq!(reply.body["trail"][0]["by"], "key:desk-only");
+    assert_eq!(reply.body["trail"][0]["verdict"], "approve");
+    // Decided now: the other group's key is still told it is not theirs.
+    let reply = server
+        .post(
+            &format!("{url}/reject"),
+            Some(&lease),
+            &decision(digest, None),
+        )
+        .await?;
+    reply.error(403, "forbidden");
     let ended = server.ended(&run).await?;
-    assert_eq!(ended["result"]["status"], "rejected", "{ended}");
+    assert_eq!(ended["result"]["status"], "failed", "{ended}");
     server.stop().await
 }
 
@@ -1272,13 +1285,21 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
         .await?;
     reply.error(422, "invalid_input");
     assert_eq!(reply.body["error"]["path"], "/note");
+    // A key of the desk's group does.
+    let desk = hane_server::create_key(
+        server.runtime.registry(),
+        "desk-group",
+        Role::Approver,
+        Some(&["desk".to_owned()]),
+    )
+    .await?;
     let reply = server
-        .post(&format!("{url}/reconcile"), approver, &body)
+        .post(&format!("{url}/reconcile"), Some(&desk), &body)
         .await?;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_matches(&doc, "ActionRequest", &reply.body);
     assert_eq!(reply.body["state"], "delivered");
-    assert_eq!(reply.body["outcome"]["reconciledBy"], "key:desk");
+    assert_eq!(reply.body["outcome"]["reconciledBy"], "key:desk-group");
     let detail = reply.body["outcome"]["detail"]
         .as_str()
         .context("a detail")?;

@@ -226,24 +226,6 @@ impl Person {
     }
 }
 
-impl From<&str> for Person {
-    fn from(by: &str) -> Self {
-        Person::anyone(by)
-    }
-}
-
-impl From<&String> for Person {
-    fn from(by: &String) -> Self {
-        Person::anyone(by.as_str())
-    }
-}
-
-impl From<String> for Person {
-    fn from(by: String) -> Self {
-        Person::anyone(by)
-    }
-}
-
 /// The customer API an `integration.execute` action calls, copied from the
 /// agent's `connections` when it was proposed. The credential is a name;
 /// the secret stays with the host.
@@ -281,7 +263,9 @@ pub struct ActionRequest {
     pub state: ActionState,
     /// Who decides it now.
     pub decider: DeciderKind,
-    /// The assignment group when a person decides.
+    /// The assignment group whose people decide it: at once, or when its
+    /// review agent escalates it (or an override sends it to people);
+    /// `None` when a policy decided it.
     pub assignment: Option<String>,
     /// The review agent when an agent decides.
     pub reviewer: Option<String>,

@@ -124,7 +124,7 @@ fn list(groups: &[String]) -> String {
 fn assigned(assignment: Option<&str>) -> String {
     match assignment {
         Some(group) => format!("assigned to `{group}`"),
-        None => "assigned to no group (a policy or a review agent decided it): a person of every group decides it".to_owned(),
+        None => "assigned to no group: only a key without groups acts on it".to_owned(),
     }
 }
 
@@ -466,7 +466,7 @@ impl ActionLedger {
     /// then the action is executed (see [`ActionLedger::execute`]) and
     /// returned as it ended. An action approved earlier but never
     /// attempted (its approver stopped before the claim) is executed now,
-    /// once. `by` is a [`Person`], or a name for a person of every group.
+    /// once.
     ///
     /// # Errors
     ///
@@ -477,17 +477,17 @@ impl ActionLedger {
         &self,
         id: &str,
         digest: &str,
-        by: impl Into<Person>,
+        by: Person,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
         // One task for the decision and the delivery: an approver who goes
         // away (an HTTP client hanging up) cannot leave the action
         // approved and never attempted.
         let ledger = self.clone();
-        let (id, digest, who) = (id.to_owned(), digest.to_owned(), by.into());
+        let (id, digest) = (id.to_owned(), digest.to_owned());
         tokio::spawn(async move {
-            let decision = person(Verdict::Approve, &who.by, &digest, reason);
-            let decided = ledger.decide(&id, decision, None, Some(&who)).await;
+            let decision = person(Verdict::Approve, &by.by, &digest, reason);
+            let decided = ledger.decide(&id, decision, None, Some(&by)).await;
             match decided {
                 Ok(_) => ledger.execute_here(&id).await,
                 Err(ActionError::AlreadyDecided {
@@ -496,8 +496,8 @@ impl ActionLedger {
                 }) => {
                     // A repeated approval of the same content resumes an
                     // approval whose process stopped before the claim.
+                    // `decide` checked the group before the state.
                     let action = ledger.get(&id).await?;
-                    check_group(&action, &who)?;
                     check_digest(&action, &digest)?;
                     ledger.execute_here(&id).await
                 }
@@ -517,12 +517,11 @@ impl ActionLedger {
         &self,
         id: &str,
         digest: &str,
-        by: impl Into<Person>,
+        by: Person,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
-        let who = by.into();
-        let decision = person(Verdict::Reject, &who.by, digest, reason);
-        self.decide(id, decision, None, Some(&who)).await
+        let decision = person(Verdict::Reject, &by.by, digest, reason);
+        self.decide(id, decision, None, Some(&by)).await
     }
 
     /// Records `decision` on pending action `id`: approve makes it
@@ -540,6 +539,11 @@ impl ActionLedger {
         let who = who.cloned();
         let (_, action) = self
             .update(id, move |tx, action| {
+                // Someone who does not decide for its group learns nothing
+                // more about it.
+                if let Some(who) = &who {
+                    check_group(action, who)?;
+                }
                 if action.state != ActionState::Pending {
                     return Err(ActionError::AlreadyDecided {
                         action: action.id.clone(),
@@ -558,9 +562,6 @@ impl ActionLedger {
                         action: action.id.clone(),
                         reviewer: action.reviewer.clone().unwrap_or_default(),
                     });
-                }
-                if let Some(who) = &who {
-                    check_group(action, who)?;
                 }
                 if decision.kind == DeciderKind::Agent
                     && decision.verdict == Verdict::Approve
@@ -821,7 +822,7 @@ impl ActionLedger {
         &self,
         id: &str,
         state: &str,
-        by: impl Into<Person>,
+        by: Person,
         note: &str,
     ) -> Result<ActionRequest, ActionError> {
         let state = match state {
@@ -829,16 +830,16 @@ impl ActionLedger {
             "failed" => ActionState::Failed,
             other => return Err(ActionError::BadReconcile(other.to_owned())),
         };
-        let (who, note) = (by.into(), note.to_owned());
+        let (who, note) = (by, note.to_owned());
         let (_, action) = self
             .update(id, move |_, action| {
+                check_group(action, &who)?;
                 if action.state != ActionState::Unknown {
                     return Err(ActionError::NotUnknown {
                         action: action.id.clone(),
                         state: action.state,
                     });
                 }
-                check_group(action, &who)?;
                 let earlier = action
                     .outcome
                     .as_ref()
@@ -988,6 +989,69 @@ fn check_digest(action: &ActionRequest, given: &str) -> Result<(), ActionError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hane_core::JsonText;
+
+    #[tokio::test]
+    async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path().join("hane.db")).unwrap();
+        let ledger = ActionLedger::new(registry, DeliveryConfig::new(), BudgetScope::default());
+        let tool = "communication.send_sms";
+        let content = serde_json::json!({"text": "Your van is ready"});
+        let now = now_ms();
+        let action = ActionRequest {
+            id: ActionId::new(),
+            run: RunId::new(),
+            agent: "notify".to_owned(),
+            tool: tool.to_owned(),
+            recipient: "+15550100".to_owned(),
+            digest: digest(tool, "+15550100", &content),
+            content: JsonText::from_value(&content),
+            state: ActionState::Pending,
+            decider: DeciderKind::Person,
+            assignment: Some("desk".to_owned()),
+            reviewer: None,
+            rule: None,
+            overridden: false,
+            task: None,
+            connection: None,
+            trail: Vec::new(),
+            attempts: Vec::new(),
+            outcome: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let id = action.id.to_string();
+        ledger.propose(action.clone(), None).await.unwrap();
+        // Approved by a person whose process stopped before the claim.
+        let approval = person(Verdict::Approve, "key:desk", &action.digest, None);
+        ledger.decide(&id, approval, None, None).await.unwrap();
+
+        // Another group's key cannot resume it.
+        let lease = Person::of_groups("key:lease", vec!["lease-desk".to_owned()]);
+        let refused = ledger
+            .approve(&id, &action.digest, lease, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, ActionError::NotTheirGroup { by, .. } if by == "key:lease"),
+            "{refused:?}"
+        );
+        let still = ledger.get(&id).await.unwrap();
+        assert_eq!(still.state, ActionState::Approved);
+        assert!(still.attempts.is_empty());
+
+        // The desk's approval resumes it: one attempt, which fails for
+        // want of an SMS provider here.
+        let desk = Person::of_groups("key:desk-2", vec!["desk".to_owned()]);
+        let done = ledger
+            .approve(&id, &action.digest, desk, None)
+            .await
+            .unwrap();
+        assert_eq!(done.state, ActionState::Failed, "{done:#?}");
+        assert_eq!(done.attempts.len(), 1);
+        assert_eq!(done.trail.len(), 1, "the resumption decides nothing anew");
+    }
 
     #[test]
     fn this_process_is_alive_and_a_made_up_one_is_not() {

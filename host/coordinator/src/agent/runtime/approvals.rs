@@ -136,7 +136,7 @@ impl AgentRuntime {
         &self,
         id: &str,
         digest: &str,
-        by: impl Into<Person>,
+        by: Person,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
         self.refresh_budget().await?;
@@ -321,6 +321,9 @@ impl AgentRuntime {
             Choice::Agent(reviewer) => {
                 action.decider = DeciderKind::Agent;
                 action.reviewer = Some(reviewer.clone());
+                // The people who decide it if the agent escalates, or an
+                // override sends it to people first.
+                action.assignment = Some(group.clone());
             }
             Choice::Policy(verdict) => {
                 // Decided with the proposal, in its transaction.
