@@ -466,7 +466,7 @@ impl ActionLedger {
     /// then the action is executed (see [`ActionLedger::execute`]) and
     /// returned as it ended. An action approved earlier but never
     /// attempted (its approver stopped before the claim) is executed now,
-    /// once.
+    /// once. `by` must act for the action's group.
     ///
     /// # Errors
     ///
@@ -539,8 +539,8 @@ impl ActionLedger {
         let who = who.cloned();
         let (_, action) = self
             .update(id, move |tx, action| {
-                // Someone who does not decide for its group learns nothing
-                // more about it.
+                // Someone who does not decide for its group is told so
+                // first, whatever its state.
                 if let Some(who) = &who {
                     check_group(action, who)?;
                 }
@@ -810,8 +810,8 @@ impl ActionLedger {
     }
 
     /// A person records what happened to an `unknown` action: `delivered`
-    /// or `failed`, with a note. Nothing is sent. `by` as for
-    /// [`ActionLedger::approve`].
+    /// or `failed`, with a note. Nothing is sent. `by` must act for the
+    /// action's group.
     ///
     /// # Errors
     ///
