@@ -457,7 +457,9 @@ async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow
     Ok(())
 }
 
-fn time(ms: u64) -> String {
+/// `ms` since the Unix epoch as RFC 3339 to the second, as every listing
+/// prints times.
+pub(crate) fn time(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 

@@ -10,7 +10,6 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::str::FromStr;
-use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
@@ -22,7 +21,7 @@ use hane_coordinator::delivery::ConfigError;
 use hane_core::{ActionId, RunId};
 use hane_store::Registry;
 
-use crate::agents::StoreArg;
+use crate::agents::{StoreArg, time};
 use crate::exit;
 use crate::runtime::{ENVIRONMENT_HELP, delivery_from_env, scope_from_env};
 
@@ -471,10 +470,6 @@ fn print_action(action: &ActionRequest, json: bool) -> anyhow::Result<()> {
         _ => {}
     }
     Ok(())
-}
-
-fn time(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! Only a key's hash is stored, so `create` is the one time it is shown.
 
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
@@ -11,7 +10,7 @@ use hane_server::{KeyError, Role};
 use hane_store::Registry;
 use serde_json::json;
 
-use crate::agents::StoreArg;
+use crate::agents::{StoreArg, time};
 use crate::exit;
 
 #[derive(Args)]
@@ -133,9 +132,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                     let width = keys.iter().map(|k| k.name.len()).max().unwrap_or(0).max(4);
                     println!("{:width$}  {:8}  {:20}  GROUPS", "NAME", "ROLE", "CREATED");
                     for key in &keys {
-                        let created = humantime::format_rfc3339_seconds(
-                            UNIX_EPOCH + Duration::from_millis(key.created_at_ms),
-                        );
+                        let created = time(key.created_at_ms);
                         let groups = match (&key.groups, key.role.as_str()) {
                             (_, "viewer") => "-".to_owned(),
                             (None, _) => "(every group)".to_owned(),
@@ -145,7 +142,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                             "{:width$}  {:8}  {:20}  {groups}",
                             key.name,
                             key.role,
-                            created.to_string()
+                            created
                         );
                     }
                 }
