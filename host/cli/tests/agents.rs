@@ -6,6 +6,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod common;
+use common::{failed, ok, text};
+
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
@@ -18,21 +21,6 @@ fn hane(store: &Path, args: &[&str]) -> Output {
         .env("HANE_CACHE_DIR", store.with_file_name("cache"))
         .output()
         .expect("run hane")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    text(&output.stdout)
 }
 
 #[test]
@@ -183,12 +171,6 @@ fn demo_runs_a_found_and_a_missing_vehicle() {
     assert!(out.contains("handover for fleet-desk"), "{out}");
 }
 
-/// The exit code and stderr of a command that must fail.
-fn refused(output: &Output) -> (Option<i32>, String) {
-    assert!(!output.status.success(), "{}", text(&output.stdout));
-    (output.status.code(), text(&output.stderr))
-}
-
 #[test]
 fn keys_are_created_with_their_groups_listed_and_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,11 +202,10 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         said.contains("deciding the actions of fleet-desk, lease desk;"),
         "{said}"
     );
-    let ops: Value = serde_json::from_str(&ok(&hane(
+    let ops: Value = common::json(&hane(
         &store,
         &["keys", "create", "ops", "--role", "operator", "--json"],
-    )))
-    .unwrap();
+    ));
     assert_eq!(ops["groups"], Value::Null);
     assert_eq!(ops["role"], "operator");
     ok(&hane(
@@ -232,8 +213,7 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         &["keys", "create", "dashboard", "--role", "viewer"],
     ));
 
-    let listed: Value =
-        serde_json::from_str(&ok(&hane(&store, &["keys", "list", "--json"]))).unwrap();
+    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
     let shown: Vec<Value> = listed
         .as_array()
         .unwrap()
@@ -260,38 +240,40 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
     assert!(!table.contains(key.trim()), "a key is never shown again");
 
     // Refusals are usage errors that name what was wrong; nothing is added.
-    let (code, said) = refused(&hane(
-        &store,
-        &["keys", "create", "v", "--role", "viewer", "--group", "desk"],
-    ));
-    assert_eq!(code, Some(2));
+    let said = failed(
+        &hane(
+            &store,
+            &["keys", "create", "v", "--role", "viewer", "--group", "desk"],
+        ),
+        2,
+    );
     assert!(said.contains("a viewer key decides no actions"), "{said}");
-    let (code, said) = refused(&hane(
-        &store,
-        &["keys", "create", "w", "--role", "approver", "--group", ""],
-    ));
-    assert_eq!(code, Some(2));
+    let said = failed(
+        &hane(
+            &store,
+            &["keys", "create", "w", "--role", "approver", "--group", ""],
+        ),
+        2,
+    );
     assert!(said.contains(r#"invalid group """#), "{said}");
-    let (code, said) = refused(&hane(
-        &store,
-        &["keys", "create", "desk", "--role", "viewer"],
-    ));
-    assert_eq!(code, Some(2));
+    let said = failed(
+        &hane(&store, &["keys", "create", "desk", "--role", "viewer"]),
+        2,
+    );
     assert!(said.contains("a key named `desk` already exists"), "{said}");
-    let (code, said) = refused(&hane(&store, &["keys", "create", "x", "--role", "admin"]));
-    assert_eq!(code, Some(2));
+    let said = failed(
+        &hane(&store, &["keys", "create", "x", "--role", "admin"]),
+        2,
+    );
     assert!(said.contains("admin"), "{said}");
-    let listed: Value =
-        serde_json::from_str(&ok(&hane(&store, &["keys", "list", "--json"]))).unwrap();
+    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 3);
 
     let removed = hane(&store, &["keys", "remove", "desk"]);
     ok(&removed);
     assert!(text(&removed.stderr).contains("removed key `desk`"));
-    let (code, said) = refused(&hane(&store, &["keys", "remove", "desk"]));
-    assert_eq!(code, Some(2));
+    let said = failed(&hane(&store, &["keys", "remove", "desk"]), 2);
     assert!(said.contains("no key is named `desk`"), "{said}");
-    let listed: Value =
-        serde_json::from_str(&ok(&hane(&store, &["keys", "list", "--json"]))).unwrap();
+    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 2);
 }

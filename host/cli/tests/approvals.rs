@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::{failed, json, ok, text};
+
 /// An agent that proposes an email, then ends with the action's state.
 const RELEASE: &str = r#"
 apiVersion: agents/v1alpha1
@@ -64,38 +67,6 @@ fn command(store: &Path, args: &[&str]) -> Command {
 
 fn hane(store: &Path, args: &[&str]) -> Output {
     command(store, args).output().expect("run hane")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    text(&output.stdout)
-}
-
-/// Asserts `output` exited with `code` and returns its stderr.
-fn failed(output: &Output, code: i32) -> String {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-    text(&output.stderr)
-}
-
-fn json(output: &Output) -> Value {
-    let out = ok(output);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
 /// A store with [`RELEASE`] active.

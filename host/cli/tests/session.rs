@@ -9,6 +9,9 @@ use hane_core::{
 };
 use hane_store::{SessionStore, SqliteConfig, SqliteStore};
 
+mod common;
+use common::text;
+
 fn hane(store: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hane"))
         .arg("session")
@@ -17,10 +20,6 @@ fn hane(store: &Path, args: &[&str]) -> Output {
         .arg(store)
         .output()
         .expect("run hane")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A session with one handled input and one operation that succeeded.
