@@ -13,40 +13,7 @@ mod common;
 use common::{failed, json, ok, text};
 
 /// An agent that proposes an email, then ends with the action's state.
-const RELEASE: &str = r#"
-apiVersion: agents/v1alpha1
-kind: Agent
-metadata:
-  name: notify
-spec:
-  purpose: Email a driver that their vehicle is ready
-  input:
-    type: object
-    required: [email, subject, body]
-    properties:
-      email: { type: string }
-      subject: { type: string }
-      body: { type: string }
-  driver: scripted
-  script:
-    - id: send
-      tool: communication.send_email
-      input:
-        to: "${input.email}"
-        subject: "${input.subject}"
-        body: "${input.body}"
-    - tool: submit_result
-      input: { status: "${steps.send.state}" }
-  tools: [communication.send_email]
-  approval: { assignment: desk }
-  handover: { assignment: desk }
-  limits: { maxToolCalls: 4, maxSeconds: 120 }
-  output:
-    type: object
-    required: [status]
-    properties:
-      status: { type: string }
-"#;
+const RELEASE: &str = include_str!("../../../tests/fixtures/notify.yaml");
 
 const INPUT: &str =
     r#"{"email": "driver@example.com", "subject": "Your van is ready", "body": "Gate 3."}"#;

@@ -731,41 +731,9 @@ async fn tools_are_listed() -> anyhow::Result<()> {
 
 /// Agents that propose an email and a text message, and a daily budget
 /// of three runs.
-const OUTBOUND_RELEASE: &str = r#"
-apiVersion: agents/v1alpha1
-kind: Agent
-metadata:
-  name: notify
-spec:
-  purpose: Email a driver that their vehicle is ready
-  input:
-    type: object
-    required: [email, subject, body]
-    properties:
-      email: { type: string }
-      subject: { type: string }
-      body: { type: string }
-  driver: scripted
-  script:
-    - id: send
-      tool: communication.send_email
-      input:
-        to: "${input.email}"
-        subject: "${input.subject}"
-        body: "${input.body}"
-    - tool: submit_result
-      input: { status: "${steps.send.state}", action: "${steps.send.action}" }
-  tools: [communication.send_email]
-  approval: { assignment: desk }
-  handover: { assignment: desk }
-  limits: { maxToolCalls: 4, maxSeconds: 120 }
-  output:
-    type: object
-    required: [status]
-    properties:
-      status: { type: string }
-      action: { type: string }
----
+const OUTBOUND_RELEASE: &str = concat!(
+    include_str!("../../../tests/fixtures/notify.yaml"),
+    r#"---
 apiVersion: agents/v1alpha1
 kind: Agent
 metadata:
@@ -805,7 +773,8 @@ spec:
   agentRunsPerDay: 3
   externalActionsPerDay: 10
   alertAtPercent: 80
-"#;
+"#
+);
 
 /// A release directory holding [`OUTBOUND_RELEASE`].
 fn outbound_release() -> anyhow::Result<tempfile::TempDir> {
@@ -821,6 +790,13 @@ fn email_input() -> Value {
 }
 
 impl Server {
+    /// Creates a key named `name` with `role` that decides for `groups`
+    /// only; its secret.
+    async fn group_key(&self, name: &str, role: Role, groups: &[&str]) -> Result<String, KeyError> {
+        let groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        hane_server::create_key(self.runtime.registry(), name, role, Some(&groups)).await
+    }
+
     /// Starts a run as the operator without waiting; its id.
     async fn start_run(&self, agent: &str, input: Value) -> anyhow::Result<String> {
         let body = json!({"agent": agent, "input": input}).to_string();
@@ -1089,41 +1065,24 @@ async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::R
     let release = outbound_release()?;
     let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
     let doc = server.get("/v1/openapi.json", None).await?.body;
-    let registry = server.runtime.registry();
-    let groups = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-    let lease = hane_server::create_key(
-        registry,
-        "lease",
-        Role::Approver,
-        Some(&groups(&["lease-desk", "billing"])),
-    )
-    .await?;
-    let night = hane_server::create_key(
-        registry,
-        "night-ops",
-        Role::Operator,
-        Some(&groups(&["lease-desk"])),
-    )
-    .await?;
-    let desk = hane_server::create_key(
-        registry,
-        "desk-only",
-        Role::Approver,
-        Some(&groups(&["desk"])),
-    )
-    .await?;
-    let refused = hane_server::create_key(registry, "v", Role::Viewer, Some(&groups(&["desk"])))
+    let lease = server
+        .group_key("lease", Role::Approver, &["lease-desk", "billing"])
+        .await?;
+    let night = server
+        .group_key("night-ops", Role::Operator, &["lease-desk"])
+        .await?;
+    let desk = server
+        .group_key("desk-only", Role::Approver, &["desk"])
+        .await?;
+    let refused = server
+        .group_key("v", Role::Viewer, &["desk"])
         .await
         .unwrap_err();
     assert!(matches!(refused, KeyError::GroupsForViewer), "{refused}");
-    let refused = hane_server::create_key(
-        registry,
-        "w",
-        Role::Approver,
-        Some(&groups(&["desk", "two\nlines"])),
-    )
-    .await
-    .unwrap_err();
+    let refused = server
+        .group_key("w", Role::Approver, &["desk", "two\nlines"])
+        .await
+        .unwrap_err();
     assert!(
         refused
             .to_string()
@@ -1259,13 +1218,9 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
         .await?;
     reply.error(403, "forbidden");
     // A key of other groups does not reconcile the desk's action.
-    let lease = hane_server::create_key(
-        server.runtime.registry(),
-        "lease",
-        Role::Approver,
-        Some(&["lease-desk".to_owned()]),
-    )
-    .await?;
+    let lease = server
+        .group_key("lease", Role::Approver, &["lease-desk"])
+        .await?;
     let reply = server
         .post(&format!("{url}/reconcile"), Some(&lease), &body)
         .await?;
@@ -1286,13 +1241,9 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
     reply.error(422, "invalid_input");
     assert_eq!(reply.body["error"]["path"], "/note");
     // A key of the desk's group does.
-    let desk = hane_server::create_key(
-        server.runtime.registry(),
-        "desk-group",
-        Role::Approver,
-        Some(&["desk".to_owned()]),
-    )
-    .await?;
+    let desk = server
+        .group_key("desk-group", Role::Approver, &["desk"])
+        .await?;
     let reply = server
         .post(&format!("{url}/reconcile"), Some(&desk), &body)
         .await?;
