@@ -60,6 +60,31 @@ fn text(phone: &str) -> StartRun {
     }
 }
 
+/// `person:a`, of every group, approves `action` as it was shown (its
+/// digest), through the ledger.
+async fn approve_as_shown(
+    runtime: &AgentRuntime,
+    action: &ActionRequest,
+) -> Result<ActionRequest, ActionError> {
+    let by = Person::anyone("person:a");
+    runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, by, None)
+        .await
+}
+
+/// As [`approve_as_shown`], rejecting.
+async fn reject_as_shown(
+    runtime: &AgentRuntime,
+    action: &ActionRequest,
+) -> Result<ActionRequest, ActionError> {
+    let by = Person::anyone("person:a");
+    runtime
+        .actions()
+        .reject(action.id.as_str(), &action.digest, by, None)
+        .await
+}
+
 /// The action run `run` proposed, once it is `state`.
 async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> ActionRequest {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -435,16 +460,7 @@ async fn cancelling_a_run_withdraws_its_pending_action() {
         "the outcome says why"
     );
     // A late approval sends nothing.
-    let late = runtime
-        .actions()
-        .approve(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap_err();
+    let late = approve_as_shown(&runtime, &action).await.unwrap_err();
     assert!(matches!(late, ActionError::AlreadyDecided { .. }), "{late}");
     assert!(server.messages().is_empty());
 }
@@ -478,16 +494,7 @@ async fn a_decider_override_sends_the_very_next_action_to_people() {
     assert!(action.overridden);
     assert_eq!(action.rule, None);
     assert!(server.messages().is_empty());
-    runtime
-        .actions()
-        .reject(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap();
+    reject_as_shown(&runtime, &action).await.unwrap();
     runtime.wait(&run.id).await.unwrap();
 
     // Removed: the policy decides the next one again.
@@ -586,16 +593,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     let recovered = runtime.actions().recover(true).await.unwrap();
     assert!(recovered.unknown.is_empty() && recovered.resumed.is_empty());
     // Approving again sends nothing; the run goes on with `unknown`.
-    let again = runtime
-        .actions()
-        .approve(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap_err();
+    let again = approve_as_shown(&runtime, &action).await.unwrap_err();
     assert!(
         matches!(again, ActionError::AlreadyDecided { .. }),
         "{again}"
@@ -850,16 +848,7 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
         .await
         .unwrap();
     let action = action_of(&runtime, &first.id, ActionState::Pending).await;
-    let executed = runtime
-        .actions()
-        .approve(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap();
+    let executed = approve_as_shown(&runtime, &action).await.unwrap();
     assert_eq!(executed.state, ActionState::Failed, "no adapter here");
     assert_eq!(executed.attempts.len(), 1);
     runtime.wait(&first.id).await.unwrap();
@@ -1040,16 +1029,7 @@ spec:
         digest("communication.send_email", REMINDER_TO_A_PERSON, &content)
     );
     assert!(server.messages().is_empty());
-    runtime
-        .actions()
-        .approve(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve_as_shown(&runtime, &action).await.unwrap();
     let ended = runtime.wait(&run.id).await.unwrap();
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
     assert_eq!(result(&ended)["status"], "delivered");
@@ -1137,16 +1117,7 @@ spec:
     let connection = action.connection.as_ref().unwrap();
     assert_eq!(connection.credential.as_deref(), Some("crm-api"));
     assert!(provider.seen().is_empty(), "nothing before approval");
-    let approved = runtime
-        .actions()
-        .approve(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap();
+    let approved = approve_as_shown(&runtime, &action).await.unwrap();
     assert_eq!(
         approved.state,
         ActionState::Delivered,
@@ -1245,12 +1216,7 @@ async fn an_approver_who_goes_away_mid_delivery_does_not_stop_it() {
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
     // The approving caller (an HTTP request whose client hung up) is
     // dropped while the server holds the message.
-    let approval = runtime.actions().approve(
-        action.id.as_str(),
-        &action.digest,
-        Person::anyone("person:a"),
-        None,
-    );
+    let approval = approve_as_shown(&runtime, &action);
     assert!(
         tokio::time::timeout(Duration::from_millis(150), approval)
             .await
@@ -1442,16 +1408,7 @@ spec:
         "{:#?}",
         escalated.trail
     );
-    runtime
-        .actions()
-        .reject(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("person:a"),
-            None,
-        )
-        .await
-        .unwrap();
+    reject_as_shown(&runtime, &action).await.unwrap();
     assert_eq!(
         result(&runtime.wait(&run.id).await.unwrap())["status"],
         "rejected"
