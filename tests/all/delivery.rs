@@ -48,13 +48,13 @@ impl TestCertificate {
         self.dir.path().join("key.pem")
     }
 
-    /// `[flag, CERT, KEY]` for the server's command line.
-    fn args(&self, flag: &str) -> Vec<String> {
-        vec![
-            flag.to_owned(),
-            self.cert().display().to_string(),
-            self.key().display().to_string(),
-        ]
+    /// An SMTP server presenting this certificate: `flag` is `--starttls`
+    /// or `--tls`, `more` the rest of its command line.
+    fn server(&self, flag: &str, more: &[&str]) -> SmtpServer {
+        let (cert, key) = (self.cert(), self.key());
+        let mut args = vec![flag, cert.to_str().unwrap(), key.to_str().unwrap()];
+        args.extend_from_slice(more);
+        SmtpServer::start(&args)
     }
 }
 
@@ -128,10 +128,7 @@ async fn plain_smtp_delivers_one_message_with_the_action_headers() {
 #[tokio::test]
 async fn starttls_and_auth_deliver() {
     let certificate = TestCertificate::new();
-    let mut args = certificate.args("--starttls");
-    args.extend(["--auth".to_owned(), "hane:s3cret pass".to_owned()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = SmtpServer::start(&args);
+    let server = certificate.server("--starttls", &["--auth", "hane:s3cret pass"]);
     let config = smtp_config(SmtpConfig {
         auth: Some(("hane".to_owned(), Secret::new("s3cret pass"))),
         root_certificate: Some(certificate.cert()),
@@ -148,9 +145,7 @@ async fn starttls_and_auth_deliver() {
 #[tokio::test]
 async fn implicit_tls_delivers() {
     let certificate = TestCertificate::new();
-    let args = certificate.args("--tls");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = SmtpServer::start(&args);
+    let server = certificate.server("--tls", &[]);
     let config = smtp_config(SmtpConfig {
         root_certificate: Some(certificate.cert()),
         ..server.config("127.0.0.1", SmtpTls::Tls)
@@ -165,9 +160,7 @@ async fn implicit_tls_delivers() {
 #[tokio::test]
 async fn untrusted_certificate_fails_the_handshake() {
     let certificate = TestCertificate::new();
-    let args = certificate.args("--starttls");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = SmtpServer::start(&args);
+    let server = certificate.server("--starttls", &[]);
     // No root certificate: the self-signed one is not trusted.
     let config = smtp_config(server.config("localhost", SmtpTls::StartTls));
 
@@ -192,10 +185,7 @@ async fn starttls_required_but_not_offered_fails() {
 #[tokio::test]
 async fn wrong_password_fails_naming_authentication() {
     let certificate = TestCertificate::new();
-    let mut args = certificate.args("--starttls");
-    args.extend(["--auth".to_owned(), "hane:right".to_owned()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = SmtpServer::start(&args);
+    let server = certificate.server("--starttls", &["--auth", "hane:right"]);
     let config = smtp_config(SmtpConfig {
         auth: Some(("hane".to_owned(), Secret::new("wrong-password"))),
         root_certificate: Some(certificate.cert()),
