@@ -1,7 +1,7 @@
 //! Compiles the guest workspaces (`operations/`, and `tests/guests/` with the
 //! `test-programs` feature) to wasm32-wasip2 components, the way wasmtime's
 //! test-programs are built, so `cargo build` from a fresh clone needs no
-//! extra step beyond having the target installed.
+//! extra step: a toolchain without the target gets it through rustup here.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ fn main() {
         .expect("repository root");
     let out_dir = PathBuf::from(env("OUT_DIR"));
     let target_dir = guest_target_dir(&out_dir);
+    ensure_target(&target_dir);
 
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!(
@@ -61,6 +62,69 @@ fn main() {
         code.push_str("    ];\n}\n");
     }
     std::fs::write(out_dir.join("components.rs"), code).expect("write components.rs");
+}
+
+/// Makes sure the toolchain building this crate can build for [`TARGET`]:
+/// when its standard library for the target is missing, adds it with
+/// `rustup target add` for the toolchain in use (the one
+/// `rust-toolchain.toml` pins), saying so in one line. Under a lock, since
+/// cargo may run this script twice at once (with and without features).
+fn ensure_target(target_dir: &Path) {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {rustc}: {e}"));
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    let installed = || {
+        sysroot
+            .join("lib/rustlib")
+            .join(TARGET)
+            .join("lib")
+            .is_dir()
+    };
+    if installed() {
+        return;
+    }
+    std::fs::create_dir_all(target_dir).expect("create the guests' target dir");
+    let lock = std::fs::File::create(target_dir.join(".target-install.lock"))
+        .expect("create the target install lock");
+    lock.lock().expect("lock the target install lock");
+    if installed() {
+        return;
+    }
+    let missing = format!(
+        "the guests build for {TARGET}, and the toolchain at {} lacks that target",
+        sysroot.display()
+    );
+    let Some(toolchain) = std::env::var("RUSTUP_TOOLCHAIN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    else {
+        panic!(
+            "{missing}; this toolchain was not installed by rustup, so nothing can add it here: \
+             install Rust through rustup (https://rustup.rs), which reads the pinned toolchain \
+             from rust-toolchain.toml, or add the {TARGET} standard library to this toolchain"
+        );
+    };
+    println!(
+        "cargo:warning=installing the {TARGET} target for toolchain {toolchain}: rustup target add {TARGET} --toolchain {toolchain}"
+    );
+    let rustup = std::env::var("RUSTUP").unwrap_or_else(|_| "rustup".into());
+    let status = Command::new(&rustup)
+        .args(["target", "add", TARGET, "--toolchain", &toolchain])
+        .stdout(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() && installed() => {}
+        Ok(status) => panic!(
+            "{missing}; `{rustup} target add {TARGET} --toolchain {toolchain}` failed ({status})"
+        ),
+        Err(e) => panic!(
+            "{missing}; rustup, which would add it, cannot run ({rustup}: {e}): install rustup \
+             (https://rustup.rs) or run `rustup target add {TARGET} --toolchain {toolchain}`"
+        ),
+    }
 }
 
 fn env(key: &str) -> String {
@@ -109,7 +173,7 @@ fn build_workspace(dir: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
         .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     assert!(
         status.success(),
-        "building the guest workspace {} for {TARGET} failed; is the target installed? (`rustup target add {TARGET}`)",
+        "building the guest workspace {} for {TARGET} failed; cargo's errors are above",
         dir.display()
     );
 

@@ -1,6 +1,8 @@
 //! A real SMTP server on loopback for the tests: `tests/smtp/server.py`,
-//! on Python's aiosmtpd (`python3 -m pip install aiosmtpd`), writing each
-//! accepted message to a folder.
+//! on Python's aiosmtpd, writing each accepted message to a folder. The
+//! interpreter is the one `cargo xtask test` provisions (a virtual
+//! environment with `tests/requirements.txt`), passed as `HANE_TEST_PYTHON`
+//! or found where it puts it.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,7 +13,17 @@ use anyhow::{Context, Result, bail};
 use hane_coordinator::delivery::{SmtpConfig, SmtpTls};
 use tempfile::TempDir;
 
-const INSTALL: &str = "python3 -m pip install aiosmtpd";
+/// The command that provisions the interpreter.
+const PROVISION: &str = "cargo xtask test (or `cargo xtask provision`, then plain cargo test)";
+
+/// The provisioned interpreter: `HANE_TEST_PYTHON`, else where `cargo xtask`
+/// makes it in the workspace's target directory.
+fn python() -> PathBuf {
+    match std::env::var_os("HANE_TEST_PYTHON").filter(|p| !p.is_empty()) {
+        Some(python) => PathBuf::from(python),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-env/venv/bin/python3"),
+    }
+}
 
 /// `tests/smtp/server.py`, run as a child process for one test and killed
 /// when dropped (it also exits when our end of its stdin closes).
@@ -28,22 +40,27 @@ impl SmtpServer {
     ///
     /// # Panics
     ///
-    /// When python3 or aiosmtpd is missing, saying how to install it.
+    /// When the provisioned Python or its aiosmtpd is missing, naming the
+    /// command that provisions them.
     pub fn start(args: &[&str]) -> Self {
         Self::try_start(args).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     fn try_start(args: &[&str]) -> Result<Self> {
-        let python = std::env::var("HANE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let python = python();
         let probe = Command::new(&python)
             .args(["-c", "import aiosmtpd"])
             .output()
             .with_context(|| {
-                format!("cannot run {python} (set HANE_TEST_PYTHON to another interpreter)")
+                format!(
+                    "the SMTP tests need the Python that {PROVISION} provisions; cannot run {}",
+                    python.display()
+                )
             })?;
         if !probe.status.success() {
             bail!(
-                "the SMTP tests need Python's aiosmtpd; install it with: {INSTALL}\n{}",
+                "the SMTP tests need aiosmtpd in {}, which {PROVISION} installs:\n{}",
+                python.display(),
                 String::from_utf8_lossy(&probe.stderr)
             );
         }
@@ -59,7 +76,7 @@ impl SmtpServer {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .with_context(|| format!("cannot start {python}"))?;
+            .with_context(|| format!("cannot start {}", python.display()))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();

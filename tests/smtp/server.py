@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """A real SMTP server for hane's delivery tests, on aiosmtpd.
 
-Install its one dependency with:
-
-    python3 -m pip install aiosmtpd
+Its dependency, aiosmtpd, is pinned in tests/requirements.txt and installed
+by `cargo xtask test` into the virtual environment target/test-env/venv.
 
 Usage:
 
@@ -44,7 +43,7 @@ try:
     from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 except ImportError:
     sys.stderr.write(
-        "aiosmtpd is not installed; install it with: python3 -m pip install aiosmtpd\n"
+        "aiosmtpd is not installed; `cargo xtask test` provisions it in target/test-env/venv\n"
     )
     sys.exit(3)
 

@@ -1,0 +1,219 @@
+//! `cargo xtask`: the project's own tasks, in Rust, so they run wherever
+//! cargo does.
+//!
+//! - `cargo xtask test [ARGS…]` provisions what the tests need, then runs
+//!   every suite: the host workspace and the built-in operations (a guest
+//!   workspace whose logic is plain Rust, so its unit tests run on the
+//!   host; the guest programs under `tests/guests` are run by the host
+//!   suites). `ARGS` go to each `cargo test`, e.g. `-- --nocapture`.
+//! - `cargo xtask provision` provisions only, then prints the environment
+//!   the tests read, for running one test by hand with plain `cargo test`.
+//!
+//! Provisioning is a list of steps. Each is idempotent, keeps what it made
+//! under `target/test-env/`, says what it installs, and is skipped when its
+//! result is already there:
+//!
+//! | step | what | the tests find it through |
+//! |---|---|---|
+//! | Python | a virtual environment at `target/test-env/venv` with `tests/requirements.txt` (pinned), never the system's Python | `HANE_TEST_PYTHON` |
+//!
+//! The guests' `wasm32-wasip2` target is not a step here: the build
+//! script that compiles the guests installs it (`host/builtins/build.rs`),
+//! so that `cargo build` and `cargo run` get it too.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// What the tests read to find what was provisioned.
+const PYTHON_ENV: &str = "HANE_TEST_PYTHON";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    let task = args.next();
+    let rest: Vec<OsString> = args.collect();
+    let result = match task.as_ref().and_then(|t| t.to_str()) {
+        Some("test") => provision().and_then(|env| test(&env, &rest)),
+        Some("provision") => provision().map(|env| {
+            for (key, value) in &env.vars {
+                println!("{key}={}", value.display());
+            }
+        }),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask test [ARGS…]   provision what the tests need, then run every suite\n       \
+                 cargo xtask provision         provision only, and print the environment the tests read"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Where things are.
+struct Layout {
+    root: PathBuf,
+    /// `target/test-env`, where provisioning keeps what it makes.
+    test_env: PathBuf,
+}
+
+impl Layout {
+    fn new() -> Self {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xtask/ is inside the repository")
+            .to_owned();
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|t| !t.is_empty())
+            .map_or_else(|| root.join("target"), PathBuf::from);
+        let test_env = target.join("test-env");
+        Self { root, test_env }
+    }
+}
+
+/// The environment the provisioned parts are passed to the tests in.
+struct TestEnv {
+    vars: Vec<(&'static str, PathBuf)>,
+}
+
+fn provision() -> Result<TestEnv, String> {
+    let layout = Layout::new();
+    std::fs::create_dir_all(&layout.test_env)
+        .map_err(|e| format!("cannot create {}: {e}", layout.test_env.display()))?;
+    let python = python_venv(&layout)?;
+    Ok(TestEnv {
+        vars: vec![(PYTHON_ENV, python)],
+    })
+}
+
+/// The virtual environment with `tests/requirements.txt` installed: made
+/// when missing or broken, installed into when the requirements changed
+/// since, else left alone. Returns its interpreter.
+fn python_venv(layout: &Layout) -> Result<PathBuf, String> {
+    let venv = layout.test_env.join("venv");
+    let python = venv.join("bin/python3");
+    let requirements_file = layout.root.join("tests/requirements.txt");
+    let requirements = std::fs::read_to_string(&requirements_file)
+        .map_err(|e| format!("cannot read {}: {e}", requirements_file.display()))?;
+    // What was installed, written after a successful install.
+    let stamp = venv.join("hane-requirements.txt");
+    let works = Command::new(&python)
+        .args(["-c", ""])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works && std::fs::read_to_string(&stamp).is_ok_and(|s| s == requirements) {
+        println!("xtask: Python packages: up to date in {}", venv.display());
+        return Ok(python);
+    }
+    if !works {
+        println!(
+            "xtask: Python: creating a virtual environment at {}",
+            venv.display()
+        );
+        run(
+            Command::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv),
+            "creating the tests' Python virtual environment (it needs Python 3 with its venv \
+             module; on Debian: apt-get install python3-venv)",
+        )?;
+    }
+    let pinned: Vec<&str> = requirements
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    println!(
+        "xtask: Python packages: installing {} into {}",
+        pinned.join(" "),
+        venv.display()
+    );
+    run(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--requirement",
+            ])
+            .arg(&requirements_file),
+        "installing the tests' Python packages",
+    )?;
+    std::fs::write(&stamp, &requirements)
+        .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(python)
+}
+
+/// Runs every suite with the provisioned environment, stopping at the
+/// first that fails.
+fn test(env: &TestEnv, args: &[OsString]) -> Result<(), String> {
+    let layout = Layout::new();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let suites: [(&str, &[&str]); 2] = [
+        ("the host workspace", &["test", "--workspace"]),
+        (
+            "the built-in operations",
+            &["test", "--manifest-path", "operations/Cargo.toml"],
+        ),
+    ];
+    for (name, cargo_args) in suites {
+        println!("xtask: testing {name}: cargo {}", cargo_args.join(" "));
+        let mut command = Command::new(&cargo);
+        command
+            .args(cargo_args)
+            .args(args)
+            .current_dir(&layout.root);
+        scrub_run_env(&mut command);
+        for (key, value) in &env.vars {
+            command.env(key, value);
+        }
+        run(&mut command, &format!("the tests of {name}"))?;
+    }
+    Ok(())
+}
+
+/// Removes what `cargo run` set for this process from `command`'s
+/// environment. Build scripts that watch such a variable (ring's watches
+/// `CARGO_PKG_NAME` and `CARGO_MANIFEST_DIR`) would otherwise see it change
+/// between `cargo xtask test` and a plain `cargo build`, and rebuild
+/// themselves and everything after them each time.
+fn scrub_run_env(command: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo_run = matches!(
+            key,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "OUT_DIR"
+        ) || key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_BIN_EXE_");
+        if set_by_cargo_run {
+            command.env_remove(key);
+        }
+    }
+}
+
+/// Runs `command`, its output going to ours; `what` names it in errors.
+fn run(command: &mut Command, what: &str) -> Result<(), String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let status = command
+        .status()
+        .map_err(|e| format!("{what}: cannot run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
+}
