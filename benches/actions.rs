@@ -25,7 +25,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use criterion::Criterion;
 use hane_coordinator::agent::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
-use hane_coordinator::delivery::{Delivery, DeliveryConfig, HttpProvider, Outbound, deliver};
+use hane_delivery::{Delivery, DeliveryConfig, HttpProvider, Outbound, deliver};
+use hane_manager::Components;
 use hane_store::Synchronous;
 use http_body_util::Full;
 use hyper::service::service_fn;
@@ -192,7 +193,10 @@ fn actions(c: &mut Criterion) {
         let store = dir.path().join(sync);
         std::fs::create_dir_all(&store).unwrap();
         let mut config = RuntimeConfig::new();
-        config.synchronous(synchronous).delivery(delivery.clone());
+        config
+            .synchronous(synchronous)
+            .delivery(delivery.clone())
+            .components(Components::with_builtins(hane_builtins::all()));
         let runtime = {
             let _entered = rt.enter();
             AgentRuntime::open(&store.join("hane.db"), &config).unwrap()

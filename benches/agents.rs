@@ -25,6 +25,7 @@ use std::time::Duration;
 use criterion::Criterion;
 use hane_coordinator::agent::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
 use hane_core::{Ledger, Policy};
+use hane_manager::Components;
 use hane_sandbox::{Sandbox, SandboxConfig};
 use hane_store::Synchronous;
 use serde_json::json;
@@ -163,7 +164,9 @@ fn release(dir: &Path) -> PathBuf {
 
 fn runtime(rt: &Runtime, dir: &Path, synchronous: Synchronous, release: &Path) -> AgentRuntime {
     let mut config = RuntimeConfig::new();
-    config.synchronous(synchronous);
+    config
+        .synchronous(synchronous)
+        .components(Components::with_builtins(hane_builtins::all()));
     let _entered = rt.enter();
     let runtime = AgentRuntime::open(&dir.join("hane.db"), &config).unwrap();
     rt.block_on(runtime.activate(release)).unwrap();

@@ -14,15 +14,15 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use hane_builtins::test_programs::GUEST_ECHO;
-use hane_coordinator::manager::protocol::{ClientMessage, FrameReader, FrameWriter, WorkerMessage};
-use hane_coordinator::manager::{
-    Components, LocalConfig, LocalOperationManager, ProxyOperationManager, Worker, WorkerAddr,
-    WorkerListener, WorkerSecret,
-};
-use hane_coordinator::{Ending, OperationManager};
 use hane_core::{
     Impact, JsonText, Limits, Operation, OperationId, Policy, SessionId, ToolCallId, WasmCall,
 };
+use hane_manager::protocol::{ClientMessage, FrameReader, FrameWriter, WorkerMessage};
+use hane_manager::{
+    Components, LocalConfig, LocalOperationManager, ProxyOperationManager, Worker, WorkerAddr,
+    WorkerListener, WorkerSecret,
+};
+use hane_manager::{Ending, OperationManager};
 use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};

@@ -8,6 +8,7 @@ use hane_coordinator::agent::{
     AgentRuntime, GatewayError, RunError, RunStatus, RuntimeConfig, StartRun, Stop, TokenError,
 };
 use hane_core::RunId;
+use hane_manager::Components;
 use hane_sandbox::SandboxConfig;
 use hane_store::{RunQuery, SqliteConfig, SqliteStore};
 use serde_json::{Value, json};
@@ -22,7 +23,9 @@ pub fn config() -> RuntimeConfig {
         .cache_dir(Some(harness::cache_dir()))
         .max_instances(16);
     let mut config = RuntimeConfig::new();
-    config.sandbox(sandbox);
+    config
+        .sandbox(sandbox)
+        .components(Components::with_builtins(hane_builtins::all()));
     config
 }
 

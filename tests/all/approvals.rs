@@ -13,8 +13,8 @@ use hane_coordinator::agent::{
     ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, Person, RunError,
     RunStatus, StartRun, Verdict, digest,
 };
-use hane_coordinator::delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use hane_core::RunId;
+use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use serde_json::{Value, json};
 
 use crate::agents::release_with;

@@ -4,12 +4,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager};
-use hane_coordinator::{Coordinator, CoordinatorConfig, Delivery, Ending};
+use hane_coordinator::{Coordinator, CoordinatorConfig, Received};
 use hane_core::{
     Control, Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationState,
     Outcome, Policy, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, WasmCall,
 };
+use hane_manager::Ending;
+use hane_manager::{Components, LocalConfig, LocalOperationManager};
 use hane_store::{SessionStore, SqliteConfig, SqliteStore, StoreError};
 
 use crate::harness;
@@ -39,7 +40,7 @@ fn host(path: &Path, config: &CoordinatorConfig) -> Host {
 
 impl Host {
     /// Delivers the external input `id` to `session`.
-    async fn deliver(&self, session: &SessionId, id: &str) -> Delivery {
+    async fn deliver(&self, session: &SessionId, id: &str) -> Received {
         self.coordinator
             .deliver(session, external(id))
             .await
@@ -115,9 +116,9 @@ async fn redelivered_inputs_are_accepted_once_also_after_a_restart() {
         assert_eq!(
             deliveries,
             [
-                Delivery::Accepted { seq: 0 },
-                Delivery::Duplicate,
-                Delivery::Duplicate
+                Received::Accepted { seq: 0 },
+                Received::Duplicate,
+                Received::Duplicate
             ]
         );
         session
@@ -126,7 +127,7 @@ async fn redelivered_inputs_are_accepted_once_also_after_a_restart() {
     let host = host(&path, &CoordinatorConfig::new());
     for _ in 0..3 {
         let delivery = host.deliver(&session, "order-1").await;
-        assert_eq!(delivery, Delivery::Duplicate);
+        assert_eq!(delivery, Received::Duplicate);
     }
     assert_eq!(accepted_count(&host.store, &session).await, 1);
 }
@@ -140,10 +141,10 @@ async fn the_store_refuses_what_a_full_inbox_forgot() {
     let session = host.store.create_session().await.unwrap().id;
     for id in ["a", "b"] {
         let delivery = host.deliver(&session, id).await;
-        assert!(matches!(delivery, Delivery::Accepted { .. }));
+        assert!(matches!(delivery, Received::Accepted { .. }));
     }
     let again = host.deliver(&session, "a").await;
-    assert_eq!(again, Delivery::Duplicate);
+    assert_eq!(again, Received::Duplicate);
     assert_eq!(accepted_count(&host.store, &session).await, 2);
 }
 
@@ -161,7 +162,7 @@ async fn concurrent_deliveries_of_one_input_accept_it_once() {
         .collect();
     let mut accepted = 0;
     for task in tasks {
-        if matches!(task.await.unwrap().unwrap(), Delivery::Accepted { .. }) {
+        if matches!(task.await.unwrap().unwrap(), Received::Accepted { .. }) {
             accepted += 1;
         }
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hane_coordinator::delivery::{
+use hane_delivery::{
     Delivery, DeliveryConfig, HttpProvider, Outbound, Secret, SmtpConfig, SmtpTls,
     credential_env_var, deliver,
 };

@@ -2,11 +2,11 @@
 //! concurrency bound, and cancellation of queued and running operations.
 
 use hane_builtins::test_programs;
-use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager, component_digest};
-use hane_coordinator::{Ending, OperationManager, Ticket, Update};
 use hane_core::{
     Impact, JsonText, Limits, Operation, Outcome, Policy, SessionId, ToolCallId, WasmCall,
 };
+use hane_manager::{Components, LocalConfig, LocalOperationManager, component_digest};
+use hane_manager::{Ending, OperationManager, Ticket, Update};
 
 use crate::harness;
 
@@ -57,7 +57,7 @@ async fn next(ticket: &mut Ticket) -> Update {
 
 #[tokio::test]
 async fn a_builtin_and_a_test_program_return_output_and_receipt() {
-    let components = Components::with_builtins();
+    let components = Components::with_builtins(hane_builtins::all());
     let echo = add_program(&components, test_programs::GUEST_ECHO);
     let manager = manager(components, 2);
 

@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use hane_coordinator::delivery::{SmtpConfig, SmtpTls};
+use hane_delivery::{SmtpConfig, SmtpTls};
 use tempfile::TempDir;
 
 /// The command that provisions the interpreter.

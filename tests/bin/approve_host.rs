@@ -1,5 +1,5 @@
 //! A process for the approval crash tests: it approves one action the way
-//! `hane approvals approve` does (an [`ActionLedger`] on the store, the
+//! `hane approvals approve` does (an [`ExecutionLedger`] on the store, the
 //! delivery configuration from the environment, the active release's
 //! budget, recovery first), printing
 //! each step, so that a test can kill it (`kill -9`) at any point and
@@ -12,8 +12,8 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use hane_coordinator::agent::{ActionError, ActionLedger, BudgetScope, Person, load_active};
-use hane_coordinator::delivery::DeliveryConfig;
+use hane_coordinator::agent::{ActionError, BudgetScope, ExecutionLedger, Person, load_active};
+use hane_delivery::DeliveryConfig;
 use hane_store::Registry;
 
 fn say(line: &str) {
@@ -33,7 +33,7 @@ async fn main() -> Result<()> {
     let release = load_active(&registry).await.map_err(anyhow::Error::msg)?;
     let scope = BudgetScope::default();
     let budget = release.and_then(|r| r.budget_for(&scope));
-    let ledger = ActionLedger::new(registry, delivery, scope);
+    let ledger = ExecutionLedger::new(registry, delivery, scope);
     ledger.set_budget(budget);
     say("recovering");
     let recovered = ledger.recover(false).await?;

@@ -16,12 +16,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager};
-use hane_coordinator::{Coordinator, CoordinatorConfig, Delivery};
+use hane_coordinator::{Coordinator, CoordinatorConfig, Received};
 use hane_core::{
     Impact, Input, InputKind, JsonText, Limits, Operation, Policy, SessionEvent, SessionId,
     ToolCall, ToolCallId, ToolCallStatus, WasmCall,
 };
+use hane_manager::{Components, LocalConfig, LocalOperationManager};
 use hane_sandbox::{Sandbox, SandboxConfig};
 use hane_store::{SessionStore, SqliteConfig, SqliteStore};
 use serde::Deserialize;
@@ -132,11 +132,11 @@ async fn main() -> Result<()> {
             };
             let delivery = coordinator.deliver(&session, input).await?;
             let word = match delivery {
-                Delivery::Accepted { .. } => "accepted",
-                Delivery::Duplicate => "duplicate",
+                Received::Accepted { .. } => "accepted",
+                Received::Duplicate => "duplicate",
             };
             say(&format!("delivered {} {word}", step.input));
-            accepted |= matches!(delivery, Delivery::Accepted { .. });
+            accepted |= matches!(delivery, Received::Accepted { .. });
         }
         if accepted {
             handle(&coordinator, &session, step, digest).await?;

@@ -34,6 +34,12 @@ pub fn get(name: &str) -> Option<&'static [u8]> {
     BUILTINS.iter().find(|b| b.name == name).map(|b| b.bytes)
 }
 
+/// Every built-in operation as its name and component bytes, the form
+/// `hane_manager::Components::with_builtins` takes.
+pub fn all() -> impl Iterator<Item = (&'static str, &'static [u8])> {
+    BUILTINS.iter().map(|b| (b.name, b.bytes))
+}
+
 /// The names of all built-in operations.
 pub fn names() -> impl Iterator<Item = &'static str> {
     BUILTINS.iter().map(|b| b.name)

@@ -145,9 +145,7 @@ fn code(e: &anyhow::Error) -> u8 {
             _ => exit::FAILURE,
         };
     }
-    if e.downcast_ref::<hane_coordinator::delivery::ConfigError>()
-        .is_some()
-    {
+    if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
         return exit::USAGE;
     }
     if e.downcast_ref::<ActivationError>()

@@ -15,10 +15,10 @@ use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use hane_coordinator::agent::{
-    ActionError, ActionLedger, ActionRequest, ActionState, DeciderKind, Person, load_active,
+    ActionError, ActionRequest, ActionState, DeciderKind, ExecutionLedger, Person, load_active,
 };
-use hane_coordinator::delivery::ConfigError;
 use hane_core::{ActionId, RunId};
+use hane_delivery::ConfigError;
 use hane_store::Registry;
 
 use crate::agents::{StoreArg, time};
@@ -201,7 +201,7 @@ fn decider() -> String {
 /// The ledger over the store at `path`, delivering with the settings in
 /// the environment, under the active release's budget for the project
 /// and environment there.
-async fn open_ledger(path: &Path) -> anyhow::Result<ActionLedger> {
+async fn open_ledger(path: &Path) -> anyhow::Result<ExecutionLedger> {
     let delivery = delivery_from_env()?;
     let registry = Registry::open(path)
         .with_context(|| format!("opening the registry at {}", path.display()))?;
@@ -211,7 +211,7 @@ async fn open_ledger(path: &Path) -> anyhow::Result<ActionLedger> {
         .map_err(anyhow::Error::msg)
         .context("reading the active release's budget")?
         .and_then(|release| release.budget_for(&scope));
-    let ledger = ActionLedger::new(registry, delivery, scope);
+    let ledger = ExecutionLedger::new(registry, delivery, scope);
     ledger.set_budget(budget);
     Ok(ledger)
 }
@@ -305,7 +305,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn overrides(ledger: &ActionLedger, command: OverridesCommand) -> anyhow::Result<()> {
+async fn overrides(ledger: &ExecutionLedger, command: OverridesCommand) -> anyhow::Result<()> {
     match command {
         OverridesCommand::List { json } => {
             let rows = ledger.overrides().await?;

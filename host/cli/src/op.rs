@@ -153,7 +153,8 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     }
     let builtin = component.strip_prefix("builtin:").unwrap_or(component);
     if !path.exists() {
-        if let Some(bytes) = hane_builtins::get(builtin) {
+        let builtins = crate::runtime::builtins();
+        if let Some(bytes) = builtins.builtin(builtin) {
             return Ok(Source {
                 name: builtin.to_owned(),
                 bytes: bytes.to_vec(),
@@ -161,10 +162,9 @@ fn resolve(component: &str) -> Result<Source, Failure> {
                 limits: LimitsSpec::default(),
             });
         }
-        let names: Vec<_> = hane_builtins::names().collect();
         return Err(Failure::usage(anyhow::anyhow!(
             "`{component}` is neither a file nor a built-in operation (built-in: {})",
-            names.join(", ")
+            builtins.builtin_names().join(", ")
         )));
     }
     let bytes = std::fs::read(path)

@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::agent::{BudgetScope, RuntimeConfig};
-use hane_coordinator::delivery::DeliveryConfig;
+use hane_delivery::DeliveryConfig;
+use hane_manager::Components;
 
 /// The environment variables the runtime reads, for `--help`.
 pub(crate) const ENVIRONMENT_HELP: &str = "\
@@ -56,9 +57,15 @@ pub(crate) fn scope_from_env() -> BudgetScope {
 /// # Errors
 ///
 /// A variable is malformed; the error is a
-/// [`hane_coordinator::delivery::ConfigError`] naming it.
+/// [`hane_delivery::ConfigError`] naming it.
 pub(crate) fn delivery_from_env() -> anyhow::Result<DeliveryConfig> {
     DeliveryConfig::from_env().context("reading the delivery settings from the environment")
+}
+
+/// The operations built into this binary, which releases and `hane op run`
+/// name `builtin:NAME` (or `NAME`).
+pub(crate) fn builtins() -> Components {
+    Components::with_builtins(hane_builtins::all())
 }
 
 /// Opens the runtime on the store at `path`, creating the store if needed,
@@ -67,6 +74,7 @@ pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<AgentRuntime> {
     let mut config = RuntimeConfig::new();
     config
         .delivery(delivery_from_env()?)
-        .scope(scope_from_env());
+        .scope(scope_from_env())
+        .components(builtins());
     AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use hane_coordinator::delivery::ConfigError;
+use hane_delivery::ConfigError;
 
 use crate::agents::StoreArg;
 use crate::exit;

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use hane_coordinator::manager::{
-    Components, LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener,
-    WorkerSecret,
+use hane_manager::{
+    LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener, WorkerSecret,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
 
@@ -76,7 +75,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         let sandbox = Sandbox::new(&config)?;
         let manager = LocalOperationManager::new(
             sandbox,
-            Components::with_builtins(),
+            crate::runtime::builtins(),
             LocalConfig::new().concurrency(concurrency),
         );
         let stop = stopped()?;

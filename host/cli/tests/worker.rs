@@ -7,19 +7,19 @@ use std::process::{Child, Command, Stdio};
 
 use bytes::Bytes;
 use hane_builtins::test_programs;
-use hane_coordinator::manager::protocol::{
-    ClientMessage, FrameReader, FrameWriter, PROTOCOL_VERSION, ProtocolError, WorkerMessage,
-    client_handshake,
-};
-use hane_coordinator::manager::{
-    Components, ConnectError, LocalConfig, LocalOperationManager, ProxyOperationManager,
-    WorkerAddr, WorkerSecret, component_digest,
-};
-use hane_coordinator::{Ending, OperationManager, Update};
 use hane_core::{
     Impact, JsonText, Limits, Operation, OperationId, Outcome, Policy, SessionId, ToolCallId,
     WasmCall,
 };
+use hane_manager::protocol::{
+    ClientMessage, FrameReader, FrameWriter, PROTOCOL_VERSION, ProtocolError, WorkerMessage,
+    client_handshake,
+};
+use hane_manager::{
+    Components, ConnectError, LocalConfig, LocalOperationManager, ProxyOperationManager,
+    WorkerAddr, WorkerSecret, component_digest,
+};
+use hane_manager::{Ending, OperationManager, Update};
 use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::net::{TcpStream, UnixListener};
 
@@ -102,7 +102,7 @@ struct Programs {
 }
 
 fn programs() -> Programs {
-    let components = Components::with_builtins();
+    let components = Components::with_builtins(hane_builtins::all());
     let echo = components.insert(std::fs::read(test_programs::GUEST_ECHO).unwrap());
     let looping = components.insert(std::fs::read(test_programs::HOSTILE_LOOP).unwrap());
     Programs {

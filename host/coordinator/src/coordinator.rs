@@ -12,7 +12,9 @@ use hane_core::{
 use hane_store::{SessionStore, StoreError};
 use tokio::task::JoinHandle;
 
-use crate::{Ending, Inbox, OperationManager};
+use hane_manager::{Ending, OperationManager};
+
+use crate::Inbox;
 
 /// Settings of a [`Coordinator`].
 ///
@@ -96,7 +98,7 @@ pub enum CoordinatorError {
 
 /// What became of a delivered input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
+pub enum Received {
     /// Accepted and persisted as event `seq`.
     Accepted {
         /// The `input_accepted` event's position.
@@ -219,14 +221,14 @@ impl Coordinator {
         &self,
         session: &SessionId,
         input: Input,
-    ) -> Result<Delivery, CoordinatorError> {
+    ) -> Result<Received, CoordinatorError> {
         if self
             .inner
             .sessions()
             .inbox(session, &self.inner.config)
             .contains(&input.id)
         {
-            return Ok(Delivery::Duplicate);
+            return Ok(Received::Duplicate);
         }
         let id = input.id.clone();
         let cancel = matches!(
@@ -241,15 +243,15 @@ impl Coordinator {
             .append(session, vec![SessionEvent::InputAccepted { input }])
             .await
         {
-            Ok(appended) => Delivery::Accepted {
+            Ok(appended) => Received::Accepted {
                 seq: appended.first_seq,
             },
-            Err(StoreError::DuplicateInput { .. }) => Delivery::Duplicate,
+            Err(StoreError::DuplicateInput { .. }) => Received::Duplicate,
             Err(e) => return Err(e.into()),
         };
         let mut sessions = self.inner.sessions();
         sessions.inbox(session, &self.inner.config).remember(id);
-        if cancel && delivery != Delivery::Duplicate {
+        if cancel && delivery != Received::Duplicate {
             for operation in sessions.running.get(session).into_iter().flatten() {
                 self.inner.manager.cancel(operation);
             }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::agent::RuntimeConfig;
-use hane_coordinator::delivery::{DeliveryConfig, HttpProvider};
+use hane_delivery::{DeliveryConfig, HttpProvider};
+use hane_manager::Components;
 use hane_sandbox::SandboxConfig;
 use hane_server::{KeyError, Role};
 use serde_json::{Value, json};
@@ -56,7 +57,10 @@ impl Server {
         let mut sandbox = SandboxConfig::new();
         sandbox.cache_dir(Some(cache_dir()));
         let mut config = RuntimeConfig::new();
-        config.sandbox(sandbox).delivery(delivery);
+        config
+            .sandbox(sandbox)
+            .delivery(delivery)
+            .components(Components::with_builtins(hane_builtins::all()));
         let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config)?;
         {
             let _one = ACTIVATING.lock().await;

@@ -24,7 +24,7 @@ pub use budget::{
     ReportUsage, utc_day,
 };
 pub use gateway::{Admitted, GatewayError, Stop, TOKEN_GRACE, ToolGateway};
-pub use outbound::{ActionError, ActionLedger, Recovered};
+pub use outbound::{ActionError, ExecutionLedger, Recovered};
 pub use release::{
     ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
 };

@@ -9,7 +9,7 @@
 //! processes, one claim wins and the others find it claimed. Only then is
 //! the content checked against the approved digest and handed to the
 //! adapter, and the outcome recorded. A process that dies between claim
-//! and outcome leaves the action `executing`; [`ActionLedger::recover`]
+//! and outcome leaves the action `executing`; [`ExecutionLedger::recover`]
 //! finds its owner gone and makes it `unknown`, which is never resent.
 
 use std::sync::{Arc, Mutex};
@@ -28,7 +28,7 @@ use super::action::{
 };
 use super::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
 use super::tools::ControlTool;
-use crate::delivery::{Delivery, DeliveryConfig, Outbound, deliver};
+use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 
 /// How often a run waiting for a decision made in another process looks
 /// at the store.
@@ -150,7 +150,7 @@ impl From<ChargeError> for ActionError {
     }
 }
 
-/// What [`ActionLedger::recover`] did.
+/// What [`ExecutionLedger::recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
     /// Actions whose delivering process is gone: now `unknown`.
@@ -162,7 +162,7 @@ pub struct Recovered {
 /// Decides and executes outbound actions; see the module documentation.
 /// Cheap to clone; clones share everything.
 #[derive(Clone)]
-pub struct ActionLedger {
+pub struct ExecutionLedger {
     inner: Arc<Inner>,
 }
 
@@ -175,9 +175,9 @@ struct Inner {
     owner: String,
 }
 
-impl std::fmt::Debug for ActionLedger {
+impl std::fmt::Debug for ExecutionLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ActionLedger")
+        f.debug_struct("ExecutionLedger")
             .field("owner", &self.inner.owner)
             .finish_non_exhaustive()
     }
@@ -283,9 +283,9 @@ fn alive(owner: &str) -> bool {
     boot_id().as_deref() == Some(boot) && start_time(pid) == Some(start)
 }
 
-impl ActionLedger {
+impl ExecutionLedger {
     /// A ledger over `registry`, delivering with `delivery` and counting
-    /// against `scope`'s budget (set with [`ActionLedger::set_budget`]).
+    /// against `scope`'s budget (set with [`ExecutionLedger::set_budget`]).
     pub fn new(registry: Registry, delivery: DeliveryConfig, scope: BudgetScope) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -334,7 +334,7 @@ impl ActionLedger {
         self.update_with(false, id, f).await
     }
 
-    /// As [`ActionLedger::update`], with the commit synced to disk when
+    /// As [`ExecutionLedger::update`], with the commit synced to disk when
     /// `synced`, whatever the store's mode.
     async fn update_with<T: Send + 'static>(
         &self,
@@ -463,7 +463,7 @@ impl ActionLedger {
     }
 
     /// A person approves action `id`, having seen content with `digest`;
-    /// then the action is executed (see [`ActionLedger::execute`]) and
+    /// then the action is executed (see [`ExecutionLedger::execute`]) and
     /// returned as it ended. An action approved earlier but never
     /// attempted (its approver stopped before the claim) is executed now,
     /// once. `by` must act for the action's group.
@@ -512,7 +512,7 @@ impl ActionLedger {
     ///
     /// # Errors
     ///
-    /// As [`ActionLedger::approve`].
+    /// As [`ExecutionLedger::approve`].
     pub async fn reject(
         &self,
         id: &str,
@@ -525,7 +525,7 @@ impl ActionLedger {
     }
 
     /// Records `decision` on pending action `id`: approve makes it
-    /// `approved` (not executed: call [`ActionLedger::execute`]), reject
+    /// `approved` (not executed: call [`ExecutionLedger::execute`]), reject
     /// makes it `rejected`, escalate hands it to a person with
     /// `escalation`'s task. A person's decision closes the action's task;
     /// `who` is that person, checked against the action's group.
@@ -621,7 +621,7 @@ impl ActionLedger {
     }
 
     /// Withdraws every action run `run` left pending (see
-    /// [`ActionLedger::withdraw`]), because it ended as `why` says.
+    /// [`ExecutionLedger::withdraw`]), because it ended as `why` says.
     pub(crate) async fn withdraw_run(&self, run: &RunId, why: &str) -> Result<(), ActionError> {
         for action in self.list(Some(ActionState::Pending), Some(run)).await? {
             self.withdraw(action.id.as_str(), why.to_owned()).await?;
@@ -995,7 +995,7 @@ mod tests {
     async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::open(dir.path().join("hane.db")).unwrap();
-        let ledger = ActionLedger::new(registry, DeliveryConfig::new(), BudgetScope::default());
+        let ledger = ExecutionLedger::new(registry, DeliveryConfig::new(), BudgetScope::default());
         let tool = "communication.send_sms";
         let content = serde_json::json!({"text": "Your van is ready"});
         let now = now_ms();

@@ -10,6 +10,7 @@ use hane_core::{
     EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, OperationManifest, Policy,
     Versioned,
 };
+use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
@@ -190,7 +191,8 @@ impl LoadedRelease {
 }
 
 /// Checks the release in `dir` and activates it. Every manifest is
-/// parsed and checked, every component loaded in `sandbox` under its
+/// parsed and checked, every component (a file, or `builtin:NAME` from
+/// `components`) loaded in `sandbox` under its
 /// policy (so an import without its grant is refused now, not at the
 /// first call), the ledger read, and every agent's schemas and tools
 /// checked; then the release is stored and made active in one
@@ -203,9 +205,10 @@ impl LoadedRelease {
 pub async fn activate_dir(
     dir: &Path,
     sandbox: &Sandbox,
+    builtins: &Components,
     registry: &Registry,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
-    let (body, components) = build(dir, sandbox).await?;
+    let (body, components) = build(dir, sandbox, builtins).await?;
     let sealed = hane_core::seal(&body);
     let summary = format!(
         "{} agent{}, {} operation{}, {} eval suite{}, {} collection{}, {} document set{}",
@@ -251,6 +254,7 @@ fn plural(n: usize) -> &'static str {
 async fn build(
     dir: &Path,
     sandbox: &Sandbox,
+    builtins: &Components,
 ) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
     let definitions = hane_core::read_bundle_dir(dir).map_err(|e| {
         ActivationError::Invalid(e.errors.iter().map(ToString::to_string).collect())
@@ -296,7 +300,9 @@ async fn build(
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
             Definition::Operation(manifest) => {
-                match release_operation(&sourced.file, &file, &manifest, sandbox, &ledger).await {
+                let operation =
+                    release_operation(&sourced.file, &file, &manifest, sandbox, builtins, &ledger);
+                match operation.await {
                     Ok((operation, bytes)) => {
                         if !components.iter().any(|(d, _)| *d == operation.digest) {
                             components.push((operation.digest.clone(), bytes));
@@ -332,18 +338,25 @@ async fn release_operation(
     file: &str,
     manifest: &OperationManifest,
     sandbox: &Sandbox,
+    builtins: &Components,
     ledger: &Ledger,
 ) -> Result<(ReleasedOperation, Vec<u8>), String> {
     let name = &manifest.metadata.name;
     let folder = path.parent().unwrap_or(Path::new("."));
     let component = &manifest.spec.component;
     let bytes = match component.strip_prefix("builtin:") {
-        Some(builtin) => hane_builtins::get(builtin)
-            .map(<[u8]>::to_vec)
+        Some(builtin) => builtins
+            .builtin(builtin)
+            .map(|b| b.to_vec())
             .ok_or_else(|| {
+                let names = builtins.builtin_names();
                 format!(
-                    "{file}: spec.component: no built-in operation `{builtin}`; built in are {}",
-                    hane_builtins::names().collect::<Vec<_>>().join(", ")
+                    "{file}: spec.component: no built-in operation `{builtin}`; {}",
+                    if names.is_empty() {
+                        "this runtime has none".to_owned()
+                    } else {
+                        format!("built in are {}", names.join(", "))
+                    }
                 )
             })?,
         None => {

@@ -20,19 +20,17 @@ use tokio::sync::watch;
 use super::budget::{BudgetExceeded, BudgetScope};
 use super::gateway::{GatewayError, Stop, ToolGateway};
 use super::journal::Journal;
-use super::outbound::ActionLedger;
+use super::outbound::ExecutionLedger;
 use super::release::{LoadedAgent, LoadedRelease, load_active};
 use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
 use super::script;
 use super::token::{RunToken, RunTokenKey};
 use super::tools::{ControlTool, ToolDefinition, ToolKind};
 use super::translate::{self, ToolResult};
-use crate::Ending;
-use crate::delivery::DeliveryConfig;
-use crate::manager::{Components, LocalConfig};
-use crate::{
-    Coordinator, CoordinatorConfig, CoordinatorError, LocalOperationManager, ending_event,
-};
+use hane_delivery::DeliveryConfig;
+use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager};
+
+use crate::{Coordinator, CoordinatorConfig, CoordinatorError, ending_event};
 
 /// Why a run could not be started, read or cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -152,7 +150,7 @@ struct Inner {
     gateway: ToolGateway,
     release: RwLock<Option<Arc<LoadedRelease>>>,
     live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
-    actions: ActionLedger,
+    actions: ExecutionLedger,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -200,6 +198,7 @@ pub(crate) enum RunEnd {
 /// | `local` | [`LocalConfig::new`] |
 /// | `coordinator` | [`CoordinatorConfig::new`] |
 /// | `delivery` | [`DeliveryConfig::new`]: no adapter, every approved action fails saying what to configure |
+/// | `components` | [`Components::new`]: none built in, so `builtin:` components are refused at activation |
 /// | `scope` | project `default`, environment `default` |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
@@ -209,6 +208,7 @@ pub struct RuntimeConfig {
     coordinator: CoordinatorConfig,
     delivery: DeliveryConfig,
     scope: BudgetScope,
+    components: Components,
 }
 
 impl RuntimeConfig {
@@ -248,6 +248,13 @@ impl RuntimeConfig {
         self
     }
 
+    /// The components runs may use besides their releases' own: the
+    /// binary's built-in operations, which releases name `builtin:NAME`.
+    pub fn components(&mut self, components: Components) -> &mut Self {
+        self.components = components;
+        self
+    }
+
     /// The project and environment whose Budget applies.
     pub fn scope(&mut self, scope: BudgetScope) -> &mut Self {
         self.scope = scope;
@@ -269,7 +276,7 @@ pub enum OpenError {
 impl AgentRuntime {
     /// Opens everything a runtime needs on the store at `path` (created
     /// if missing): the session store, the registry in the same file, a
-    /// sandbox, the built-in components, a local operation manager and a
+    /// sandbox, the configured components, a local operation manager and a
     /// coordinator.
     ///
     /// # Errors
@@ -285,14 +292,14 @@ impl AgentRuntime {
         let store = Arc::new(SqliteStore::open(path, &store_config)?);
         let registry = Registry::open_with(path, config.synchronous)?;
         let sandbox = Sandbox::new(&config.sandbox)?;
-        let components = Components::with_builtins();
+        let components = config.components.clone();
         let manager = Arc::new(LocalOperationManager::new(
             sandbox.clone(),
             components.clone(),
             &config.local,
         ));
         let coordinator = Coordinator::new(store, manager, &config.coordinator);
-        let actions = ActionLedger::new(
+        let actions = ExecutionLedger::new(
             registry.clone(),
             config.delivery.clone(),
             config.scope.clone(),
@@ -321,7 +328,7 @@ impl AgentRuntime {
         sandbox: Sandbox,
         components: Components,
     ) -> Self {
-        let actions = ActionLedger::new(
+        let actions = ExecutionLedger::new(
             registry.clone(),
             DeliveryConfig::new(),
             BudgetScope::default(),
@@ -334,7 +341,7 @@ impl AgentRuntime {
         coordinator: Coordinator,
         sandbox: Sandbox,
         components: Components,
-        actions: ActionLedger,
+        actions: ExecutionLedger,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -351,7 +358,7 @@ impl AgentRuntime {
     }
 
     /// The execution ledger of outbound actions.
-    pub fn actions(&self) -> &ActionLedger {
+    pub fn actions(&self) -> &ExecutionLedger {
         &self.inner.actions
     }
 
@@ -380,8 +387,13 @@ impl AgentRuntime {
         &self,
         dir: &std::path::Path,
     ) -> Result<hane_store::ReleaseInfo, super::ActivationError> {
-        let (info, loaded) =
-            super::activate_dir(dir, &self.inner.sandbox, &self.inner.registry).await?;
+        let (info, loaded) = super::activate_dir(
+            dir,
+            &self.inner.sandbox,
+            &self.inner.components,
+            &self.inner.registry,
+        )
+        .await?;
         self.install(Arc::new(loaded))
             .await
             .map_err(|e| super::ActivationError::Invalid(vec![e]))?;

@@ -14,7 +14,7 @@ use hane_sandbox::{Schema, describe_violations};
 use serde_json::Value;
 
 use super::tools::{ControlTool, Tool, ToolKind};
-use crate::Ending;
+use hane_manager::Ending;
 
 /// What the driver sees of a call.
 #[derive(Debug, Clone, PartialEq)]

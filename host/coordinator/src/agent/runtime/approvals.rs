@@ -125,13 +125,13 @@ impl AgentRuntime {
         ))
     }
 
-    /// A person approves action `id` (see [`ActionLedger::approve`]), with
+    /// A person approves action `id` (see [`ExecutionLedger::approve`]), with
     /// the active release's budget as it is now: another process may have
     /// activated a release with another Budget since this one last looked.
     ///
     /// # Errors
     ///
-    /// As [`ActionLedger::approve`], or the active release cannot be read.
+    /// As [`ExecutionLedger::approve`], or the active release cannot be read.
     pub async fn approve(
         &self,
         id: &str,
@@ -166,7 +166,7 @@ impl AgentRuntime {
         }
     }
 
-    /// Every decider override (see [`ActionLedger::overrides`]).
+    /// Every decider override (see [`ExecutionLedger::overrides`]).
     ///
     /// # Errors
     ///
@@ -176,7 +176,7 @@ impl AgentRuntime {
     }
 
     /// Sends `tool`'s actions to people (see
-    /// [`ActionLedger::add_override`]).
+    /// [`ExecutionLedger::add_override`]).
     ///
     /// # Errors
     ///

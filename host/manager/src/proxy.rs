@@ -83,14 +83,13 @@ pub struct ConnectError {
 /// # Examples
 ///
 /// ```no_run
-/// use hane_coordinator::manager::{Components, ProxyOperationManager, WorkerSecret};
-/// use hane_coordinator::OperationManager;
+/// use hane_manager::{Components, OperationManager, ProxyOperationManager, WorkerSecret};
 ///
 /// # async fn run(operation: hane_core::Operation) -> anyhow::Result<()> {
 /// let manager = ProxyOperationManager::connect(
 ///     "unix:/run/hane/worker.sock".parse()?,
 ///     WorkerSecret::from_file("/etc/hane/worker-secret".as_ref())?,
-///     Components::with_builtins(),
+///     Components::with_builtins(hane_builtins::all()),
 /// )
 /// .await?;
 /// let ending = manager.submit(operation).ending().await;

@@ -61,7 +61,7 @@
 //! # Examples
 //!
 //! ```
-//! use hane_coordinator::delivery::{Delivery, DeliveryConfig, Outbound, deliver};
+//! use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 //!
 //! let config = DeliveryConfig::new();
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

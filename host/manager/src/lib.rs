@@ -4,6 +4,42 @@
 //! [`ProxyOperationManager`] sends them to `hane worker` in another
 //! process (a [`Worker`]), over the [`protocol`] on TCP or a Unix socket.
 //! Both find components by digest in a shared [`Components`] registry.
+//!
+//! # Examples
+//!
+//! Running a built-in operation in this process:
+//!
+//! ```
+//! use hane_core::{Impact, JsonText, Limits, Operation, Policy, SessionId, ToolCallId, WasmCall};
+//! use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager, OperationManager};
+//! use hane_sandbox::{Sandbox, SandboxConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> anyhow::Result<()> {
+//! let components = Components::with_builtins(hane_builtins::all());
+//! let find = components.builtin("data.find_record").expect("built in");
+//! let manager = LocalOperationManager::new(
+//!     Sandbox::new(&SandboxConfig::new())?,
+//!     components,
+//!     &LocalConfig::new(),
+//! );
+//! let call = WasmCall {
+//!     name: "data.find_record".to_owned(),
+//!     component: hane_manager::component_digest(&find),
+//!     policy: Policy::default(),
+//!     limits: Limits::default(),
+//!     input: JsonText::parse(r#"{"collection": "vehicles", "match": {}}"#)?,
+//! };
+//! let operation = Operation::wasm(SessionId::new(), ToolCallId::new(), Impact::Read, call);
+//! // It reads the ledger, and its policy grants no collection: it is
+//! // refused before it runs, naming the grant it lacks.
+//! let Ending::Failed(failure) = manager.submit(operation).ending().await else {
+//!     panic!("a component ran without the grant it imports");
+//! };
+//! assert!(failure.message.contains("grants no collections"), "{}", failure.message);
+//! # Ok(())
+//! # }
+//! ```
 
 mod components;
 mod local;

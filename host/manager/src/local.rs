@@ -67,15 +67,14 @@ impl LocalConfig {
 /// # Examples
 ///
 /// ```no_run
-/// use hane_coordinator::manager::{Components, LocalConfig, LocalOperationManager};
-/// use hane_coordinator::{Ending, OperationManager};
+/// use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager, OperationManager};
 /// use hane_sandbox::{Sandbox, SandboxConfig};
 ///
 /// # async fn run(operation: hane_core::Operation) -> anyhow::Result<()> {
 /// let sandbox = Sandbox::new(&SandboxConfig::new())?;
 /// let manager = LocalOperationManager::new(
 ///     sandbox,
-///     Components::with_builtins(),
+///     Components::with_builtins(hane_builtins::all()),
 ///     LocalConfig::new().concurrency(2),
 /// );
 /// match manager.submit(operation).ending().await {

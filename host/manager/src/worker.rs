@@ -29,7 +29,7 @@ use super::{Ending, LocalOperationManager, OperationManager, Update, component_d
 /// # Examples
 ///
 /// ```
-/// use hane_coordinator::manager::WorkerAddr;
+/// use hane_manager::WorkerAddr;
 ///
 /// let tcp: WorkerAddr = "127.0.0.1:7000".parse().unwrap();
 /// assert_eq!(tcp.to_string(), "tcp://127.0.0.1:7000");
@@ -229,7 +229,7 @@ impl Drop for WorkerListener {
 /// # Examples
 ///
 /// ```no_run
-/// use hane_coordinator::manager::{
+/// use hane_manager::{
 ///     Components, LocalConfig, LocalOperationManager, Worker, WorkerListener, WorkerSecret,
 /// };
 /// use hane_sandbox::{Sandbox, SandboxConfig};
@@ -237,7 +237,7 @@ impl Drop for WorkerListener {
 /// # async fn run() -> anyhow::Result<()> {
 /// let manager = LocalOperationManager::new(
 ///     Sandbox::new(&SandboxConfig::new())?,
-///     Components::with_builtins(),
+///     Components::with_builtins(hane_builtins::all()),
 ///     &LocalConfig::new(),
 /// );
 /// let listener = WorkerListener::bind(&"unix:/run/hane/worker.sock".parse()?).await?;

@@ -214,7 +214,7 @@ impl ConfigError {
 /// any other character that is not an ASCII letter or digit turned into `_`.
 ///
 /// ```
-/// use hane_coordinator::delivery::credential_env_var;
+/// use hane_delivery::credential_env_var;
 /// assert_eq!(credential_env_var("crm-api.key"), "HANE_CREDENTIAL_CRM_API_KEY");
 /// ```
 pub fn credential_env_var(name: &str) -> String {
