@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::Criterion;
-use hane_coordinator::agent::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
+use hane_coordinator::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
 use hane_delivery::{Delivery, DeliveryConfig, HttpProvider, Outbound, deliver};
 use hane_manager::Components;
 use hane_store::Synchronous;
@@ -211,7 +211,7 @@ fn actions(c: &mut Criterion) {
                 }))
                 .unwrap()
             };
-            let check = |run: &hane_coordinator::agent::AgentRun| {
+            let check = |run: &hane_coordinator::AgentRun| {
                 assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
                 let result = run.result.as_ref().unwrap().to_value().unwrap();
                 assert_eq!(result["status"], status, "{run:#?}");

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use criterion::Criterion;
-use hane_coordinator::agent::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
+use hane_coordinator::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
 use hane_core::{Ledger, Policy};
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, SandboxConfig};

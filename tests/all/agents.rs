@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use hane_coordinator::agent::{
+use hane_coordinator::{
     AgentRuntime, GatewayError, RunError, RunStatus, RuntimeConfig, StartRun, Stop, TokenError,
 };
 use hane_core::RunId;
@@ -48,7 +48,7 @@ fn start(agent: &str, input: Value) -> StartRun {
     }
 }
 
-fn result(run: &hane_coordinator::agent::AgentRun) -> Value {
+fn result(run: &hane_coordinator::AgentRun) -> Value {
     run.result
         .as_ref()
         .unwrap_or_else(|| panic!("no result: {run:#?}"))
@@ -439,8 +439,7 @@ async fn the_gateway_refuses_the_next_call_after_a_cancel_and_bad_tokens() {
         Err(GatewayError::Cancelled(run.clone()))
     );
     // Forged: signed by another key; and expired.
-    let forged =
-        hane_coordinator::agent::RunTokenKey::generate().issue(&run, Duration::from_secs(60));
+    let forged = hane_coordinator::RunTokenKey::generate().issue(&run, Duration::from_secs(60));
     assert_eq!(
         runtime
             .call_tool(&forged, "data.find_record", json!({}))

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use hane_coordinator::agent::{
+use hane_coordinator::{
     ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, Person, RunError,
     RunStatus, StartRun, Verdict, digest,
 };

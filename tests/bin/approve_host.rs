@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use hane_coordinator::agent::{ActionError, BudgetScope, ExecutionLedger, Person, load_active};
+use hane_coordinator::{ActionError, BudgetScope, ExecutionLedger, Person, load_active};
 use hane_delivery::DeliveryConfig;
 use hane_store::Registry;
 

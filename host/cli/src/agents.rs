@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{
+use hane_coordinator::{
     ActionState, ActivationError, AgentRun, Person, RunError, RunStatus, StartRun, Task,
 };
 use hane_core::RunId;

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use hane_coordinator::agent::{
+use hane_coordinator::{
     ActionError, ActionRequest, ActionState, DeciderKind, ExecutionLedger, Person, load_active,
 };
 use hane_core::{ActionId, RunId};

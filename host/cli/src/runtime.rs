@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{BudgetScope, RuntimeConfig};
+use hane_coordinator::{BudgetScope, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 

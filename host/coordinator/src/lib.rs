@@ -6,17 +6,50 @@
 //!   calls with their operations, runs them on an operation manager
 //!   (`hane-manager`) with their state written through the store, and
 //!   after a crash resumes what is safe to resume;
-//! - [`agent`]: releases, the Tool Gateway, translators, drivers, approvals
-//!   and the execution ledger, and the [`AgentRuntime`] that drives runs;
-//!   approved actions are delivered through `hane-delivery`.
+//! - agents and their runs, one module per part of the platform:
+//!   `release` (a directory of definitions checked and activated as one),
+//!   `gateway` (the Tool Gateway and the RunToken), `tools` (definitions,
+//!   translators, the control tools the host runs), `drivers` (the
+//!   [`Driver`] seam and the scripted driver), `approvals` (proposals,
+//!   deciders and the [`ExecutionLedger`]; delivery through
+//!   `hane-delivery`), `budget` (the day's limits), and `runtime`, the
+//!   [`AgentRuntime`] façade that starts and drives runs.
 
-pub mod agent;
+mod approvals;
+mod budget;
 mod coordinator;
+mod drivers;
+mod gateway;
 mod inbox;
+mod release;
+mod runtime;
+mod tools;
 
-pub use agent::AgentRuntime;
+pub use approvals::{
+    ActionError, ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind,
+    Decision, ExecutionLedger, Person, Recovered, Verdict, digest,
+};
+pub use budget::{
+    ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, ReportAlert, ReportLimits,
+    ReportUsage, utc_day,
+};
 pub use coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery, Settled,
     ending_event,
 };
+pub use drivers::{Driver, RunEnd, ToolCaller};
+pub use gateway::{
+    Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
+};
 pub use inbox::Inbox;
+pub use release::{
+    ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
+};
+pub use runtime::{
+    AgentRun, AgentRuntime, OpenError, RunError, RunStatus, RuntimeConfig, StartRun, Task,
+    ToolCallSummary,
+};
+pub use tools::{
+    ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
+    format, translate,
+};

@@ -22,6 +22,14 @@ pub struct IdError {
     pub reason: String,
 }
 
+/// Milliseconds since the Unix epoch: the one clock stored times are read
+/// from (0 on a clock set before 1970).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
 /// 26 characters of Crockford base32: 48 bits of milliseconds since the

@@ -74,7 +74,8 @@ pub use decider::{
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
-    ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId, ToolCallId,
+    ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId,
+    ToolCallId, now_ms,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;

@@ -12,7 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{ActionRequest, ActionState, BudgetReport};
+use hane_coordinator::{ActionRequest, ActionState, BudgetReport};
 use hane_core::{ActionId, RunId};
 use hane_store::OverrideRow;
 use serde::Deserialize;

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::agent::{ActionError, RunError};
+use hane_coordinator::{ActionError, RunError};
 use serde_json::{Value, json};
 
 /// The `code` of an error body: what kind of failure, for machines.

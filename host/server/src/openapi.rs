@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use hane_coordinator::agent::{ActionState, RunStatus};
+use hane_coordinator::{ActionState, RunStatus};
 use hane_core::OUTBOUND_TOOLS;
 use serde_json::{Map, Value, json};
 

@@ -12,7 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::{AgentRun, Person, RunStatus, StartRun};
+use hane_coordinator::{AgentRun, Person, RunStatus, StartRun};
 use hane_core::RunId;
 use hane_store::{MAX_RUNS_LISTED, RunQuery};
 use serde::Deserialize;

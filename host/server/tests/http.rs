@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::agent::RuntimeConfig;
+use hane_coordinator::RuntimeConfig;
 use hane_delivery::{DeliveryConfig, HttpProvider};
 use hane_manager::Components;
 use hane_sandbox::SandboxConfig;

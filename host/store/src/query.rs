@@ -2,7 +2,6 @@
 //! its forks, its length, its events, its inputs, and operations.
 
 use std::ops::Range;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use hane_core::{
     InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId, Versioned, open,
@@ -57,12 +56,7 @@ pub(crate) struct Segment {
     pub to: u64,
 }
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub(crate) use hane_core::now_ms;
 
 /// A sequence number or time as SQLite stores it; none of those reach
 /// `i64::MAX`, and open range ends become it.

@@ -1,5 +1,13 @@
 //! Tools: what an agent may call, each with its [`ToolDefinition`] and what
-//! runs it — an operation in the sandbox or a control tool in the host.
+//! runs it — an operation in the sandbox or a control tool in the host —
+//! and the [`translate`] and [`format`] functions between a call and what
+//! runs it.
+
+mod control;
+mod translate;
+
+pub use translate::{ToolResult, format, translate};
+pub(crate) use translate::{input_text, proposal_input};
 
 use std::sync::{Arc, LazyLock};
 

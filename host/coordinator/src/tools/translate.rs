@@ -13,7 +13,7 @@ use hane_core::{
 use hane_sandbox::{Schema, describe_violations};
 use serde_json::Value;
 
-use super::tools::{ControlTool, Tool, ToolKind};
+use super::{ControlTool, Tool, ToolKind};
 use hane_manager::Ending;
 
 /// What the driver sees of a call.

@@ -1,4 +1,7 @@
-//! The Tool Gateway: every tool call of every run passes here first.
+//! The Tool Gateway: every tool call of every run passes here first, with
+//! the run's [`RunToken`].
+
+mod token;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -7,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use hane_core::RunId;
 
-use super::release::LoadedAgent;
-use super::token::{RunToken, RunTokenKey, TokenError};
-use super::tools::Tool;
+pub use token::{RunToken, RunTokenKey, TokenError};
+
+use crate::release::LoadedAgent;
+use crate::tools::Tool;
 
 /// How long a run token stays valid beyond the run's `maxSeconds`.
 pub const TOKEN_GRACE: Duration = Duration::from_secs(30);

@@ -4,31 +4,31 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use hane_core::{
-    Control, Impact, Input, InputId, InputKind, JsonText, Outcome, RunId, SessionEvent, SessionId,
-    TaskId, ToolCall, ToolCallId, ToolCallStatus,
+    Control, Impact, Input, InputId, InputKind, JsonText, Operation, Outcome, RunId, SessionEvent,
+    SessionId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
-use hane_store::{
-    Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
-};
-use serde_json::{Value, json};
+use hane_store::{Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous};
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::budget::{BudgetExceeded, BudgetScope};
-use super::gateway::{GatewayError, Stop, ToolGateway};
-use super::journal::Journal;
-use super::outbound::ExecutionLedger;
-use super::release::{LoadedAgent, LoadedRelease, load_active};
-use super::run::{AgentRun, RunStatus, Task, ToolCallSummary};
-use super::script;
-use super::token::{RunToken, RunTokenKey};
-use super::tools::{ControlTool, ToolDefinition, ToolKind};
-use super::translate::{self, ToolResult};
+mod journal;
+mod run;
+
+pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
+
+use crate::approvals::ExecutionLedger;
+use crate::budget::{BudgetExceeded, BudgetScope};
+use crate::drivers::{self, BoxFuture, RunEnd, ToolCaller};
+use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
+use crate::release::{ActivationError, LoadedAgent, LoadedRelease, load_active};
+use crate::tools::{self as translate, ToolDefinition, ToolKind, ToolResult};
 use hane_delivery::DeliveryConfig;
 use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager};
+use journal::Journal;
 
 use crate::{Coordinator, CoordinatorConfig, CoordinatorError, ending_event};
 
@@ -118,39 +118,39 @@ pub struct StartRun {
 }
 
 /// A run in progress in this process.
-struct LiveRun {
-    run: Mutex<AgentRun>,
-    agent: Arc<LoadedAgent>,
+pub(crate) struct LiveRun {
+    pub(crate) run: Mutex<AgentRun>,
+    pub(crate) agent: Arc<LoadedAgent>,
     /// The release the run started in: its decider policies decide the
     /// run's actions.
-    release: Arc<LoadedRelease>,
+    pub(crate) release: Arc<LoadedRelease>,
     /// Model tokens reserved from the day's budget when the run started:
     /// the UTC day and how many.
-    reservation: Option<(String, u64)>,
-    session: Mutex<Option<SessionId>>,
-    journal: std::sync::OnceLock<Arc<Journal>>,
+    pub(crate) reservation: Option<(String, u64)>,
+    pub(crate) session: Mutex<Option<SessionId>>,
+    pub(crate) journal: std::sync::OnceLock<Arc<Journal>>,
     /// Set by a cancel; read before the run starts, when the gateway has
     /// no gate for it yet.
-    cancelled: AtomicBool,
-    submitted: Mutex<Option<Value>>,
-    changes: watch::Sender<AgentRun>,
+    pub(crate) cancelled: AtomicBool,
+    pub(crate) submitted: Mutex<Option<Value>>,
+    pub(crate) changes: watch::Sender<AgentRun>,
 }
 
 impl LiveRun {
-    fn snapshot(&self) -> AgentRun {
+    pub(crate) fn snapshot(&self) -> AgentRun {
         lock(&self.run).clone()
     }
 }
 
-struct Inner {
-    registry: Registry,
-    coordinator: Coordinator,
-    sandbox: Sandbox,
-    components: Components,
-    gateway: ToolGateway,
-    release: RwLock<Option<Arc<LoadedRelease>>>,
-    live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
-    actions: ExecutionLedger,
+pub(crate) struct Inner {
+    pub(crate) registry: Registry,
+    pub(crate) coordinator: Coordinator,
+    pub(crate) sandbox: Sandbox,
+    pub(crate) components: Components,
+    pub(crate) gateway: ToolGateway,
+    pub(crate) release: RwLock<Option<Arc<LoadedRelease>>>,
+    pub(crate) live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
+    pub(crate) actions: ExecutionLedger,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -161,7 +161,7 @@ struct Inner {
 /// [`AgentRuntime::call_tool`], which is the only way to reach a tool.
 #[derive(Clone)]
 pub struct AgentRuntime {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for AgentRuntime {
@@ -170,23 +170,37 @@ impl std::fmt::Debug for AgentRuntime {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+pub(crate) use hane_core::now_ms;
+
+/// A call the gateway admitted, translated and not yet run.
+struct PlannedCall {
+    live: Arc<LiveRun>,
+    session: SessionId,
+    journal: Arc<Journal>,
+    call: ToolCall,
+    status: ToolCallStatus,
+    operations: Vec<Operation>,
 }
 
-/// How a driver stopped before a result.
-#[derive(Debug)]
-pub(crate) enum RunEnd {
-    /// The gateway refused a call.
-    Gateway(GatewayError),
-    /// Something failed; the message says what.
-    Failed(String),
+/// A run's door to its tools: every call goes through
+/// [`AgentRuntime::call_tool`] with the run's token.
+struct RunTools<'a> {
+    runtime: &'a AgentRuntime,
+    token: &'a RunToken,
+}
+
+impl ToolCaller for RunTools<'_> {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        input: Value,
+    ) -> BoxFuture<'a, Result<ToolResult, GatewayError>> {
+        Box::pin(self.runtime.call_tool(self.token, tool, input))
+    }
 }
 
 /// How [`AgentRuntime::open`] sets up what it opens.
@@ -378,7 +392,7 @@ impl AgentRuntime {
     }
 
     /// Checks the release in `dir` and makes it active (see
-    /// [`super::activate_dir`]); runs started afterwards use it.
+    /// [`activate_dir`](crate::activate_dir)); runs started afterwards use it.
     ///
     /// # Errors
     ///
@@ -386,8 +400,8 @@ impl AgentRuntime {
     pub async fn activate(
         &self,
         dir: &std::path::Path,
-    ) -> Result<hane_store::ReleaseInfo, super::ActivationError> {
-        let (info, loaded) = super::activate_dir(
+    ) -> Result<hane_store::ReleaseInfo, ActivationError> {
+        let (info, loaded) = crate::release::activate_dir(
             dir,
             &self.inner.sandbox,
             &self.inner.components,
@@ -396,7 +410,7 @@ impl AgentRuntime {
         .await?;
         self.install(Arc::new(loaded))
             .await
-            .map_err(|e| super::ActivationError::Invalid(vec![e]))?;
+            .map_err(|e| ActivationError::Invalid(vec![e]))?;
         Ok(info)
     }
 
@@ -689,13 +703,13 @@ impl AgentRuntime {
         Ok(live.snapshot())
     }
 
-    async fn persist(&self, run: &AgentRun) -> Result<(), RunError> {
+    pub(crate) async fn persist(&self, run: &AgentRun) -> Result<(), RunError> {
         self.inner.registry.put_run(run_row(run)).await?;
         Ok(())
     }
 
     /// Applies `change` to the live run and tells waiters.
-    fn update(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
+    pub(crate) fn update(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
         let snapshot = {
             let mut run = lock(&live.run);
             change(&mut run);
@@ -706,7 +720,7 @@ impl AgentRuntime {
         snapshot
     }
 
-    async fn drive(&self, live: Arc<LiveRun>) {
+    pub(crate) async fn drive(&self, live: Arc<LiveRun>) {
         let id = live.snapshot().id;
         let ended = self.drive_inner(&live).await;
         let (status, error) = match ended {
@@ -845,11 +859,17 @@ impl AgentRuntime {
             .input
             .to_value()
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
-        let driven = tokio::time::timeout(
-            max,
-            script::run(self, &token, &live.agent.manifest.spec.script, input),
-        )
-        .await;
+        let Some(driver) = drivers::for_agent(&live.agent) else {
+            return Err(RunEnd::Failed(format!(
+                "driver `{}` is not available in this build",
+                live.agent.manifest.spec.driver
+            )));
+        };
+        let tools = RunTools {
+            runtime: self,
+            token: &token,
+        };
+        let driven = tokio::time::timeout(max, driver.drive(&tools, input)).await;
         match driven {
             Ok(result) => result,
             Err(_) => {
@@ -892,110 +912,154 @@ impl AgentRuntime {
                 return Err(e);
             }
         };
-        let Some(live) = lock(&self.inner.live).get(&admitted.run).cloned() else {
-            return Err(GatewayError::NotRunning(admitted.run));
-        };
-        let session = lock(&live.session)
-            .clone()
-            .ok_or_else(|| GatewayError::NotRunning(admitted.run.clone()))?;
-        let call = ToolCall {
-            id: ToolCallId::new(),
-            tool: tool.to_owned(),
-            input: translate::input_text(&input),
-        };
-        let (status, operations) = translate::translate(&admitted.tool, &session, &call, &input);
-        let operation = operations.first().map(|op| op.id.to_string());
-        let Some(journal) = live.journal.get().cloned() else {
-            return Err(GatewayError::NotRunning(admitted.run.clone()));
-        };
-        let result = if operations.iter().all(|op| op.impact == Impact::Read) {
-            // Reads and control tools: recorded behind the call (see
-            // `Journal`), so the call waits on the operation, not the disk.
-            let mut events = vec![SessionEvent::ToolCallRecorded {
-                call,
-                status: status.clone(),
-                operations: operations.clone(),
-            }];
-            events.extend(operations.iter().map(|op| SessionEvent::OperationStarted {
-                operation: op.id.clone(),
-                attempt: 1,
-            }));
-            journal.record(events);
-            match (&status, &admitted.tool.kind) {
-                (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
-                (_, ToolKind::Control(control)) => self.control(&live, *control, &input).await,
-                (_, ToolKind::Operation(_)) => {
-                    let mut ending = None;
-                    for op in &operations {
-                        match self.inner.coordinator.execute_read(op).await {
-                            Ok((done, attempts)) => {
-                                let mut events: Vec<SessionEvent> = (2..=attempts)
-                                    .map(|attempt| SessionEvent::OperationStarted {
-                                        operation: op.id.clone(),
-                                        attempt,
-                                    })
-                                    .collect();
-                                events.push(ending_event(&op.id, &done).1);
-                                journal.record(events);
-                                ending = Some(done);
-                            }
-                            Err(e) => {
-                                ending = Some(Ending::failed(Outcome::HostError, e.to_string()));
-                            }
-                        }
-                    }
-                    translate::format(&status, ending.as_ref())
-                }
-            }
+        let planned = self.plan_call(&admitted, tool, &input)?;
+        let operation = planned.operations.first().map(|op| op.id.to_string());
+        let result = if planned
+            .operations
+            .iter()
+            .all(|op| op.impact == Impact::Read)
+        {
+            self.run_reads(&admitted, &input, planned).await
         } else {
-            // An operation that may change something is on disk as
-            // `running` before it starts: everything before it first.
-            if let Err(e) = journal.flush().await {
-                let result = ToolResult::error("failed", e);
-                self.summarize_result(&admitted.run, tool, &result, operation, started);
-                return Ok(result);
-            }
-            let committed = self
-                .inner
-                .coordinator
-                .commit(
-                    &session,
-                    vec![SessionEvent::ToolCallRecorded {
-                        call,
-                        status: status.clone(),
-                        operations,
-                    }],
-                )
-                .await;
-            match committed {
-                Err(e) => {
-                    ToolResult::error("failed", format!("the call could not be recorded: {e}"))
-                }
-                Ok(dispatched) => {
-                    let mut ending = None;
-                    for d in dispatched {
-                        match d.settled().await {
-                            Ok(settled) => ending = Some(settled.ending),
-                            Err(e) => {
-                                ending = Some(Ending::failed(Outcome::HostError, e.to_string()));
-                            }
-                        }
-                    }
-                    let result = translate::format(&status, ending.as_ref());
-                    match (&admitted.tool.kind, ending) {
-                        (ToolKind::Operation(op), Some(Ending::Succeeded(output)))
-                            if op.operation.impact == Impact::Outbound =>
-                        {
-                            self.operation_actions(&live, result, &output.proposals)
-                                .await
-                        }
-                        _ => result,
-                    }
-                }
-            }
+            self.run_effects(&admitted, planned).await
         };
         self.summarize_result(&admitted.run, tool, &result, operation, started);
         Ok(result)
+    }
+
+    /// Finds the run of an admitted call and translates the call into its
+    /// status and operations; nothing runs yet.
+    fn plan_call(
+        &self,
+        admitted: &Admitted,
+        tool: &str,
+        input: &Value,
+    ) -> Result<PlannedCall, GatewayError> {
+        let not_running = || GatewayError::NotRunning(admitted.run.clone());
+        let live = lock(&self.inner.live)
+            .get(&admitted.run)
+            .cloned()
+            .ok_or_else(not_running)?;
+        let session = lock(&live.session).clone().ok_or_else(not_running)?;
+        let call = ToolCall {
+            id: ToolCallId::new(),
+            tool: tool.to_owned(),
+            input: translate::input_text(input),
+        };
+        let (status, operations) = translate::translate(&admitted.tool, &session, &call, input);
+        let journal = live.journal.get().cloned().ok_or_else(not_running)?;
+        Ok(PlannedCall {
+            live,
+            session,
+            journal,
+            call,
+            status,
+            operations,
+        })
+    }
+
+    /// Reads and control tools: recorded behind the call (see `Journal`),
+    /// so the call waits on the operation, not the disk; both are safe to
+    /// run again after a crash.
+    async fn run_reads(
+        &self,
+        admitted: &Admitted,
+        input: &Value,
+        planned: PlannedCall,
+    ) -> ToolResult {
+        let PlannedCall {
+            live,
+            journal,
+            call,
+            status,
+            operations,
+            ..
+        } = planned;
+        let mut events = vec![SessionEvent::ToolCallRecorded {
+            call,
+            status: status.clone(),
+            operations: operations.clone(),
+        }];
+        events.extend(operations.iter().map(|op| SessionEvent::OperationStarted {
+            operation: op.id.clone(),
+            attempt: 1,
+        }));
+        journal.record(events);
+        match (&status, &admitted.tool.kind) {
+            (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
+            (_, ToolKind::Control(control)) => self.control(&live, *control, input).await,
+            (_, ToolKind::Operation(_)) => {
+                let mut ending = None;
+                for op in &operations {
+                    ending = Some(self.execute_read(&journal, op).await);
+                }
+                translate::format(&status, ending.as_ref())
+            }
+        }
+    }
+
+    /// Runs read operation `op`, again where that may help, and journals
+    /// its further attempts and its ending.
+    async fn execute_read(&self, journal: &Journal, op: &Operation) -> Ending {
+        match self.inner.coordinator.execute_read(op).await {
+            Ok((done, attempts)) => {
+                let mut events: Vec<SessionEvent> = (2..=attempts)
+                    .map(|attempt| SessionEvent::OperationStarted {
+                        operation: op.id.clone(),
+                        attempt,
+                    })
+                    .collect();
+                events.push(ending_event(&op.id, &done).1);
+                journal.record(events);
+                done
+            }
+            Err(e) => Ending::failed(Outcome::HostError, e.to_string()),
+        }
+    }
+
+    /// A call whose operation may change something: it is on disk as
+    /// `running` before it starts, everything journaled before it first;
+    /// an outbound operation's proposals then become actions of the run.
+    async fn run_effects(&self, admitted: &Admitted, planned: PlannedCall) -> ToolResult {
+        let PlannedCall {
+            live,
+            session,
+            journal,
+            call,
+            status,
+            operations,
+        } = planned;
+        if let Err(e) = journal.flush().await {
+            return ToolResult::error("failed", e);
+        }
+        let recorded = vec![SessionEvent::ToolCallRecorded {
+            call,
+            status: status.clone(),
+            operations,
+        }];
+        let dispatched = match self.inner.coordinator.commit(&session, recorded).await {
+            Ok(dispatched) => dispatched,
+            Err(e) => {
+                return ToolResult::error("failed", format!("the call could not be recorded: {e}"));
+            }
+        };
+        let mut ending = None;
+        for d in dispatched {
+            ending = Some(match d.settled().await {
+                Ok(settled) => settled.ending,
+                Err(e) => Ending::failed(Outcome::HostError, e.to_string()),
+            });
+        }
+        let result = translate::format(&status, ending.as_ref());
+        match (&admitted.tool.kind, ending) {
+            (ToolKind::Operation(op), Some(Ending::Succeeded(output)))
+                if op.operation.impact == Impact::Outbound =>
+            {
+                self.operation_actions(&live, result, &output.proposals)
+                    .await
+            }
+            _ => result,
+        }
     }
 
     fn summarize_result(
@@ -1041,120 +1105,7 @@ impl AgentRuntime {
         };
         self.update(&live, |run| run.tool_calls.push(summary));
     }
-
-    /// Runs a control tool in the host.
-    async fn control(&self, live: &LiveRun, control: ControlTool, input: &Value) -> ToolResult {
-        let spec = &live.agent.manifest.spec;
-        let run = live.snapshot();
-        match control {
-            ControlTool::SubmitResult => {
-                if let Err(list) = live.agent.output.check(input) {
-                    return ToolResult::error(
-                        "invalid_input",
-                        format!(
-                            "the result does not match the agent's output schema: {}",
-                            describe_violations(&list)
-                        ),
-                    );
-                }
-                if !input.get("status").is_some_and(Value::is_string) {
-                    return ToolResult::error(
-                        "invalid_input",
-                        "the result must have a `status` string",
-                    );
-                }
-                *lock(&live.submitted) = Some(input.clone());
-                ToolResult::Output(json!({"accepted": true}))
-            }
-            ControlTool::SubmitReview => {
-                let decision = input["decision"].as_str().unwrap_or_default();
-                *lock(&live.submitted) = Some(json!({
-                    "status": decision,
-                    "decision": decision,
-                    "reason": input.get("reason").cloned().unwrap_or(Value::Null),
-                }));
-                ToolResult::Output(json!({"accepted": true}))
-            }
-            ControlTool::SendEmail
-            | ControlTool::SendSms
-            | ControlTool::PlaceCall
-            | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
-            ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
-                let (kind, title, assignment) = if control == ControlTool::RequestHumanHelp {
-                    let Some(handover) = &spec.handover else {
-                        return ToolResult::error(
-                            "denied",
-                            format!("agent `{}` has no handover", run.agent),
-                        );
-                    };
-                    (
-                        "handover",
-                        input["reason"].as_str().unwrap_or_default().to_owned(),
-                        handover.assignment.clone(),
-                    )
-                } else {
-                    let assignment = input
-                        .get("assignment")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()));
-                    let Some(assignment) = assignment else {
-                        return ToolResult::error(
-                            "invalid_input",
-                            "no `assignment` given and the agent has no handover group",
-                        );
-                    };
-                    (
-                        "task",
-                        input["title"].as_str().unwrap_or_default().to_owned(),
-                        assignment,
-                    )
-                };
-                if run.shadow {
-                    return ToolResult::Output(json!({
-                        "task": null,
-                        "assignment": assignment,
-                        "shadow": true,
-                        "summary": format!("shadow run: would create a {kind} task for {assignment}"),
-                    }));
-                }
-                let task = Task {
-                    id: TaskId::new(),
-                    run: run.id.clone(),
-                    kind: kind.to_owned(),
-                    assignment: assignment.clone(),
-                    title,
-                    details: input.get("details").map(JsonText::from_value),
-                    created_at_ms: now_ms(),
-                };
-                let row = TaskRow {
-                    id: task.id.to_string(),
-                    run: run.id.to_string(),
-                    kind: task.kind.clone(),
-                    assignment: assignment.clone(),
-                    state: "open".to_owned(),
-                    created_at_ms: task.created_at_ms,
-                    body: hane_core::seal(&task),
-                };
-                if let Err(e) = self.inner.registry.create_task(row).await {
-                    return ToolResult::error(
-                        "failed",
-                        format!("the task could not be stored: {e}"),
-                    );
-                }
-                self.update(live, |r| r.tasks.push(task.id.clone()));
-                ToolResult::Output(json!({
-                    "task": task.id.to_string(),
-                    "assignment": assignment,
-                    "shadow": false,
-                    "summary": format!("{kind} task {} for {assignment}", task.id),
-                }))
-            }
-        }
-    }
 }
-
-mod approvals;
 
 fn run_row(run: &AgentRun) -> RunRow {
     RunRow {

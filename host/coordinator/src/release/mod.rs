@@ -15,8 +15,8 @@ use hane_sandbox::{Sandbox, Schema};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
-use super::budget::{ActiveBudget, BudgetScope};
-use super::tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
+use crate::budget::{ActiveBudget, BudgetScope};
+use crate::tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
 /// again from it when the release is loaded, by the same parser that

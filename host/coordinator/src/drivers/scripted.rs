@@ -3,22 +3,37 @@
 use hane_core::{Scope, ScriptStep};
 use serde_json::Value;
 
-use super::runtime::{AgentRuntime, RunEnd};
-use super::token::RunToken;
-use super::tools::ControlTool;
-use super::translate::ToolResult;
+use super::{BoxFuture, Driver, RunEnd, ToolCaller};
+use crate::tools::{ControlTool, ToolResult};
 
-/// Runs `script` for the run `token` names: each step whose condition
-/// holds calls its tool with its rendered input, through the gateway like
-/// any driver. A successful `submit_result` (or a review agent's
-/// `submit_review`) ends the run; a step that
-/// fails ends it as failed; so does a script that ends without a result.
-pub(crate) async fn run(
-    runtime: &AgentRuntime,
-    token: &RunToken,
-    script: &[ScriptStep],
-    input: Value,
-) -> Result<(), RunEnd> {
+/// Runs an agent's `script`: each step whose condition holds calls its
+/// tool with its rendered input, through the gateway like any driver. A
+/// successful `submit_result` (or a review agent's `submit_review`) ends
+/// the run; a step that fails ends it as failed; so does a script that
+/// ends without a result.
+#[derive(Debug, Clone, Copy)]
+pub struct Scripted<'s> {
+    script: &'s [ScriptStep],
+}
+
+impl<'s> Scripted<'s> {
+    /// The driver of `script`.
+    pub fn new(script: &'s [ScriptStep]) -> Self {
+        Self { script }
+    }
+}
+
+impl Driver for Scripted<'_> {
+    fn drive<'a>(
+        &'a self,
+        tools: &'a dyn ToolCaller,
+        input: Value,
+    ) -> BoxFuture<'a, Result<(), RunEnd>> {
+        Box::pin(run(self.script, tools, input))
+    }
+}
+
+async fn run(script: &[ScriptStep], tools: &dyn ToolCaller, input: Value) -> Result<(), RunEnd> {
     let mut scope = Scope::new(input);
     for (index, step) in script.iter().enumerate() {
         let at = |message: String| {
@@ -32,8 +47,8 @@ pub(crate) async fn run(
             continue;
         }
         let input = scope.render(&step.input).map_err(|e| at(e.to_string()))?;
-        match runtime
-            .call_tool(token, &step.tool, input)
+        match tools
+            .call(&step.tool, input)
             .await
             .map_err(RunEnd::Gateway)?
         {

@@ -26,8 +26,8 @@ use super::action::{
     ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
     digest,
 };
-use super::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
-use super::tools::ControlTool;
+use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
+use crate::tools::ControlTool;
 use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 
 /// How often a run waiting for a decision made in another process looks
@@ -183,11 +183,7 @@ impl std::fmt::Debug for ExecutionLedger {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub(crate) use hane_core::now_ms;
 
 fn decode(row: &ActionRow) -> Result<ActionRequest, ActionError> {
     hane_core::open(&row.body).map_err(|e| ActionError::Corrupt(format!("action {}: {e}", row.id)))

@@ -8,13 +8,22 @@ use std::pin::Pin;
 use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
 use hane_store::{OverrideRow, RunRow, UsageDelta};
 
-use super::*;
-use crate::agent::action::{
+use std::time::Duration;
+
+use hane_core::{JsonText, RunId, TaskId};
+use hane_store::TaskRow;
+use serde_json::{Value, json};
+
+use super::action::{
     ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Person,
     Verdict, digest,
 };
-use crate::agent::budget::{BudgetReport, ChargeError, charge, utc_day};
-use crate::agent::outbound::{ActionError, record};
+use super::ledger::{ActionError, record};
+use crate::budget::{BudgetExceeded, BudgetReport, ChargeError, charge, utc_day};
+use crate::gateway::Stop;
+use crate::release::LoadedRelease;
+use crate::runtime::{AgentRuntime, LiveRun, RunError, RunStatus, StartRun, Task, now_ms};
+use crate::tools::{self, ControlTool, ToolResult};
 
 /// Where approval tasks go when neither the agent's `approval` nor its
 /// `handover` names a group.
@@ -49,7 +58,7 @@ impl AgentRuntime {
     /// returns the UTC day it counted on, where the reservation is given
     /// back when the run ends. Nothing is counted or stored when a limit
     /// would be crossed.
-    pub(super) async fn charge_run(
+    pub(crate) async fn charge_run(
         &self,
         release: &LoadedRelease,
         tokens: u64,
@@ -82,7 +91,7 @@ impl AgentRuntime {
 
     /// Returns a run's unused reservation and counts what it used; a run
     /// that never `started` is not counted either.
-    pub(super) async fn give_back(&self, day: &str, reserved: u64, used: u64, started: bool) {
+    pub(crate) async fn give_back(&self, day: &str, reserved: u64, used: u64, started: bool) {
         let key = self.inner.actions.scope().key();
         let day = day.to_owned();
         let delta = UsageDelta {
@@ -151,7 +160,7 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// The active release cannot be read, or the store failed.
-    pub async fn resume_actions(&self) -> Result<crate::agent::Recovered, ActionError> {
+    pub async fn resume_actions(&self) -> Result<super::Recovered, ActionError> {
         self.refresh_budget().await?;
         self.inner.actions.recover(true).await
     }
@@ -204,7 +213,7 @@ impl AgentRuntime {
     /// and returns the outcome. Nothing is sent here unless a policy or a
     /// review agent approved it; a person's approval sends it from
     /// wherever the person approves.
-    pub(super) async fn propose(
+    pub(crate) async fn propose(
         &self,
         live: &LiveRun,
         control: ControlTool,
@@ -400,7 +409,7 @@ impl AgentRuntime {
     /// goes through (schema, connection, shadow, budget, decider, wait);
     /// one that does not pass is reported `refused` with the reason, and
     /// the others go on.
-    pub(super) async fn operation_actions(
+    pub(crate) async fn operation_actions(
         &self,
         live: &LiveRun,
         result: ToolResult,
@@ -411,7 +420,7 @@ impl AgentRuntime {
         };
         let mut actions = Vec::new();
         for proposal in proposals {
-            let outcome = match translate::proposal_input(proposal) {
+            let outcome = match tools::proposal_input(proposal) {
                 Ok((control, input)) => self.propose(live, control, &input).await,
                 Err(message) => ToolResult::error("invalid_input", message),
             };

@@ -1,0 +1,162 @@
+//! The control tools the host runs itself: results, reviews, tasks for
+//! people; the outbound ones go to `approvals`.
+
+use hane_core::{JsonText, TaskId};
+use hane_sandbox::describe_violations;
+use hane_store::TaskRow;
+use serde_json::{Value, json};
+
+use super::{ControlTool, ToolResult};
+use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms};
+
+/// A task a control tool asks for: a handover or a task for a group.
+struct TaskRequest {
+    kind: &'static str,
+    title: String,
+    assignment: String,
+}
+
+impl AgentRuntime {
+    /// Runs a control tool of `live`'s run in the host.
+    pub(crate) async fn control(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        match control {
+            ControlTool::SubmitResult => submit_result(live, input),
+            ControlTool::SubmitReview => submit_review(live, input),
+            ControlTool::SendEmail
+            | ControlTool::SendSms
+            | ControlTool::PlaceCall
+            | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
+            ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
+                match task_request(live, control, input) {
+                    Ok(request) => self.create_task(live, request, input).await,
+                    Err(refused) => refused,
+                }
+            }
+        }
+    }
+
+    /// Stores the task `request` for the run, or in a shadow run only says
+    /// what it would have created.
+    async fn create_task(&self, live: &LiveRun, request: TaskRequest, input: &Value) -> ToolResult {
+        let run = live.snapshot();
+        let TaskRequest {
+            kind,
+            title,
+            assignment,
+        } = request;
+        if run.shadow {
+            return ToolResult::Output(json!({
+                "task": null,
+                "assignment": assignment,
+                "shadow": true,
+                "summary": format!("shadow run: would create a {kind} task for {assignment}"),
+            }));
+        }
+        let task = Task {
+            id: TaskId::new(),
+            run: run.id.clone(),
+            kind: kind.to_owned(),
+            assignment: assignment.clone(),
+            title,
+            details: input.get("details").map(JsonText::from_value),
+            created_at_ms: now_ms(),
+        };
+        let row = TaskRow {
+            id: task.id.to_string(),
+            run: run.id.to_string(),
+            kind: task.kind.clone(),
+            assignment: assignment.clone(),
+            state: "open".to_owned(),
+            created_at_ms: task.created_at_ms,
+            body: hane_core::seal(&task),
+        };
+        if let Err(e) = self.inner.registry.create_task(row).await {
+            return ToolResult::error("failed", format!("the task could not be stored: {e}"));
+        }
+        self.update(live, |r| r.tasks.push(task.id.clone()));
+        ToolResult::Output(json!({
+            "task": task.id.to_string(),
+            "assignment": assignment,
+            "shadow": false,
+            "summary": format!("{kind} task {} for {assignment}", task.id),
+        }))
+    }
+}
+
+/// `submit_result`: the run's result, once it matches the agent's output
+/// schema and has a `status`.
+fn submit_result(live: &LiveRun, input: &Value) -> ToolResult {
+    if let Err(list) = live.agent.output.check(input) {
+        return ToolResult::error(
+            "invalid_input",
+            format!(
+                "the result does not match the agent's output schema: {}",
+                describe_violations(&list)
+            ),
+        );
+    }
+    if !input.get("status").is_some_and(Value::is_string) {
+        return ToolResult::error("invalid_input", "the result must have a `status` string");
+    }
+    *lock(&live.submitted) = Some(input.clone());
+    ToolResult::Output(json!({"accepted": true}))
+}
+
+/// `submit_review`: a review agent's decision, as its run's result.
+fn submit_review(live: &LiveRun, input: &Value) -> ToolResult {
+    let decision = input["decision"].as_str().unwrap_or_default();
+    *lock(&live.submitted) = Some(json!({
+        "status": decision,
+        "decision": decision,
+        "reason": input.get("reason").cloned().unwrap_or(Value::Null),
+    }));
+    ToolResult::Output(json!({"accepted": true}))
+}
+
+/// What `request_human_help` (a handover to the agent's `handover` group)
+/// or `tasks.create` (a task for the given group, else the handover group)
+/// asks for, or why it cannot be done.
+fn task_request(
+    live: &LiveRun,
+    control: ControlTool,
+    input: &Value,
+) -> Result<TaskRequest, ToolResult> {
+    let spec = &live.agent.manifest.spec;
+    if control == ControlTool::RequestHumanHelp {
+        let Some(handover) = &spec.handover else {
+            return Err(ToolResult::error(
+                "denied",
+                format!(
+                    "agent `{}` has no handover",
+                    live.agent.manifest.metadata.name
+                ),
+            ));
+        };
+        return Ok(TaskRequest {
+            kind: "handover",
+            title: input["reason"].as_str().unwrap_or_default().to_owned(),
+            assignment: handover.assignment.clone(),
+        });
+    }
+    let assignment = input
+        .get("assignment")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()));
+    let Some(assignment) = assignment else {
+        return Err(ToolResult::error(
+            "invalid_input",
+            "no `assignment` given and the agent has no handover group",
+        ));
+    };
+    Ok(TaskRequest {
+        kind: "task",
+        title: input["title"].as_str().unwrap_or_default().to_owned(),
+        assignment,
+    })
+}
