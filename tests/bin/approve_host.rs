@@ -30,7 +30,7 @@ async fn main() -> Result<()> {
     };
     let delivery = DeliveryConfig::from_env().context("the delivery configuration")?;
     let registry = Registry::open(store)?;
-    let release = load_active(&registry).await.map_err(anyhow::Error::msg)?;
+    let release = load_active(&registry).await?;
     let scope = BudgetScope::default();
     let budget = release.and_then(|r| r.budget_for(&scope));
     let ledger = ExecutionLedger::new(registry, delivery, scope);

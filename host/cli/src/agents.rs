@@ -133,17 +133,7 @@ pub struct DemoArgs {
 /// How a command failed, for its exit code.
 fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<RunError>() {
-        return match e {
-            RunError::NoRelease
-            | RunError::UnknownAgent { .. }
-            | RunError::InvalidInput { .. }
-            | RunError::DriverUnavailable { .. }
-            | RunError::NotFound(_)
-            | RunError::Finished { .. }
-            | RunError::NotHere { .. } => exit::USAGE,
-            RunError::Budget(_) => exit::LIMIT,
-            _ => exit::FAILURE,
-        };
+        return exit::of_kind(e.kind());
     }
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
         return exit::USAGE;

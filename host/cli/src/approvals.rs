@@ -172,17 +172,7 @@ pub(crate) fn main(args: ApprovalsArgs) -> ExitCode {
 /// found or already ended is for `hane runs` and `hane run`.
 fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<ActionError>() {
-        return match e {
-            ActionError::NotFound(_)
-            | ActionError::StaleDigest { .. }
-            | ActionError::AlreadyDecided { .. }
-            | ActionError::AwaitingAgent { .. }
-            | ActionError::NotUnknown { .. }
-            | ActionError::NotOutbound(_)
-            | ActionError::BadReconcile(_) => exit::USAGE,
-            ActionError::Budget(_) => exit::LIMIT,
-            _ => exit::FAILURE,
-        };
+        return exit::of_kind(e.kind());
     }
     if e.downcast_ref::<ConfigError>().is_some() || e.downcast_ref::<NoOverride>().is_some() {
         return exit::USAGE;
@@ -208,7 +198,6 @@ async fn open_ledger(path: &Path) -> anyhow::Result<ExecutionLedger> {
     let scope = scope_from_env();
     let budget = load_active(&registry)
         .await
-        .map_err(anyhow::Error::msg)
         .context("reading the active release's budget")?
         .and_then(|release| release.budget_for(&scope));
     let ledger = ExecutionLedger::new(registry, delivery, scope);

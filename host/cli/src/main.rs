@@ -16,11 +16,24 @@ use clap::{Parser, Subcommand};
 
 /// Exit codes that tell kinds of failure apart, the same in every command.
 mod exit {
+    use hane_core::ErrorKind;
+
     pub const FAILURE: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const OPERATION_ERROR: u8 = 3;
     pub const LIMIT: u8 = 4;
     pub const DENIED: u8 = 5;
+
+    /// The exit code of a failure of `kind`: what the caller got wrong is
+    /// a usage error, a limit a limit, a refusal a denial.
+    pub fn of_kind(kind: ErrorKind) -> u8 {
+        match kind {
+            ErrorKind::NotFound | ErrorKind::Invalid | ErrorKind::Conflict => USAGE,
+            ErrorKind::LimitExceeded => LIMIT,
+            ErrorKind::Forbidden => DENIED,
+            _ => FAILURE,
+        }
+    }
 }
 
 /// Runs untrusted tool code as WebAssembly components under fuel, memory,

@@ -43,7 +43,8 @@ pub use gateway::{
 };
 pub use inbox::Inbox;
 pub use release::{
-    ActivationError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir, load_active,
+    ActivationError, LoadError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir,
+    load_active,
 };
 pub use runtime::{
     AgentRun, AgentRuntime, OpenError, RunError, RunStatus, RuntimeConfig, StartRun, Task,

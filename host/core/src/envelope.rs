@@ -36,6 +36,7 @@ pub trait Versioned: Serialize + DeserializeOwned {
 
 /// An envelope that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EnvelopeError {
     /// The bytes do not start with the envelope's marker.
     #[error("not a hane envelope: the data does not start with `HANE`")]

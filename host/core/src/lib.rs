@@ -43,6 +43,7 @@ mod budget;
 mod bundle;
 mod decider;
 mod envelope;
+mod error_kind;
 mod event;
 mod ids;
 mod input;
@@ -72,6 +73,7 @@ pub use decider::{
     Decider, DeciderPolicyManifest, DeciderPolicySpec, DeciderRule, PolicyVerdict, glob_matches,
 };
 pub use envelope::{EnvelopeError, Versioned, open, seal};
+pub use error_kind::ErrorKind;
 pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
     ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A grant that did not parse or does not make sense.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PolicyError {
     /// A directory grant written as `HOST[:GUEST][:ro|:rw]` was malformed.
     #[error("invalid directory grant `{grant}`: {reason}")]

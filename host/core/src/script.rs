@@ -256,6 +256,7 @@ fn check_step_id(id: &str) -> Result<(), String> {
 
 /// A template or path that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TemplateError {
     /// A `${` without its `}`.
     #[error("unterminated `${{` in `{text}`; write `$${{` for a literal `${{`")]

@@ -60,7 +60,7 @@ pub use operation::{Call, CancelToken, Descriptor, Operation};
 pub use sandbox::{
     Inspection, Sandbox, SandboxConfig, StartError, component_digest, default_cache_dir,
 };
-pub use schema::Schema;
+pub use schema::{Schema, SchemaError};
 pub use state::LogRecord;
 
 mod bindings {

@@ -148,10 +148,10 @@ impl Operation {
             });
         }
         let schema = |which: &'static str, text: &str| {
-            Schema::compile(text).map_err(|message| LoadError::Schema {
+            Schema::compile(text).map_err(|e| LoadError::Schema {
                 operation: descriptor.name.clone(),
                 which,
-                message,
+                message: e.to_string(),
             })
         };
         let input = schema("input", &descriptor.input_schema)?;

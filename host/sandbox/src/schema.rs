@@ -21,14 +21,20 @@ impl std::fmt::Debug for Schema {
     }
 }
 
+/// Why a JSON Schema did not compile; the message says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SchemaError(String);
+
 impl Schema {
     /// Compiles a schema written as JSON text.
     ///
     /// # Errors
     ///
-    /// The text is not JSON, or not a valid schema; the message says why.
-    pub fn compile(text: &str) -> Result<Self, String> {
-        let schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    /// The text is not JSON, or not a valid schema.
+    pub fn compile(text: &str) -> Result<Self, SchemaError> {
+        let schema: Value =
+            serde_json::from_str(text).map_err(|e| SchemaError(format!("not JSON: {e}")))?;
         Self::from_value(&schema)
     }
 
@@ -36,12 +42,12 @@ impl Schema {
     ///
     /// # Errors
     ///
-    /// It is not a valid schema; the message says why.
-    pub fn from_value(schema: &Value) -> Result<Self, String> {
+    /// It is not a valid schema.
+    pub fn from_value(schema: &Value) -> Result<Self, SchemaError> {
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(schema)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| SchemaError(e.to_string()))?;
         Ok(Self { validator })
     }
 

@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::{ActionError, RunError};
+use hane_core::ErrorKind;
 use serde_json::{Value, json};
 
 /// The `code` of an error body: what kind of failure, for machines.
@@ -145,47 +146,45 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl ApiError {
+    /// The answer to an error of `kind`: its status is the kind's, and an
+    /// internal failure's details go to the log only.
+    fn of_kind(kind: ErrorKind, what: &str, error: &dyn std::fmt::Display) -> Self {
+        let code = match kind {
+            ErrorKind::NotFound => ErrorCode::NotFound,
+            ErrorKind::Invalid => ErrorCode::InvalidInput,
+            ErrorKind::Conflict => ErrorCode::Conflict,
+            ErrorKind::Forbidden => ErrorCode::Forbidden,
+            ErrorKind::LimitExceeded => ErrorCode::BudgetExceeded,
+            _ => return Self::internal(what, error),
+        };
+        Self::new(code, error.to_string())
+    }
+}
+
 impl From<RunError> for ApiError {
     fn from(e: RunError) -> Self {
-        let message = e.to_string();
+        let answer = Self::of_kind(e.kind(), "agent runtime", &e);
         match e {
-            RunError::NoRelease | RunError::Finished { .. } | RunError::NotHere { .. } => {
-                Self::new(ErrorCode::Conflict, message)
+            RunError::UnknownAgent { .. } | RunError::DriverUnavailable { .. } => {
+                answer.at("/agent")
             }
-            RunError::UnknownAgent { .. } => Self::new(ErrorCode::NotFound, message).at("/agent"),
-            RunError::InvalidInput { path, .. } => {
-                Self::new(ErrorCode::InvalidInput, message).at(format!("/input{path}"))
-            }
-            RunError::DriverUnavailable { .. } => {
-                Self::new(ErrorCode::InvalidInput, message).at("/agent")
-            }
-            RunError::NotFound(_) => Self::new(ErrorCode::NotFound, message),
-            RunError::Budget(_) => Self::new(ErrorCode::BudgetExceeded, message),
-            e => Self::internal("agent runtime", &e),
+            RunError::InvalidInput { path, .. } => answer.at(format!("/input{path}")),
+            _ => answer,
         }
     }
 }
 
 impl From<ActionError> for ApiError {
     fn from(e: ActionError) -> Self {
-        let message = e.to_string();
+        let answer = Self::of_kind(e.kind(), "execution ledger", &e);
         match e {
-            ActionError::NotFound(_) => Self::new(ErrorCode::NotFound, message),
-            ActionError::StaleDigest { .. } => {
-                Self::new(ErrorCode::Conflict, message).at("/digest")
-            }
-            ActionError::AlreadyDecided { .. }
-            | ActionError::AwaitingAgent { .. }
-            | ActionError::NotUnknown { .. } => Self::new(ErrorCode::Conflict, message),
+            ActionError::StaleDigest { .. } => answer.at("/digest"),
             // Only an override names a tool, and only a reconciliation a
             // state.
-            ActionError::NotOutbound(_) => Self::new(ErrorCode::InvalidInput, message).at("/tool"),
-            ActionError::BadReconcile(_) => {
-                Self::new(ErrorCode::InvalidInput, message).at("/state")
-            }
-            ActionError::Budget(_) => Self::new(ErrorCode::BudgetExceeded, message),
-            ActionError::NotTheirGroup { .. } => Self::new(ErrorCode::Forbidden, message),
-            e => Self::internal("execution ledger", &e),
+            ActionError::NotOutbound(_) => answer.at("/tool"),
+            ActionError::BadReconcile(_) => answer.at("/state"),
+            _ => answer,
         }
     }
 }

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hane_core::{ActionId, RunId};
+use hane_core::{ActionId, ErrorKind, RunId};
 use hane_store::{
     ActionQuery, ActionRow, OverrideRow, Registry, RegistryTx, StoreError, TaskRow, UsageDelta,
 };
@@ -114,6 +114,23 @@ pub enum ActionError {
     /// A stored action could not be read.
     #[error("{0}")]
     Corrupt(String),
+}
+
+impl ActionError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ActionError::NotFound(_) => ErrorKind::NotFound,
+            ActionError::NotOutbound(_) | ActionError::BadReconcile(_) => ErrorKind::Invalid,
+            ActionError::StaleDigest { .. }
+            | ActionError::AlreadyDecided { .. }
+            | ActionError::AwaitingAgent { .. }
+            | ActionError::NotUnknown { .. } => ErrorKind::Conflict,
+            ActionError::NotTheirGroup { .. } => ErrorKind::Forbidden,
+            ActionError::Budget(_) => ErrorKind::LimitExceeded,
+            ActionError::Store(_) | ActionError::Corrupt(_) => ErrorKind::Internal,
+        }
+    }
 }
 
 fn list(groups: &[String]) -> String {

@@ -220,142 +220,23 @@ impl AgentRuntime {
         input: &Value,
     ) -> ToolResult {
         let run = live.snapshot();
-        let spec = &live.agent.manifest.spec;
-        let tool = control.name();
-        let text = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
-        let (recipient, content, connection) = match control {
-            ControlTool::SendEmail => (
-                text("to"),
-                json!({"subject": text("subject"), "body": text("body")}),
-                None,
-            ),
-            ControlTool::SendSms => (text("to"), json!({"text": text("text")}), None),
-            ControlTool::PlaceCall => (text("to"), json!({"message": text("message")}), None),
-            _ => {
-                let name = text("connection");
-                let Some(found) = spec.connections.iter().find(|c| c.name == name) else {
-                    let known: Vec<&str> =
-                        spec.connections.iter().map(|c| c.name.as_str()).collect();
-                    return ToolResult::error(
-                        "denied",
-                        format!(
-                            "connection `{name}` is not one of agent `{}`'s connections ({})",
-                            run.agent,
-                            if known.is_empty() {
-                                "it has none".to_owned()
-                            } else {
-                                known.join(", ")
-                            }
-                        ),
-                    );
-                };
-                let mut content = json!({"method": text("method"), "path": text("path")});
-                if let Some(body) = input.get("body") {
-                    content["body"] = body.clone();
-                }
-                (
-                    name,
-                    content,
-                    Some(ConnectionTarget {
-                        name: found.name.clone(),
-                        base_url: found.base_url.clone(),
-                        credential: found.credential.clone(),
-                    }),
-                )
-            }
-        };
-        let now = now_ms();
-        let mut action = ActionRequest {
-            id: ActionId::new(),
-            run: run.id.clone(),
-            agent: run.agent.clone(),
-            tool: tool.to_owned(),
-            digest: digest(tool, &recipient, &content),
-            recipient,
-            content: JsonText::from_value(&content),
-            state: ActionState::Pending,
-            decider: DeciderKind::Person,
-            assignment: None,
-            reviewer: None,
-            rule: None,
-            overridden: false,
-            task: None,
-            connection,
-            trail: Vec::new(),
-            attempts: Vec::new(),
-            outcome: None,
-            created_at_ms: now,
-            updated_at_ms: now,
+        let (mut action, content) = match action_request(live, control, input) {
+            Ok(fixed) => fixed,
+            Err(refused) => return refused,
         };
         let ledger = &self.inner.actions;
         if run.shadow {
-            action.state = ActionState::Shadowed;
-            action.outcome = Some(ActionOutcome {
-                state: ActionState::Shadowed,
-                detail:
-                    "shadow run: recorded what would have been proposed; not sent, no decider asked"
-                        .to_owned(),
-                reconciled_by: None,
-                at_ms: now,
-            });
-            return match ledger.propose(action, None).await {
-                Ok(action) => action_result(&action),
-                Err(e) => {
-                    ToolResult::error("failed", format!("the action could not be recorded: {e}"))
-                }
-            };
+            return self.record_shadowed(action).await;
         }
         if let Err(e) = self.actions_left().await {
             return ToolResult::error("budget_exceeded", e);
         }
-        let group = spec
-            .approval
-            .as_ref()
-            .and_then(|a| a.assignment.clone())
-            .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()))
-            .unwrap_or_else(|| DEFAULT_APPROVERS.to_owned());
+        let group = approval_group(live);
         let choice = match self.choose(live, &mut action, &group, &content).await {
             Ok(choice) => choice,
             Err(e) => return ToolResult::error("failed", e),
         };
-        let mut task = None;
-        match &choice {
-            Choice::Person(assignment) => {
-                action.decider = DeciderKind::Person;
-                action.assignment = Some(assignment.clone());
-                let row = approval_task(&action, assignment);
-                action.task = row.id.parse().ok();
-                task = Some(row);
-            }
-            Choice::Agent(reviewer) => {
-                action.decider = DeciderKind::Agent;
-                action.reviewer = Some(reviewer.clone());
-                // The people who decide it if the agent escalates, or an
-                // override sends it to people first.
-                action.assignment = Some(group.clone());
-            }
-            Choice::Policy(verdict) => {
-                // Decided with the proposal, in its transaction.
-                action.decider = DeciderKind::Policy;
-                let by = format!(
-                    "policy:{}",
-                    action.rule.as_deref().unwrap_or("decider policy")
-                );
-                let verdict = match verdict {
-                    PolicyVerdict::Approve => Verdict::Approve,
-                    PolicyVerdict::Reject => Verdict::Reject,
-                };
-                let decision = Decision {
-                    kind: DeciderKind::Policy,
-                    by,
-                    verdict,
-                    reason: None,
-                    digest: action.digest.clone(),
-                    at_ms: now,
-                };
-                record(&mut action, decision);
-            }
-        }
+        let task = assign(&mut action, &choice, &group);
         let action = match ledger.propose(action, task).await {
             Ok(action) => action,
             Err(e) => {
@@ -368,27 +249,8 @@ impl AgentRuntime {
         if let Some(task) = &action.task {
             self.update(live, |r| r.tasks.push(task.clone()));
         }
-        let decided = match choice {
-            Choice::Person(_) | Choice::Policy(PolicyVerdict::Reject) => Ok(()),
-            Choice::Policy(PolicyVerdict::Approve) => {
-                ledger.execute(action.id.as_str()).await.map(drop)
-            }
-            Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
-        };
-        // A person may have decided first (an override lets people decide
-        // while a review agent still works): their decision stands.
-        if let Err(e) = decided
-            && !matches!(e, ActionError::AlreadyDecided { .. })
-        {
-            // It may have been sent before the error: never report it as
-            // not sent.
-            return ToolResult::error(
-                "unknown",
-                format!(
-                    "action {}: {e}; it may or may not have gone out and is not sent again",
-                    action.id
-                ),
-            );
+        if let Err(unknown) = self.decide_now(&action, choice, group).await {
+            return unknown;
         }
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
             Ok(settled) => settled,
@@ -401,6 +263,59 @@ impl AgentRuntime {
             self.update(live, |r| r.tasks.push(task.clone()));
         }
         action_result(&settled)
+    }
+
+    /// A shadow run's action: recorded as what would have been proposed;
+    /// no decider is asked and nothing is sent.
+    async fn record_shadowed(&self, mut action: ActionRequest) -> ToolResult {
+        action.state = ActionState::Shadowed;
+        action.outcome = Some(ActionOutcome {
+            state: ActionState::Shadowed,
+            detail:
+                "shadow run: recorded what would have been proposed; not sent, no decider asked"
+                    .to_owned(),
+            reconciled_by: None,
+            at_ms: action.created_at_ms,
+        });
+        match self.inner.actions.propose(action, None).await {
+            Ok(action) => action_result(&action),
+            Err(e) => ToolResult::error("failed", format!("the action could not be recorded: {e}")),
+        }
+    }
+
+    /// What the decider chosen when `action` was proposed does right away:
+    /// a policy's approval executes it, a review agent reviews it; a person
+    /// decides later. An error is the result to report: after a failure
+    /// the action may or may not have gone out.
+    async fn decide_now(
+        &self,
+        action: &ActionRequest,
+        choice: Choice,
+        group: String,
+    ) -> Result<(), ToolResult> {
+        let ledger = &self.inner.actions;
+        let decided = match choice {
+            Choice::Person(_) | Choice::Policy(PolicyVerdict::Reject) => Ok(()),
+            Choice::Policy(PolicyVerdict::Approve) => {
+                ledger.execute(action.id.as_str()).await.map(drop)
+            }
+            Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
+        };
+        match decided {
+            // A person may have decided first (an override lets people
+            // decide while a review agent still works): their decision
+            // stands.
+            Ok(()) | Err(ActionError::AlreadyDecided { .. }) => Ok(()),
+            // It may have been sent before the error: never report it as
+            // not sent.
+            Err(e) => Err(ToolResult::error(
+                "unknown",
+                format!(
+                    "action {}: {e}; it may or may not have gone out and is not sent again",
+                    action.id
+                ),
+            )),
+        }
     }
 
     /// The result of an outbound operation: its output and what became of
@@ -549,57 +464,7 @@ impl AgentRuntime {
                     .await?;
                 return Ok(());
             }
-            let input = json!({
-                "action": {
-                    "id": action.id,
-                    "agent": action.agent,
-                    "run": action.run,
-                    "tool": action.tool,
-                    "recipient": action.recipient,
-                    "content": action.content,
-                    "digest": action.digest,
-                }
-            });
-            let request = StartRun {
-                agent: reviewer.clone(),
-                input,
-                shadow: false,
-            };
-            let (verdict, reason, by) = match self.run_to_end(request).await {
-                Ok(run) => {
-                    let by = format!("agent:{reviewer} ({})", run.id);
-                    let result = run.result.as_ref().and_then(|r| r.to_value().ok());
-                    let decision = result
-                        .as_ref()
-                        .and_then(|r| r["decision"].as_str())
-                        .and_then(|d| match d {
-                            "approve" => Some(Verdict::Approve),
-                            "reject" => Some(Verdict::Reject),
-                            "escalate" => Some(Verdict::Escalate),
-                            _ => None,
-                        });
-                    match (run.status, decision) {
-                        (RunStatus::Succeeded, Some(verdict)) => (
-                            verdict,
-                            result.and_then(|r| r["reason"].as_str().map(str::to_owned)),
-                            by,
-                        ),
-                        (status, _) => (
-                            Verdict::Escalate,
-                            Some(format!(
-                                "the review run ended {status} without a decision{}",
-                                run.error.map(|e| format!(": {e}")).unwrap_or_default()
-                            )),
-                            by,
-                        ),
-                    }
-                }
-                Err(e) => (
-                    Verdict::Escalate,
-                    Some(format!("the review agent could not start: {e}")),
-                    format!("agent:{reviewer}"),
-                ),
-            };
+            let (verdict, reason, by) = self.review_run(&action, &reviewer).await;
             // Also for an approval: an override set meanwhile escalates it.
             let escalation = Some(approval_task(&action, &group));
             self.inner
@@ -625,6 +490,68 @@ impl AgentRuntime {
         })
     }
 
+    /// Runs review agent `reviewer` on `action` to its end: its verdict,
+    /// its reason and who decided. A run that ends without a decision, or
+    /// cannot start, escalates.
+    async fn review_run(
+        &self,
+        action: &ActionRequest,
+        reviewer: &str,
+    ) -> (Verdict, Option<String>, String) {
+        let input = json!({
+            "action": {
+                "id": action.id,
+                "agent": action.agent,
+                "run": action.run,
+                "tool": action.tool,
+                "recipient": action.recipient,
+                "content": action.content,
+                "digest": action.digest,
+            }
+        });
+        let request = StartRun {
+            agent: reviewer.to_owned(),
+            input,
+            shadow: false,
+        };
+        let run = match self.run_to_end(request).await {
+            Ok(run) => run,
+            Err(e) => {
+                return (
+                    Verdict::Escalate,
+                    Some(format!("the review agent could not start: {e}")),
+                    format!("agent:{reviewer}"),
+                );
+            }
+        };
+        let by = format!("agent:{reviewer} ({})", run.id);
+        let result = run.result.as_ref().and_then(|r| r.to_value().ok());
+        let decision = result
+            .as_ref()
+            .and_then(|r| r["decision"].as_str())
+            .and_then(|d| match d {
+                "approve" => Some(Verdict::Approve),
+                "reject" => Some(Verdict::Reject),
+                "escalate" => Some(Verdict::Escalate),
+                _ => None,
+            });
+        match (run.status, decision) {
+            (RunStatus::Succeeded, Some(verdict)) => (
+                verdict,
+                result.and_then(|r| r["reason"].as_str().map(str::to_owned)),
+                by,
+            ),
+            (status, _) => (
+                Verdict::Escalate,
+                Some(format!(
+                    "the review run ended {status} without a decision{}",
+                    run.error.map(|e| format!(": {e}")).unwrap_or_default()
+                )),
+                by,
+            ),
+        }
+    }
+
     /// Waits until action `id` is settled, or the run `run` is stopped.
     async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, String> {
         loop {
@@ -642,6 +569,147 @@ impl AgentRuntime {
                     None => {}
                 },
             }
+        }
+    }
+}
+
+/// The group whose people decide the run's actions when no rule says
+/// otherwise: the agent's `approval.assignment`, else its handover group,
+/// else [`DEFAULT_APPROVERS`].
+fn approval_group(live: &LiveRun) -> String {
+    let spec = &live.agent.manifest.spec;
+    spec.approval
+        .as_ref()
+        .and_then(|a| a.assignment.clone())
+        .or_else(|| spec.handover.as_ref().map(|h| h.assignment.clone()))
+        .unwrap_or_else(|| DEFAULT_APPROVERS.to_owned())
+}
+
+/// The pending ActionRequest a call of outbound tool `control` asks for,
+/// with its content; or the refusal to report (a connection the agent
+/// does not have).
+fn action_request(
+    live: &LiveRun,
+    control: ControlTool,
+    input: &Value,
+) -> Result<(ActionRequest, Value), ToolResult> {
+    let run = live.snapshot();
+    let tool = control.name();
+    let (recipient, content, connection) = recipient_and_content(live, control, input)?;
+    let now = now_ms();
+    let action = ActionRequest {
+        id: ActionId::new(),
+        run: run.id.clone(),
+        agent: run.agent.clone(),
+        tool: tool.to_owned(),
+        digest: digest(tool, &recipient, &content),
+        recipient,
+        content: JsonText::from_value(&content),
+        state: ActionState::Pending,
+        decider: DeciderKind::Person,
+        assignment: None,
+        reviewer: None,
+        rule: None,
+        overridden: false,
+        task: None,
+        connection,
+        trail: Vec::new(),
+        attempts: Vec::new(),
+        outcome: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    Ok((action, content))
+}
+
+/// The recipient and content a call fixes, and for `integration.execute`
+/// the connection it goes through.
+fn recipient_and_content(
+    live: &LiveRun,
+    control: ControlTool,
+    input: &Value,
+) -> Result<(String, Value, Option<ConnectionTarget>), ToolResult> {
+    let text = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
+    match control {
+        ControlTool::SendEmail => Ok((
+            text("to"),
+            json!({"subject": text("subject"), "body": text("body")}),
+            None,
+        )),
+        ControlTool::SendSms => Ok((text("to"), json!({"text": text("text")}), None)),
+        ControlTool::PlaceCall => Ok((text("to"), json!({"message": text("message")}), None)),
+        _ => {
+            let spec = &live.agent.manifest.spec;
+            let name = text("connection");
+            let Some(found) = spec.connections.iter().find(|c| c.name == name) else {
+                let known: Vec<&str> = spec.connections.iter().map(|c| c.name.as_str()).collect();
+                return Err(ToolResult::error(
+                    "denied",
+                    format!(
+                        "connection `{name}` is not one of agent `{}`'s connections ({})",
+                        live.agent.manifest.metadata.name,
+                        if known.is_empty() {
+                            "it has none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            };
+            let mut content = json!({"method": text("method"), "path": text("path")});
+            if let Some(body) = input.get("body") {
+                content["body"] = body.clone();
+            }
+            let target = ConnectionTarget {
+                name: found.name.clone(),
+                base_url: found.base_url.clone(),
+                credential: found.credential.clone(),
+            };
+            Ok((name, content, Some(target)))
+        }
+    }
+}
+
+/// Records `choice` on `action`: who decides it, and a policy's decision
+/// itself (made with the proposal, in its transaction). Returns the
+/// approval task a person's decision needs.
+fn assign(action: &mut ActionRequest, choice: &Choice, group: &str) -> Option<TaskRow> {
+    match choice {
+        Choice::Person(assignment) => {
+            action.decider = DeciderKind::Person;
+            action.assignment = Some(assignment.clone());
+            let row = approval_task(action, assignment);
+            action.task = row.id.parse().ok();
+            Some(row)
+        }
+        Choice::Agent(reviewer) => {
+            action.decider = DeciderKind::Agent;
+            action.reviewer = Some(reviewer.clone());
+            // The people who decide it if the agent escalates, or an
+            // override sends it to people first.
+            action.assignment = Some(group.to_owned());
+            None
+        }
+        Choice::Policy(verdict) => {
+            action.decider = DeciderKind::Policy;
+            let by = format!(
+                "policy:{}",
+                action.rule.as_deref().unwrap_or("decider policy")
+            );
+            let verdict = match verdict {
+                PolicyVerdict::Approve => Verdict::Approve,
+                PolicyVerdict::Reject => Verdict::Reject,
+            };
+            let decision = Decision {
+                kind: DeciderKind::Policy,
+                by,
+                verdict,
+                reason: None,
+                digest: action.digest.clone(),
+                at_ms: action.created_at_ms,
+            };
+            record(action, decision);
+            None
         }
     }
 }

@@ -29,6 +29,7 @@ pub enum Stop {
 
 /// Why a call was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GatewayError {
     /// The token is malformed, forged, altered or expired.
     #[error("{0}")]

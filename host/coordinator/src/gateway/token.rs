@@ -41,6 +41,7 @@ impl std::fmt::Debug for RunToken {
 
 /// Why a token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// Not a token of this format.
     #[error("malformed run token")]

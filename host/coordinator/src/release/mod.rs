@@ -16,7 +16,7 @@ use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
-use crate::tools::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
+use crate::tools::{ReleasedOperation, Tool, ToolDefinition, ToolRegistry};
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
 /// again from it when the release is loaded, by the same parser that
@@ -128,6 +128,7 @@ impl Versioned for ReleaseBody {
 
 /// Why a release was not activated; nothing changed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ActivationError {
     /// The bundle has errors, each naming its file, line and field.
     #[error("the release has {} error{}:\n{}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n"))]
@@ -428,132 +429,42 @@ fn resolve_policy(policy: &Policy, folder: &Path) -> Policy {
 /// # Errors
 ///
 /// The store failed or the stored release cannot be read.
-pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, String> {
-    let Some((info, body)) = registry.active().await.map_err(|e| e.to_string())? else {
+pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, LoadError> {
+    let Some((info, body)) = registry.active().await? else {
         return Ok(None);
     };
-    let body: ReleaseBody =
-        hane_core::open(&body).map_err(|e| format!("release {}: {e}", info.number))?;
-    load_body(info, body).map(Some)
+    let release = info.number;
+    let corrupt = |message: String| LoadError::Corrupt { release, message };
+    let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
+    load_body(info, body).map(Some).map_err(corrupt)
+}
+
+/// Why the active release could not be loaded from the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored release does not read, or no longer links.
+    #[error("release {release}: {message}")]
+    Corrupt {
+        /// Its number.
+        release: u64,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// Parses and links a stored release.
 fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, String> {
     let mut errors = Vec::new();
-    let operations: BTreeMap<&str, &ReleasedOperation> = body
-        .operations
-        .iter()
-        .map(|op| (op.name.as_str(), op))
-        .collect();
-    let mut definitions: BTreeMap<String, ToolDefinition> = BTreeMap::new();
-    let mut operation_tools: BTreeMap<String, Arc<OperationTool>> = BTreeMap::new();
-    for op in &body.operations {
-        match operation_tool(op, &op.name, None, op.limits) {
-            Ok((definition, tool)) => {
-                definitions.insert(op.name.clone(), definition);
-                operation_tools.insert(op.name.clone(), tool);
-            }
-            Err(e) => errors.push(e),
-        }
-    }
-    for control in ControlTool::ALL {
-        definitions.insert(control.name().to_owned(), control.definition().clone());
-    }
+    let mut registry = ToolRegistry::new(&body.operations, &mut errors);
     let mut agents = BTreeMap::new();
     for source in &body.agents {
-        let manifest = match AgentManifest::from_yaml(&source.file, &source.text) {
-            Ok(m) => m,
-            Err(e) => {
-                errors.push(e.to_string());
-                continue;
-            }
-        };
-        let file = &source.file;
-        let schema = |field: &str, value: &serde_json::Value| {
-            Schema::from_value(value)
-                .map_err(|e| format!("{file}: spec.{field}: not a valid JSON Schema: {e}"))
-        };
-        let (input, output) = match (
-            schema("input", &manifest.spec.input),
-            schema("output", &manifest.spec.output),
-        ) {
-            (Ok(i), Ok(o)) => (i, o),
-            (i, o) => {
-                errors.extend(i.err());
-                errors.extend(o.err());
-                continue;
-            }
-        };
-        let mut tools = BTreeMap::new();
-        let mut exposed = BTreeMap::new();
-        for exposure in &manifest.spec.tool_exposures {
-            let Some(op) = operations.get(exposure.operation.as_str()) else {
-                errors.push(format!(
-                    "{file}: spec.toolExposures: operation `{}` is not in the release",
-                    exposure.operation
-                ));
-                continue;
-            };
-            let mut limits: Limits = op.limits;
-            if let Some(timeout) = exposure.timeout {
-                limits.timeout = timeout;
-            }
-            match operation_tool(op, &exposure.tool, exposure.description.as_deref(), limits) {
-                Ok((definition, tool)) => {
-                    definitions.insert(exposure.tool.clone(), definition.clone());
-                    exposed.insert(exposure.tool.clone(), (definition, tool));
-                }
-                Err(e) => errors.push(e),
-            }
+        if let Some(agent) = load_agent(source, &mut registry, &mut errors) {
+            agents.insert(agent.manifest.metadata.name.clone(), Arc::new(agent));
         }
-        let names = manifest
-            .spec
-            .tools
-            .iter()
-            .map(String::as_str)
-            .chain([ControlTool::SubmitResult.name()]);
-        for name in names {
-            let tool = if let Some((definition, tool)) = exposed.get(name) {
-                Tool {
-                    definition: definition.clone(),
-                    kind: ToolKind::Operation(tool.clone()),
-                }
-            } else if let Some(control) = ControlTool::named(name) {
-                Tool {
-                    definition: control.definition().clone(),
-                    kind: ToolKind::Control(control),
-                }
-            } else if let (Some(definition), Some(tool)) =
-                (definitions.get(name), operation_tools.get(name))
-            {
-                Tool {
-                    definition: definition.clone(),
-                    kind: ToolKind::Operation(tool.clone()),
-                }
-            } else {
-                let known: Vec<&str> = operations
-                    .keys()
-                    .copied()
-                    .chain(exposed.keys().map(String::as_str))
-                    .chain(ControlTool::ALL.iter().map(|c| c.name()))
-                    .collect();
-                errors.push(format!(
-                    "{file}: spec.tools: tool `{name}` is neither an operation of the release nor a control tool; known tools are {}",
-                    known.join(", ")
-                ));
-                continue;
-            };
-            tools.insert(name.to_owned(), tool);
-        }
-        agents.insert(
-            manifest.metadata.name.clone(),
-            Arc::new(LoadedAgent {
-                manifest,
-                input,
-                output,
-                tools,
-            }),
-        );
     }
     let mut eval_suites = BTreeMap::new();
     for source in &body.eval_suites {
@@ -586,6 +497,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
+    let tools = registry.into_definitions();
     let mut digests: Vec<String> = body.operations.iter().map(|o| o.digest.clone()).collect();
     digests.sort();
     digests.dedup();
@@ -593,7 +505,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
         info,
         agents,
         eval_suites,
-        tools: definitions,
+        tools,
         digests,
         ledger: Arc::new(body.ledger),
         decider_policies,
@@ -601,50 +513,43 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
     })
 }
 
-fn operation_tool(
-    op: &ReleasedOperation,
-    name: &str,
-    description: Option<&str>,
-    limits: Limits,
-) -> Result<(ToolDefinition, Arc<OperationTool>), String> {
-    let parse = |text: &str, which: &str| {
-        serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| format!("operation `{}`: {which} schema is not JSON: {e}", op.name))
+/// Parses the agent in `source`, compiles its schemas and resolves its
+/// tools in `registry`; `None` after pushing what is wrong to `errors`.
+fn load_agent(
+    source: &SourceFile,
+    registry: &mut ToolRegistry<'_>,
+    errors: &mut Vec<String>,
+) -> Option<LoadedAgent> {
+    let manifest = match AgentManifest::from_yaml(&source.file, &source.text) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(e.to_string());
+            return None;
+        }
     };
-    let input_schema = parse(&op.input_schema, "input")?;
-    let mut output_schema = parse(&op.output_schema, "output")?;
-    if op.impact == Impact::Outbound {
-        // What the host makes of an outbound operation's result: its
-        // output, and the outcome of each action it proposed.
-        output_schema = serde_json::json!({
-            "type": "object",
-            "required": ["output", "actions"],
-            "properties": {
-                "output": output_schema,
-                "actions": {"type": "array", "items": {"type": "object"}},
-            }
-        });
-    }
-    let input = Schema::from_value(&input_schema)
-        .map_err(|e| format!("operation `{}`: input schema: {e}", op.name))?;
-    let definition = ToolDefinition {
-        name: name.to_owned(),
-        description: description.unwrap_or(&op.description).to_owned(),
-        input_schema,
-        output_schema,
-        impact: op.impact.to_string(),
-        timeout: limits.timeout.to_string(),
-        operation: Some(op.name.clone()),
-        version: Some(op.version.clone()),
+    let file = &source.file;
+    let schema = |field: &str, value: &serde_json::Value| {
+        Schema::from_value(value)
+            .map_err(|e| format!("{file}: spec.{field}: not a valid JSON Schema: {e}"))
     };
-    Ok((
-        definition,
-        Arc::new(OperationTool {
-            operation: op.clone(),
-            limits,
-            input,
-        }),
-    ))
+    let (input, output) = match (
+        schema("input", &manifest.spec.input),
+        schema("output", &manifest.spec.output),
+    ) {
+        (Ok(i), Ok(o)) => (i, o),
+        (i, o) => {
+            errors.extend(i.err());
+            errors.extend(o.err());
+            return None;
+        }
+    };
+    let tools = registry.agent_tools(file, &manifest.spec, errors);
+    Some(LoadedAgent {
+        manifest,
+        input,
+        output,
+        tools,
+    })
 }
 
 #[cfg(test)]

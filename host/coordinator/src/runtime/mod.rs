@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use hane_core::{
-    Control, Impact, Input, InputId, InputKind, JsonText, Operation, Outcome, RunId, SessionEvent,
-    SessionId, ToolCall, ToolCallId, ToolCallStatus,
+    Control, ErrorKind, Impact, Input, InputId, InputKind, JsonText, Operation, Outcome, RunId,
+    SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
 use hane_store::{Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous};
@@ -24,7 +24,7 @@ use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
 use crate::drivers::{self, BoxFuture, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
-use crate::release::{ActivationError, LoadedAgent, LoadedRelease, load_active};
+use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
 use crate::tools::{self as translate, ToolDefinition, ToolKind, ToolResult};
 use hane_delivery::DeliveryConfig;
 use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager};
@@ -104,6 +104,25 @@ pub enum RunError {
     /// A stored item could not be read.
     #[error("{0}")]
     Corrupt(String),
+}
+
+impl RunError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::UnknownAgent { .. } | RunError::NotFound(_) => ErrorKind::NotFound,
+            RunError::InvalidInput { .. } | RunError::DriverUnavailable { .. } => {
+                ErrorKind::Invalid
+            }
+            RunError::NoRelease | RunError::Finished { .. } | RunError::NotHere { .. } => {
+                ErrorKind::Conflict
+            }
+            RunError::Budget(_) => ErrorKind::LimitExceeded,
+            RunError::Store(_) | RunError::Coordinator(_) | RunError::Corrupt(_) => {
+                ErrorKind::Internal
+            }
+        }
+    }
 }
 
 /// A request to start a run.
@@ -278,6 +297,7 @@ impl RuntimeConfig {
 
 /// Why [`AgentRuntime::open`] failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// The store could not be opened.
     #[error("opening the store: {0}")]
@@ -434,7 +454,10 @@ impl AgentRuntime {
             (Some(_), _) => {
                 let loaded = load_active(&self.inner.registry)
                     .await
-                    .map_err(RunError::Corrupt)?
+                    .map_err(|e| match e {
+                        LoadError::Store(e) => RunError::Store(e),
+                        e => RunError::Corrupt(e.to_string()),
+                    })?
                     .ok_or(RunError::NoRelease)?;
                 let loaded = Arc::new(loaded);
                 self.install(loaded.clone())
@@ -802,39 +825,8 @@ impl AgentRuntime {
         if live.cancelled.load(Ordering::SeqCst) {
             return Err(RunEnd::Gateway(GatewayError::Cancelled(run.id)));
         }
-        let store = self.inner.coordinator.store().clone();
-        let session = store
-            .create_session()
-            .await
-            .map_err(|e| RunEnd::Failed(e.to_string()))?
-            .id;
-        let input = Input {
-            id: run
-                .id
-                .as_str()
-                .parse::<InputId>()
-                .expect("a run id is a valid input id"),
-            kind: InputKind::External {
-                payload: run.input.clone(),
-            },
-        };
-        self.inner
-            .coordinator
-            .deliver(&session, input.clone())
-            .await
-            .map_err(|e| RunEnd::Failed(e.to_string()))?;
-        self.inner
-            .coordinator
-            .commit(
-                &session,
-                vec![
-                    SessionEvent::InputHandled { input: input.id },
-                    SessionEvent::RunStateChanged {
-                        run: run.id.to_string(),
-                        state: RunStatus::Running.as_str().to_owned(),
-                    },
-                ],
-            )
+        let session = self
+            .open_session(&run)
             .await
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
         *lock(&live.session) = Some(session.clone());
@@ -854,11 +846,50 @@ impl AgentRuntime {
         self.persist(&running)
             .await
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
-        let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
         let input = run
             .input
             .to_value()
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        self.drive_within_limit(live, &token, input).await
+    }
+
+    /// The run's session: created with the run's input as its first,
+    /// handled input (the run's id is the input's id) and the run marked
+    /// running in it.
+    async fn open_session(&self, run: &AgentRun) -> Result<SessionId, RunError> {
+        let coordinator = &self.inner.coordinator;
+        let session = coordinator.store().create_session().await?.id;
+        let input = Input {
+            id: run
+                .id
+                .as_str()
+                .parse::<InputId>()
+                .expect("a run id is a valid input id"),
+            kind: InputKind::External {
+                payload: run.input.clone(),
+            },
+        };
+        coordinator.deliver(&session, input.clone()).await?;
+        let handled = vec![
+            SessionEvent::InputHandled { input: input.id },
+            SessionEvent::RunStateChanged {
+                run: run.id.to_string(),
+                state: RunStatus::Running.as_str().to_owned(),
+            },
+        ];
+        coordinator.commit(&session, handled).await?;
+        Ok(session)
+    }
+
+    /// Runs the agent's driver until it ends or the run's `maxSeconds`
+    /// pass, which stops the run as `limit_exceeded`.
+    async fn drive_within_limit(
+        &self,
+        live: &LiveRun,
+        token: &RunToken,
+        input: Value,
+    ) -> Result<(), RunEnd> {
+        let run = live.snapshot().id;
         let Some(driver) = drivers::for_agent(&live.agent) else {
             return Err(RunEnd::Failed(format!(
                 "driver `{}` is not available in this build",
@@ -867,18 +898,18 @@ impl AgentRuntime {
         };
         let tools = RunTools {
             runtime: self,
-            token: &token,
+            token,
         };
-        let driven = tokio::time::timeout(max, driver.drive(&tools, input)).await;
-        match driven {
+        let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
+        match tokio::time::timeout(max, driver.drive(&tools, input)).await {
             Ok(result) => result,
             Err(_) => {
                 let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
                 self.inner
                     .gateway
-                    .stop(&run.id, Stop::LimitExceeded(message.clone()));
+                    .stop(&run, Stop::LimitExceeded(message.clone()));
                 Err(RunEnd::Gateway(GatewayError::LimitExceeded {
-                    run: run.id,
+                    run,
                     message,
                 }))
             }

@@ -4,7 +4,10 @@
 //! runs it.
 
 mod control;
+mod registry;
 mod translate;
+
+pub(crate) use registry::ToolRegistry;
 
 pub use translate::{ToolResult, format, translate};
 pub(crate) use translate::{input_text, proposal_input};
