@@ -41,6 +41,11 @@ mod exit {
 #[derive(Parser)]
 #[command(name = "hane", version, about, max_term_width = 100)]
 struct Cli {
+    /// Print what hane does as it does it, on stderr: -v runs, tool calls,
+    /// operations and actions; -vv and -vvv more. RUST_LOG, when set,
+    /// chooses instead (e.g. RUST_LOG=hane_coordinator=debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -74,8 +79,50 @@ enum Command {
     Approvals(approvals::ApprovalsArgs),
 }
 
+/// The crates whose spans and events `-v` shows.
+const HANE_CRATES: &[&str] = &[
+    "hane",
+    "hane_core",
+    "hane_sandbox",
+    "hane_store",
+    "hane_delivery",
+    "hane_manager",
+    "hane_coordinator",
+    "hane_server",
+];
+
+/// Prints the libraries' spans and events on stderr as plain text (no
+/// terminal escapes): errors always, more with each `-v`, or what
+/// `RUST_LOG` says when it is set.
+fn trace(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
+        _ => {
+            let level = match verbose {
+                0 => "error",
+                1 => "info",
+                2 => "debug",
+                _ => "trace",
+            };
+            let crates: Vec<String> = HANE_CRATES.iter().map(|c| format!("{c}={level}")).collect();
+            EnvFilter::new(format!("warn,{}", crates.join(",")))
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        // Its report of a failed write goes through `eprintln!`, which
+        // panics when stderr is closed (`hane … 2>&1 | head`): a lost log
+        // line must not stop a run.
+        .log_internal_errors(false)
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    trace(cli.verbose);
     match cli.command {
         Command::Op(cmd) => op::main(cmd),
         Command::Session(args) => session::main(args),

@@ -24,6 +24,42 @@ fn hane(store: &Path, args: &[&str]) -> Output {
 }
 
 #[test]
+fn verbose_shows_the_run_its_tool_calls_and_operations_with_their_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    ok(&hane(
+        &store,
+        &["release", "activate", examples().to_str().unwrap()],
+    ));
+    let vehicle = r#"{"vehicle": "架空 500 さ 12-34"}"#;
+    let verbose = hane(
+        &store,
+        &[
+            "-v",
+            "run",
+            "vehicle-check-scripted",
+            "--input",
+            vehicle,
+            "--json",
+        ],
+    );
+    let run: Value = serde_json::from_str(&ok(&verbose)).unwrap();
+    let log = text(&verbose.stderr);
+    let id = run["id"].as_str().unwrap();
+    assert!(log.contains(&format!("run{{run={id}")), "{log}");
+    assert!(log.contains("tool_call{tool=\"data.find_record\""), "{log}");
+    assert!(log.contains("operation{operation=op_"), "{log}");
+    assert!(log.contains("run ended status=\"succeeded\""), "{log}");
+    // Without -v, nothing but errors.
+    let quiet = hane(
+        &store,
+        &["run", "vehicle-check-scripted", "--input", vehicle],
+    );
+    ok(&quiet);
+    assert_eq!(text(&quiet.stderr), "");
+}
+
+#[test]
 fn release_run_and_runs_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("hane.db");

@@ -12,6 +12,7 @@ use hane_core::{
 use hane_sandbox::{CancelToken, Sandbox};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, OnceCell, Semaphore};
+use tracing::Instrument as _;
 
 use super::{Components, Ending, OperationManager, Ticket, TicketSender, lock};
 
@@ -169,11 +170,23 @@ impl OperationManager for LocalOperationManager {
         let inner = &self.inner;
         match inner.admit(&operation) {
             Ok(cancel) => {
-                inner
-                    .runtime
-                    .spawn(inner.clone().run(operation, sender, cancel));
+                let span = tracing::info_span!(
+                    "operation",
+                    operation = %operation.id,
+                    name = operation.summary(),
+                    session = %operation.session,
+                );
+                inner.runtime.spawn(
+                    inner
+                        .clone()
+                        .run(operation, sender, cancel)
+                        .instrument(span),
+                );
             }
-            Err(refusal) => sender.finish(Ending::failed(Outcome::HostError, refusal)),
+            Err(refusal) => {
+                tracing::warn!(operation = %operation.id, "operation refused: {refusal}");
+                sender.finish(Ending::failed(Outcome::HostError, refusal));
+            }
         }
         ticket
     }
@@ -266,12 +279,21 @@ impl Inner {
             })
             .collect();
         match done.result.map(JsonText::parse) {
-            Ok(Ok(output)) => Ending::Succeeded(OperationOutput {
-                output,
-                receipt: done.receipt,
-                logs,
-                proposals: done.proposals,
-            }),
+            Ok(Ok(output)) => {
+                let receipt = &done.receipt;
+                tracing::info!(
+                    fuel = receipt.fuel_consumed,
+                    wall_us = receipt.wall_time_us,
+                    peak_memory = receipt.peak_memory_bytes,
+                    "operation succeeded"
+                );
+                Ending::Succeeded(OperationOutput {
+                    output,
+                    receipt: done.receipt,
+                    logs,
+                    proposals: done.proposals,
+                })
+            }
             // Not expected: the sandbox has checked the output against its
             // schema.
             Ok(Err(e)) => Ending::Failed(OperationFailure {
@@ -280,12 +302,22 @@ impl Inner {
                 receipt: Some(done.receipt),
                 logs,
             }),
-            Err(e) => Ending::Failed(OperationFailure {
-                outcome: e.outcome(),
-                message: e.to_string(),
-                receipt: Some(done.receipt),
-                logs,
-            }),
+            Err(e) => {
+                let outcome = e.outcome();
+                match outcome {
+                    // The guest's own error is an answer, not an incident.
+                    Outcome::OperationError | Outcome::InvalidInput => {
+                        tracing::info!(outcome = outcome.as_str(), "operation failed: {e}");
+                    }
+                    _ => tracing::warn!(outcome = outcome.as_str(), "operation stopped: {e}"),
+                }
+                Ending::Failed(OperationFailure {
+                    outcome,
+                    message: e.to_string(),
+                    receipt: Some(done.receipt),
+                    logs,
+                })
+            }
         }
     }
 

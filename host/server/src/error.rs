@@ -117,7 +117,7 @@ impl ApiError {
     /// A failure of the server itself: the details go to the log, never to
     /// the client.
     pub(crate) fn internal(what: &str, error: &dyn std::fmt::Display) -> Self {
-        eprintln!("hane-server: {what}: {error}");
+        tracing::error!("{what}: {error}");
         Self::new(
             ErrorCode::Internal,
             "the server failed; its log has the details",

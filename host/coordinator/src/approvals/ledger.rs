@@ -21,6 +21,7 @@ use hane_store::{
 };
 use serde_json::Value;
 use tokio::sync::Notify;
+use tracing::Instrument as _;
 
 use super::action::{
     ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
@@ -661,7 +662,8 @@ impl ExecutionLedger {
     pub async fn execute(&self, id: &str) -> Result<ActionRequest, ActionError> {
         let ledger = self.clone();
         let id = id.to_owned();
-        tokio::spawn(async move { ledger.execute_here(&id).await })
+        let span = tracing::info_span!("action", action = %id);
+        tokio::spawn(async move { ledger.execute_here(&id).await }.instrument(span))
             .await
             .map_err(|e| ActionError::Corrupt(format!("delivering an action: {e}")))?
     }
@@ -782,6 +784,10 @@ impl ExecutionLedger {
         state: ActionState,
         detail: String,
     ) -> Result<ActionRequest, ActionError> {
+        match state {
+            ActionState::Delivered => tracing::info!(action = id, "delivered: {detail}"),
+            _ => tracing::warn!(action = id, state = state.as_str(), "{detail}"),
+        }
         // The outcome is what a person would otherwise have to reconcile:
         // worth a few tries when the store is busy.
         let mut tries = 0;
@@ -812,8 +818,9 @@ impl ExecutionLedger {
                 Ok((_, action)) => return Ok(action),
                 Err(ActionError::Store(e)) if tries < SETTLE_TRIES => {
                     tries += 1;
-                    eprintln!(
-                        "hane: recording the outcome of action {id} failed ({e}); trying again"
+                    tracing::warn!(
+                        action = id,
+                        "recording the outcome failed ({e}); trying again"
                     );
                     tokio::time::sleep(POLL * tries).await;
                 }

@@ -106,7 +106,7 @@ impl AgentRuntime {
             .transact(move |tx| tx.add_usage(&day, &key, delta))
             .await;
         if let Err(e) = given {
-            eprintln!("hane: returning a run's token reservation: {e}");
+            tracing::error!("returning a run's token reservation: {e}");
         }
     }
 

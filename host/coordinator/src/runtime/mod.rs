@@ -14,6 +14,7 @@ use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
 use hane_store::{Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous};
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 mod journal;
 mod run;
@@ -346,7 +347,7 @@ impl AgentRuntime {
         let actions = runtime.inner.actions.clone();
         tokio::spawn(async move {
             if let Err(e) = actions.recover(false).await {
-                eprintln!("hane: recovering outbound actions: {e}");
+                tracing::error!("recovering outbound actions: {e}");
             }
         });
         Ok(runtime)
@@ -589,7 +590,8 @@ impl AgentRuntime {
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
         let runtime = self.clone();
-        tokio::spawn(async move { runtime.drive(live).await });
+        let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
+        tokio::spawn(async move { runtime.drive(live).await }.instrument(span));
         Ok(run)
     }
 
@@ -803,8 +805,17 @@ impl AgentRuntime {
         // `wait` finds it. A store failure leaves the run `running` in the
         // store; the run in memory says so.
         if let Err(e) = self.persist(&run).await {
+            tracing::error!(run = %id, "the run ended but could not be stored: {e}");
             run.error = Some(format!("the run ended but could not be stored: {e}"));
             *lock(&live.run) = run.clone();
+        }
+        match run.status {
+            RunStatus::Succeeded => tracing::info!(status = run.status.as_str(), "run ended"),
+            _ => tracing::warn!(
+                status = run.status.as_str(),
+                error = run.error.as_deref().unwrap_or_default(),
+                "run ended"
+            ),
         }
         if let Some((day, tokens)) = &live.reservation {
             self.give_back(day, *tokens, run.tokens_used, true).await;
@@ -814,7 +825,7 @@ impl AgentRuntime {
         // waits for it any more, so it must not go out later.
         let why = format!("the run ended {}", run.status);
         if let Err(e) = self.inner.actions.withdraw_run(&id, &why).await {
-            eprintln!("hane: withdrawing the pending actions of run {id}: {e}");
+            tracing::error!(run = %id, "withdrawing the run's pending actions: {e}");
         }
         lock(&self.inner.live).remove(&id);
         live.changes.send_replace(run);
@@ -905,6 +916,7 @@ impl AgentRuntime {
             Ok(result) => result,
             Err(_) => {
                 let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
+                tracing::warn!(run = %run, "{message}");
                 self.inner
                     .gateway
                     .stop(&run, Stop::LimitExceeded(message.clone()));
@@ -927,6 +939,7 @@ impl AgentRuntime {
     /// The gateway refused the call. A call that was let through and
     /// failed is an `Ok` [`ToolResult::Error`], which the driver can act
     /// on.
+    #[tracing::instrument(name = "tool_call", skip_all, fields(tool = tool, run, call))]
     pub async fn call_tool(
         &self,
         token: &RunToken,
@@ -937,6 +950,7 @@ impl AgentRuntime {
         let admitted = match self.inner.gateway.admit(token, tool) {
             Ok(admitted) => admitted,
             Err(e) => {
+                tracing::warn!(tool, "tool call refused: {e}");
                 if let Ok(run) = self.inner.gateway.key().verify(token) {
                     self.summarize(&run, tool, "rejected", e.to_string(), None, started);
                 }
@@ -944,6 +958,9 @@ impl AgentRuntime {
             }
         };
         let planned = self.plan_call(&admitted, tool, &input)?;
+        let span = tracing::Span::current();
+        span.record("run", tracing::field::display(&admitted.run));
+        span.record("call", tracing::field::display(&planned.call.id));
         let operation = planned.operations.first().map(|op| op.id.to_string());
         let result = if planned
             .operations
@@ -954,6 +971,12 @@ impl AgentRuntime {
         } else {
             self.run_effects(&admitted, planned).await
         };
+        match &result {
+            ToolResult::Output(_) => tracing::info!("tool call succeeded"),
+            ToolResult::Error { kind, message } => {
+                tracing::info!(error = kind.as_str(), "tool call failed: {message}");
+            }
+        }
         self.summarize_result(&admitted.run, tool, &result, operation, started);
         Ok(result)
     }
