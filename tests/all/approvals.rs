@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::agents::release_with;
 use crate::delivery::{Answer, Provider};
 use crate::harness;
-use crate::smtp::SmtpServer;
+use hane_test_support::SmtpServer;
 
 const REMINDER_TO_A_PERSON: &str = "depot@elsewhere.example";
 

@@ -1,5 +1,5 @@
 //! The delivery adapters against real servers on loopback: an aiosmtpd SMTP
-//! server (see [`crate::smtp`]) and a small hyper HTTP provider.
+//! server (`hane_test_support::SmtpServer`) and a small hyper HTTP provider.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,7 +19,7 @@ use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
-use crate::smtp::SmtpServer;
+use hane_test_support::SmtpServer;
 
 /// A self-signed certificate for `localhost` and 127.0.0.1, written to a
 /// directory as `cert.pem` and `key.pem`.

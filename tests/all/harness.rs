@@ -2,27 +2,13 @@
 //! tiny HTTP server on loopback.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use hane_core::Policy;
-use hane_sandbox::{Operation, Sandbox, SandboxConfig};
+use hane_sandbox::Operation;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// The process's sandbox, with its component cache in cargo's test temp dir.
-pub fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| {
-        let mut config = SandboxConfig::new();
-        config.cache_dir(Some(cache_dir())).max_instances(64);
-        Sandbox::new(&config).expect("sandbox")
-    })
-}
-
-pub fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
-}
+pub use hane_test_support::{component_cache as cache_dir, examples, sandbox};
 
 /// The test program `file` (such as `hostile_loop`) loaded under `policy`.
 pub async fn program(file: &str, policy: &Policy) -> Operation {
@@ -44,11 +30,6 @@ pub async fn builtin(name: &str, policy: &Policy) -> Operation {
         .load(name, bytes, policy)
         .await
         .unwrap_or_else(|e| panic!("loading {name}: {e}"))
-}
-
-/// The repository's `examples/` folder.
-pub fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
 /// A policy whose only grant is HTTP to the loopback server at `addr`.

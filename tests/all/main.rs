@@ -11,4 +11,3 @@ mod ledger;
 mod manager;
 mod recovery;
 mod sandbox;
-mod smtp;

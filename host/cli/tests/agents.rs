@@ -18,7 +18,7 @@ fn hane(store: &Path, args: &[&str]) -> Output {
         .args(args)
         .arg("--store")
         .arg(store)
-        .env("HANE_CACHE_DIR", store.with_file_name("cache"))
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .output()
         .expect("run hane")
 }

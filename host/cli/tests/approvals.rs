@@ -27,7 +27,7 @@ fn command(store: &Path, args: &[&str]) -> Command {
         .args(args)
         .arg("--store")
         .arg(store)
-        .env("HANE_CACHE_DIR", store.with_file_name("cache"))
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .env("USER", "tester");
     command
 }

@@ -10,7 +10,7 @@ fn repo() -> PathBuf {
 }
 
 fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-component-cache")
+    hane_test_support::component_cache()
 }
 
 fn hane(args: &[&str]) -> Output {

@@ -26,7 +26,7 @@ use tokio::net::{TcpStream, UnixListener};
 const SECRET: &str = "a secret only the tests know";
 
 fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-component-cache")
+    hane_test_support::component_cache()
 }
 
 fn repo() -> PathBuf {

@@ -6,22 +6,14 @@ use std::sync::OnceLock;
 
 use hane_builtins::test_programs;
 use hane_core::{Impact, Limits, Outcome, Policy, ProposedAction};
-use hane_sandbox::{Call, CallError, GuestError, LoadError, Operation, Sandbox, SandboxConfig};
+use hane_sandbox::{Call, CallError, GuestError, LoadError, Operation, Sandbox};
 use serde_json::{Value, json};
 
 const EMAIL: &str = "communication.send_email";
 
 fn sandbox() -> &'static Sandbox {
     static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| {
-        let mut config = SandboxConfig::new();
-        config
-            .cache_dir(Some(
-                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("component-cache"),
-            ))
-            .max_instances(8);
-        Sandbox::new(&config).expect("sandbox")
-    })
+    SANDBOX.get_or_init(|| Sandbox::new(&hane_test_support::sandbox_config(8)).expect("sandbox"))
 }
 
 fn granting(tools: &[&str]) -> Policy {

@@ -22,7 +22,7 @@ const FOUND: &str = "架空 300 あ 10-02";
 const MISSING: &str = "架空 999 ん 99-99";
 
 fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("server-component-cache")
+    hane_test_support::component_cache()
 }
 
 fn examples() -> &'static Path {

@@ -5,7 +5,7 @@
 //! or found where it puts it.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ const PROVISION: &str = "cargo xtask test (or `cargo xtask provision`, then plai
 fn python() -> PathBuf {
     match std::env::var_os("HANE_TEST_PYTHON").filter(|p| !p.is_empty()) {
         Some(python) => PathBuf::from(python),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-env/venv/bin/python3"),
+        None => crate::repository().join("target/test-env/venv/bin/python3"),
     }
 }
 
@@ -66,7 +66,7 @@ impl SmtpServer {
         }
         let dir = tempfile::tempdir()?;
         let stderr = std::fs::File::create(dir.path().join("server.log"))?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("smtp/server.py");
+        let script = crate::repository().join("tests/smtp/server.py");
         let mut child = Command::new(&python)
             .arg(script)
             .args(["--port", "0", "--exit-with-stdin", "--maildir"])

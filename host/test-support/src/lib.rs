@@ -1,0 +1,68 @@
+//! What hane's test binaries share, so that each piece is written once:
+//!
+//! - [`component_cache`]: one directory of compiled components for every
+//!   test binary and every `hane` process a test starts, so a component
+//!   compiles once per engine configuration, not once per binary;
+//! - [`sandbox`]: a sandbox per test process on that cache;
+//! - [`examples`]: the repository's `examples/` release;
+//! - [`SmtpServer`]: a real SMTP server on loopback (`tests/smtp/server.py`
+//!   on aiosmtpd, in the Python that `cargo xtask test` provisions).
+//!
+//! # Examples
+//!
+//! ```
+//! let cache = hane_test_support::component_cache();
+//! assert!(cache.ends_with("tmp/component-cache"));
+//! assert!(hane_test_support::examples().join("agents").is_dir());
+//! ```
+
+mod smtp;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use hane_sandbox::{Sandbox, SandboxConfig};
+
+pub use smtp::SmtpServer;
+
+/// The repository's root.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The repository's `examples/` folder: six agents, their operations, a
+/// decider policy, a budget and a ledger.
+pub fn examples() -> PathBuf {
+    repository().join("examples")
+}
+
+/// The directory every test binary keeps compiled components in:
+/// `tmp/component-cache` in cargo's target directory (found from the
+/// running test binary, which cargo puts below it), else below the
+/// repository's `target/`.
+pub fn component_cache() -> PathBuf {
+    let target = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .find(|dir| dir.join("CACHEDIR.TAG").exists())
+            .map(Path::to_owned)
+    });
+    target
+        .unwrap_or_else(|| repository().join("target"))
+        .join("tmp/component-cache")
+}
+
+/// A sandbox configuration on [`component_cache`] with room for
+/// `instances` instances at once.
+pub fn sandbox_config(instances: u32) -> SandboxConfig {
+    let mut config = SandboxConfig::new();
+    config
+        .cache_dir(Some(component_cache()))
+        .max_instances(instances);
+    config
+}
+
+/// The test process's sandbox: 64 instances, on [`component_cache`].
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| Sandbox::new(&sandbox_config(64)).expect("sandbox"))
+}
