@@ -1,6 +1,4 @@
-//! What the CLI's test binaries share to read the `hane` binary's output.
-
-#![allow(dead_code, reason = "each test binary uses part of it")]
+//! What the CLI tests share to read the `hane` binary's output.
 
 use std::process::Output;
 

@@ -6,8 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-mod common;
-use common::{failed, ok, text};
+use crate::common::{failed, ok, text};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
@@ -238,7 +237,7 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         said.contains("deciding the actions of fleet-desk, lease desk;"),
         "{said}"
     );
-    let ops: Value = common::json(&hane(
+    let ops: Value = crate::common::json(&hane(
         &store,
         &["keys", "create", "ops", "--role", "operator", "--json"],
     ));
@@ -249,7 +248,7 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         &["keys", "create", "dashboard", "--role", "viewer"],
     ));
 
-    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
+    let listed: Value = crate::common::json(&hane(&store, &["keys", "list", "--json"]));
     let shown: Vec<Value> = listed
         .as_array()
         .unwrap()
@@ -302,7 +301,7 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
         2,
     );
     assert!(said.contains("admin"), "{said}");
-    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
+    let listed: Value = crate::common::json(&hane(&store, &["keys", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 3);
 
     let removed = hane(&store, &["keys", "remove", "desk"]);
@@ -310,6 +309,6 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
     assert!(text(&removed.stderr).contains("removed key `desk`"));
     let said = failed(&hane(&store, &["keys", "remove", "desk"]), 2);
     assert!(said.contains("no key is named `desk`"), "{said}");
-    let listed: Value = common::json(&hane(&store, &["keys", "list", "--json"]));
+    let listed: Value = crate::common::json(&hane(&store, &["keys", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 2);
 }

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::{failed, json, ok, text};
+use crate::common::{failed, json, ok, text};
 
 /// An agent that proposes an email, then ends with the action's state.
-const RELEASE: &str = include_str!("../../../tests/fixtures/notify.yaml");
+const RELEASE: &str = include_str!("../../../../tests/fixtures/notify.yaml");
 
 const INPUT: &str =
     r#"{"email": "driver@example.com", "subject": "Your van is ready", "body": "Gate 3."}"#;

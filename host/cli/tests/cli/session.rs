@@ -9,8 +9,7 @@ use hane_core::{
 };
 use hane_store::{SessionStore, SqliteConfig, SqliteStore};
 
-mod common;
-use common::text;
+use crate::common::text;
 
 fn hane(store: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hane"))
