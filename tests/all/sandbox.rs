@@ -148,7 +148,7 @@ fn every_guest_program_has_a_test() {
     let mut sources = String::new();
     for dir in [
         dir.join("all"),
-        dir.join("../host/cli/tests"),
+        dir.join("../host/cli/tests/cli"),
         dir.join("../benches"),
     ] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
