@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::Criterion;
-use hane_coordinator::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
+use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
+use hane_core::RunStatus;
 use hane_delivery::{Delivery, DeliveryConfig, HttpProvider, Outbound, deliver};
 use hane_manager::Components;
 use hane_store::Synchronous;
@@ -211,7 +212,7 @@ fn actions(c: &mut Criterion) {
                 }))
                 .unwrap()
             };
-            let check = |run: &hane_coordinator::AgentRun| {
+            let check = |run: &hane_core::AgentRun| {
                 assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
                 let result = run.result.as_ref().unwrap().to_value().unwrap();
                 assert_eq!(result["status"], status, "{run:#?}");

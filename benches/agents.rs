@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use criterion::Criterion;
-use hane_coordinator::{AgentRuntime, RunStatus, RuntimeConfig, StartRun};
+use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
+use hane_core::RunStatus;
 use hane_core::{Ledger, Policy};
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, SandboxConfig};

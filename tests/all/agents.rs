@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hane_coordinator::{
-    AgentRuntime, GatewayError, RunError, RunStatus, RuntimeConfig, StartRun, Stop, TokenError,
+    AgentRuntime, GatewayError, RunError, RuntimeConfig, StartRun, Stop, TokenError,
 };
 use hane_core::RunId;
+use hane_core::RunStatus;
 use hane_manager::Components;
 use hane_sandbox::SandboxConfig;
 use hane_store::{RunQuery, SqliteConfig, SqliteStore};
@@ -48,7 +49,7 @@ fn start(agent: &str, input: Value) -> StartRun {
     }
 }
 
-fn result(run: &hane_coordinator::AgentRun) -> Value {
+fn result(run: &hane_core::AgentRun) -> Value {
     run.result
         .as_ref()
         .unwrap_or_else(|| panic!("no result: {run:#?}"))
@@ -531,7 +532,7 @@ async fn runs_are_listed_by_agent_and_status() {
     assert_eq!(vehicles.len(), 2);
     let failed = runtime
         .list(RunQuery {
-            status: Some("failed".into()),
+            status: Some(RunStatus::Failed),
             ..RunQuery::default()
         })
         .await

@@ -10,10 +10,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use hane_coordinator::{
-    ActionError, ActionRequest, ActionState, AgentRun, AgentRuntime, DeciderKind, Person, RunError,
-    RunStatus, StartRun, Verdict, digest,
+    ActionError, ActionRequest, ActionState, AgentRuntime, DeciderKind, Person, RunError, StartRun,
+    Verdict, digest,
 };
 use hane_core::RunId;
+use hane_core::{AgentRun, RunStatus};
 use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use serde_json::{Value, json};
 

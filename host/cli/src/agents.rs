@@ -8,10 +8,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{
-    ActionState, ActivationError, AgentRun, Person, RunError, RunStatus, StartRun, Task,
-};
+use hane_coordinator::{ActionState, ActivationError, Person, RunError, StartRun};
 use hane_core::RunId;
+use hane_core::{AgentRun, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
@@ -243,7 +242,7 @@ pub fn runs(args: RunsArgs) -> ExitCode {
                 let runs = runtime
                     .list(RunQuery {
                         agent,
-                        status: status.map(|s| s.as_str().to_owned()),
+                        status,
                         limit,
                     })
                     .await?;

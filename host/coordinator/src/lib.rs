@@ -46,10 +46,7 @@ pub use release::{
     ActivationError, LoadError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir,
     load_active,
 };
-pub use runtime::{
-    AgentRun, AgentRuntime, OpenError, RunError, RunStatus, RuntimeConfig, StartRun, Task,
-    ToolCallSummary,
-};
+pub use runtime::{AgentRuntime, OpenError, RunError, RuntimeConfig, StartRun};
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
     format, translate,

@@ -54,6 +54,7 @@ mod operation;
 mod policy;
 mod quantity;
 mod receipt;
+mod run;
 mod script;
 mod v1;
 mod v2;
@@ -91,6 +92,7 @@ pub use operation::{
 pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
+pub use run::{AgentRun, RunStatus, Task, ToolCallSummary, UnknownRunStatus};
 pub use script::{
     Condition, MAX_RENDERED_BYTES, Scope, ScriptError, ScriptStep, TemplateError, ValuePath,
     check_script,

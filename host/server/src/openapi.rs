@@ -3,8 +3,9 @@
 
 use std::sync::LazyLock;
 
-use hane_coordinator::{ActionState, RunStatus};
+use hane_coordinator::ActionState;
 use hane_core::OUTBOUND_TOOLS;
+use hane_core::RunStatus;
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;

@@ -12,8 +12,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{AgentRun, Person, RunStatus, StartRun};
+use hane_coordinator::{Person, StartRun};
 use hane_core::RunId;
+use hane_core::{AgentRun, RunStatus};
 use hane_store::{MAX_RUNS_LISTED, RunQuery};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -528,7 +529,7 @@ async fn list_runs(
     // `?agent=` is the same as no filter.
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
     let status = given(query.status)
-        .map(|s| s.parse::<RunStatus>().map_err(bad))
+        .map(|s| s.parse::<RunStatus>().map_err(|e| bad(e.to_string())))
         .transpose()?;
     let limit = match given(query.limit) {
         None => DEFAULT_LIST_LIMIT,
@@ -545,7 +546,7 @@ async fn list_runs(
     let runs = runtime
         .list(RunQuery {
             agent: given(query.agent),
-            status: status.map(|s| s.as_str().to_owned()),
+            status,
             limit,
         })
         .await?;

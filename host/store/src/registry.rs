@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use hane_core::RunStatus;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::StoreError;
@@ -60,8 +61,8 @@ pub struct RunRow {
     pub id: String,
     /// The agent's name.
     pub agent: String,
-    /// Its status, such as `running`.
-    pub status: String,
+    /// Its status, stored as its name (`running`).
+    pub status: RunStatus,
     /// When it was created, in milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// When it last changed.
@@ -76,7 +77,7 @@ pub struct RunQuery {
     /// Only runs of this agent.
     pub agent: Option<String>,
     /// Only runs with this status.
-    pub status: Option<String>,
+    pub status: Option<RunStatus>,
     /// At most this many (capped at [`MAX_RUNS_LISTED`]; 0 means the cap).
     pub limit: u32,
 }
@@ -439,7 +440,10 @@ impl Registry {
                 )
                 .map_err(db("listing runs"))?;
             let rows = stmt
-                .query_map(params![query.agent, query.status, limit], run_row)
+                .query_map(
+                    params![query.agent, query.status.map(RunStatus::as_str), limit],
+                    run_row,
+                )
                 .map_err(db("listing runs"))?;
             rows.collect::<Result<_, _>>().map_err(db("listing runs"))
         })
@@ -599,7 +603,7 @@ fn upsert_run(conn: &Connection, run: &RunRow) -> Result<(), StoreError> {
         stmt.execute(params![
             run.id,
             run.agent,
-            run.status,
+            run.status.as_str(),
             run.created_at_ms as i64,
             run.updated_at_ms as i64,
             run.body
@@ -631,7 +635,9 @@ fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
         id: row.get(0)?,
         agent: row.get(1)?,
-        status: row.get(2)?,
+        status: row.get::<_, String>(2)?.parse().map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e))
+        })?,
         created_at_ms: row.get::<_, i64>(3)? as u64,
         updated_at_ms: row.get::<_, i64>(4)? as u64,
         body: row.get(5)?,

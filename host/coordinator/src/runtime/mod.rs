@@ -17,9 +17,8 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 mod journal;
-mod run;
 
-pub use run::{AgentRun, RunStatus, Task, ToolCallSummary};
+pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
@@ -1165,7 +1164,7 @@ fn run_row(run: &AgentRun) -> RunRow {
     RunRow {
         id: run.id.to_string(),
         agent: run.agent.clone(),
-        status: run.status.as_str().to_owned(),
+        status: run.status,
         created_at_ms: run.created_at_ms,
         updated_at_ms: run.updated_at_ms,
         body: hane_core::seal(run),

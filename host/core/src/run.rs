@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use hane_core::{JsonText, RunId, SessionId, TaskId};
+use crate::{JsonText, RunId, SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Where a run is. It starts `queued`, then `running`, and ends in one of
@@ -60,20 +60,21 @@ impl fmt::Display for RunStatus {
     }
 }
 
+/// A run status that is not one of [`RunStatus::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown run status `{0}`: expected one of queued, running, succeeded, failed, cancelled, limit_exceeded"
+)]
+pub struct UnknownRunStatus(pub String);
+
 impl FromStr for RunStatus {
-    type Err = String;
+    type Err = UnknownRunStatus;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         RunStatus::ALL
             .into_iter()
             .find(|status| status.as_str() == s)
-            .ok_or_else(|| {
-                let all: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-                format!(
-                    "unknown run status `{s}`: expected one of {}",
-                    all.join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownRunStatus(s.to_owned()))
     }
 }
 
@@ -130,7 +131,7 @@ pub struct AgentRun {
     pub updated_at_ms: u64,
 }
 
-impl hane_core::Versioned for AgentRun {
+impl crate::Versioned for AgentRun {
     const KIND: &'static str = "agent-run";
     const VERSION: u16 = 1;
 }
@@ -156,7 +157,7 @@ pub struct Task {
     pub created_at_ms: u64,
 }
 
-impl hane_core::Versioned for Task {
+impl crate::Versioned for Task {
     const KIND: &'static str = "task";
     const VERSION: u16 = 1;
 }
