@@ -10,41 +10,41 @@ use serde_json::Value;
 
 use crate::manifest::Source;
 use crate::script::{ScriptStep, check_script};
-use crate::{Duration, ManifestError, Metadata};
+use crate::{ControlTool, Duration, ManifestError, Metadata};
 
 /// The `apiVersion` of agent and evaluation manifests.
 pub const AGENTS_API_VERSION: &str = "agents/v1alpha1";
 
 /// The tool every agent returns its result with; always allowed.
-pub const SUBMIT_RESULT: &str = "submit_result";
+pub const SUBMIT_RESULT: &str = ControlTool::SubmitResult.name();
 
 /// The tool that hands work over to a person; needs `handover`.
-pub const REQUEST_HUMAN_HELP: &str = "request_human_help";
+pub const REQUEST_HUMAN_HELP: &str = ControlTool::RequestHumanHelp.name();
 
 /// The tool a review agent returns its decision on an outbound action
 /// with (approve, reject or escalate to a person); an agent that a
 /// `DeciderPolicy` names as a decider must list it.
-pub const SUBMIT_REVIEW: &str = "submit_review";
+pub const SUBMIT_REVIEW: &str = ControlTool::SubmitReview.name();
 
 /// Tools the runtime serves itself rather than through an operation:
 /// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create` and
-/// [`SUBMIT_REVIEW`].
+/// [`SUBMIT_REVIEW`]. Names of [`ControlTool`]s, the one list.
 pub const CONTROL_TOOLS: [&str; 4] = [
     SUBMIT_RESULT,
     REQUEST_HUMAN_HELP,
-    "tasks.create",
+    ControlTool::CreateTask.name(),
     SUBMIT_REVIEW,
 ];
 
 /// Tools that act outside hane: each call is an outbound action that a
 /// decider approves first (see the agent's `approval` and `DeciderPolicy`).
 /// The runtime serves them itself, like the [`CONTROL_TOOLS`], rather than
-/// through an operation.
+/// through an operation. Names of the outbound [`ControlTool`]s.
 pub const OUTBOUND_TOOLS: [&str; 4] = [
-    "communication.send_email",
-    "communication.send_sms",
-    "communication.place_call",
-    "integration.execute",
+    ControlTool::SendEmail.name(),
+    ControlTool::SendSms.name(),
+    ControlTool::PlaceCall.name(),
+    ControlTool::IntegrationExecute.name(),
 ];
 
 /// The most cases an `EvalSuite` may list.

@@ -56,6 +56,7 @@ mod quantity;
 mod receipt;
 mod run;
 mod script;
+mod tool;
 mod v1;
 mod v2;
 
@@ -97,3 +98,4 @@ pub use script::{
     Condition, MAX_RENDERED_BYTES, Scope, ScriptError, ScriptStep, TemplateError, ValuePath,
     check_script,
 };
+pub use tool::{ControlTool, ToolDefinition};
