@@ -3,7 +3,7 @@
 //! spoken to with HTTP/1.1 written by hand.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -20,10 +20,6 @@ use tokio::sync::oneshot;
 
 const FOUND: &str = "架空 300 あ 10-02";
 const MISSING: &str = "架空 999 ん 99-99";
-
-fn cache_dir() -> PathBuf {
-    hane_test_support::component_cache()
-}
 
 fn examples() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples"))
@@ -55,7 +51,7 @@ impl Server {
     async fn start_with(release: &Path, delivery: DeliveryConfig) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut sandbox = SandboxConfig::new();
-        sandbox.cache_dir(Some(cache_dir()));
+        sandbox.cache_dir(Some(hane_test_support::component_cache()));
         let mut config = RuntimeConfig::new();
         config
             .sandbox(sandbox)

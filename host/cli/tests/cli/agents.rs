@@ -1,16 +1,14 @@
 //! `hane release`, `hane run`, `hane runs`, `hane demo` and `hane keys`,
 //! run as the real binary against a store in a temporary directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
 use crate::common::{failed, ok, text};
 
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use hane_test_support::examples;
 
 fn hane(store: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hane"))

@@ -9,15 +9,11 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn cache_dir() -> PathBuf {
-    hane_test_support::component_cache()
-}
-
 fn hane(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hane"))
         .args(args)
         .current_dir(repo())
-        .env("HANE_CACHE_DIR", cache_dir())
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .output()
         .expect("run hane")
 }

@@ -20,14 +20,10 @@ use hane_manager::{
     WorkerAddr, WorkerSecret, component_digest,
 };
 use hane_manager::{Ending, OperationManager, Update};
-use hane_sandbox::{Sandbox, SandboxConfig};
+use hane_sandbox::Sandbox;
 use tokio::net::{TcpStream, UnixListener};
 
 const SECRET: &str = "a secret only the tests know";
-
-fn cache_dir() -> PathBuf {
-    hane_test_support::component_cache()
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -52,7 +48,7 @@ impl WorkerProcess {
 
     fn spawn(mut command: Command) -> Self {
         let mut child = command
-            .env("HANE_CACHE_DIR", cache_dir())
+            .env("HANE_CACHE_DIR", hane_test_support::component_cache())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -149,10 +145,8 @@ fn looping(programs: &Programs, limits: Limits) -> Operation {
 }
 
 fn local_manager(components: Components) -> LocalOperationManager {
-    let mut config = SandboxConfig::new();
-    config.cache_dir(Some(cache_dir())).max_instances(8);
     LocalOperationManager::new(
-        Sandbox::new(&config).unwrap(),
+        Sandbox::new(&hane_test_support::sandbox_config(8)).unwrap(),
         components,
         LocalConfig::new().concurrency(2),
     )

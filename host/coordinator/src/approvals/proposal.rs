@@ -22,7 +22,9 @@ use super::ledger::{ActionError, record};
 use crate::budget::{BudgetExceeded, BudgetReport, ChargeError, charge, utc_day};
 use crate::gateway::Stop;
 use crate::release::LoadedRelease;
-use crate::runtime::{AgentRuntime, LiveRun, RunError, RunStatus, StartRun, Task, now_ms};
+use crate::runtime::{
+    AgentRuntime, LiveRun, RunError, RunStatus, StartRun, Task, now_ms, task_row,
+};
 use crate::tools::{self, ControlTool, ToolResult};
 
 /// Where approval tasks go when neither the agent's `approval` nor its
@@ -728,15 +730,7 @@ fn approval_task(action: &ActionRequest, assignment: &str) -> TaskRow {
         }))),
         created_at_ms: now_ms(),
     };
-    TaskRow {
-        id: task.id.to_string(),
-        run: task.run.to_string(),
-        kind: task.kind.clone(),
-        assignment: task.assignment.clone(),
-        state: "open".to_owned(),
-        created_at_ms: task.created_at_ms,
-        body: hane_core::seal(&task),
-    }
+    task_row(&task)
 }
 
 /// What an outbound tool returns: the action's state and who decided.

@@ -11,7 +11,9 @@ use hane_core::{
     SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus,
 };
 use hane_sandbox::{Sandbox, SandboxConfig, StartError, describe_violations};
-use hane_store::{Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous};
+use hane_store::{
+    Registry, RunQuery, RunRow, SqliteConfig, SqliteStore, StoreError, Synchronous, TaskRow,
+};
 use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument as _;
@@ -1157,6 +1159,19 @@ impl AgentRuntime {
             duration_us: started.elapsed().as_micros() as u64,
         };
         self.update(&live, |run| run.tool_calls.push(summary));
+    }
+}
+
+/// A new task as the registry stores it: open.
+pub(crate) fn task_row(task: &Task) -> TaskRow {
+    TaskRow {
+        id: task.id.to_string(),
+        run: task.run.to_string(),
+        kind: task.kind.clone(),
+        assignment: task.assignment.clone(),
+        state: "open".to_owned(),
+        created_at_ms: task.created_at_ms,
+        body: hane_core::seal(task),
     }
 }
 

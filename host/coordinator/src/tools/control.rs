@@ -3,11 +3,10 @@
 
 use hane_core::{JsonText, TaskId};
 use hane_sandbox::describe_violations;
-use hane_store::TaskRow;
 use serde_json::{Value, json};
 
 use super::{ControlTool, ToolResult};
-use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms};
+use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms, task_row};
 
 /// A task a control tool asks for: a handover or a task for a group.
 struct TaskRequest {
@@ -66,16 +65,7 @@ impl AgentRuntime {
             details: input.get("details").map(JsonText::from_value),
             created_at_ms: now_ms(),
         };
-        let row = TaskRow {
-            id: task.id.to_string(),
-            run: run.id.to_string(),
-            kind: task.kind.clone(),
-            assignment: assignment.clone(),
-            state: "open".to_owned(),
-            created_at_ms: task.created_at_ms,
-            body: hane_core::seal(&task),
-        };
-        if let Err(e) = self.inner.registry.create_task(row).await {
+        if let Err(e) = self.inner.registry.create_task(task_row(&task)).await {
             return ToolResult::error("failed", format!("the task could not be stored: {e}"));
         }
         self.update(live, |r| r.tasks.push(task.id.clone()));
