@@ -109,16 +109,18 @@ impl SessionEvent {
 
 /// Version 2 added the `records` and `documents` grants to operations'
 /// policies and their call counts to receipts, version 3 the `actions`
-/// grant; older versions read with none.
+/// grant, version 4 the guest's error kind to failures; older versions read
+/// with none granted and the kind taken from the failure's message.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 3;
-    const READS: &'static [u16] = &[1, 2, 3];
+    const VERSION: u16 = 4;
+    const READS: &'static [u16] = &[1, 2, 3, 4];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         match version {
             1 => crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload),
-            _ => crate::v2::upgrade::<crate::v2::SessionEvent, _>(version, payload),
+            2 => crate::v2::upgrade::<crate::v2::SessionEvent, _>(version, payload),
+            _ => crate::v3::upgrade::<crate::v3::SessionEvent, _>(version, payload),
         }
     }
 }

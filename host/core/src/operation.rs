@@ -144,16 +144,19 @@ impl fmt::Display for OperationState {
     }
 }
 
-impl FromStr for OperationState {
-    type Err = String;
+/// An operation state's name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown operation state `{0}`: expected pending, running, succeeded, failed or unknown")]
+pub struct UnknownOperationState(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for OperationState {
+    type Err = UnknownOperationState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown operation state `{s}`: expected pending, running, succeeded, failed or unknown")
-            })
+            .ok_or_else(|| UnknownOperationState(s.to_owned()))
     }
 }
 
@@ -180,11 +183,39 @@ pub struct OperationOutput {
     pub proposals: Vec<crate::ProposedAction>,
 }
 
+/// The kind of error a guest returned, from the WIT `error` variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestErrorKind {
+    /// `invalid-input`: the guest refused its input.
+    InvalidInput,
+    /// `not-found`: what the input named does not exist.
+    NotFound,
+    /// `denied`: the guest refused the request itself.
+    Denied,
+    /// `failed`: anything else.
+    Failed,
+}
+
+impl GuestErrorKind {
+    /// The snake_case name, as a tool result's error kind.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GuestErrorKind::InvalidInput => "invalid_input",
+            GuestErrorKind::NotFound => "not_found",
+            GuestErrorKind::Denied => "denied",
+            GuestErrorKind::Failed => "failed",
+        }
+    }
+}
+
 /// Why an operation failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperationFailure {
     /// The kind of failure.
     pub outcome: Outcome,
+    /// The guest's own error kind, when `outcome` is `operation_error`.
+    pub guest_error: Option<GuestErrorKind>,
     /// The error in words, such as `fuel exhausted: ...`.
     pub message: String,
     /// The receipt, when the call reached the sandbox.

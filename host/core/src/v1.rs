@@ -232,12 +232,13 @@ impl From<SessionEvent> for crate::SessionEvent {
             },
             SessionEvent::OperationFailed { operation, failure } => New::OperationFailed {
                 operation,
-                failure: crate::OperationFailure {
+                failure: crate::v3::OperationFailure {
                     outcome: failure.outcome,
                     message: failure.message,
                     receipt: failure.receipt.map(Into::into),
                     logs: failure.logs,
-                },
+                }
+                .into(),
             },
             SessionEvent::OperationUnknown { operation, reason } => {
                 New::OperationUnknown { operation, reason }

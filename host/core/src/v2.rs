@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     DirGrant, EnvGrant, HostPattern, Impact, Input, InputId, JsonText, Limits, LogLine,
-    OperationFailure, OperationId, Receipt, SessionId, ToolCall, ToolCallId, ToolCallStatus,
+    OperationId, Receipt, SessionId, ToolCall, ToolCallId, ToolCallStatus,
 };
 
 /// Decodes a version 2 payload as `Old` and converts it to the current type.
@@ -136,7 +136,7 @@ pub(crate) enum SessionEvent {
     },
     OperationFailed {
         operation: OperationId,
-        failure: OperationFailure,
+        failure: crate::v3::OperationFailure,
     },
     OperationUnknown {
         operation: OperationId,
@@ -185,9 +185,10 @@ impl From<SessionEvent> for crate::SessionEvent {
                 operation,
                 result: result.into(),
             },
-            SessionEvent::OperationFailed { operation, failure } => {
-                New::OperationFailed { operation, failure }
-            }
+            SessionEvent::OperationFailed { operation, failure } => New::OperationFailed {
+                operation,
+                failure: failure.into(),
+            },
             SessionEvent::OperationUnknown { operation, reason } => {
                 New::OperationUnknown { operation, reason }
             }

@@ -2,9 +2,10 @@
 //! item of a newer version is refused by name.
 
 use hane_core::{
-    Control, DirGrant, EnvelopeError, HostCalls, HostPattern, Impact, Input, InputKind, JsonText,
-    Limits, Operation, OperationFailure, OperationOutput, Outcome, Policy, Receipt, SessionEvent,
-    SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall, open, seal,
+    Control, DirGrant, EnvelopeError, GuestErrorKind, HostCalls, HostPattern, Impact, Input,
+    InputKind, JsonText, Limits, Operation, OperationFailure, OperationOutput, Outcome, Policy,
+    Receipt, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall,
+    open, seal,
 };
 
 fn receipt() -> Receipt {
@@ -134,7 +135,18 @@ fn every_event() -> Vec<SessionEvent> {
             operation: op.id.clone(),
             failure: OperationFailure {
                 outcome: Outcome::FuelExhausted,
+                guest_error: None,
                 message: "fuel exhausted".into(),
+                receipt: Some(receipt()),
+                logs: vec![],
+            },
+        },
+        SessionEvent::OperationFailed {
+            operation: op.id.clone(),
+            failure: OperationFailure {
+                outcome: Outcome::OperationError,
+                guest_error: Some(GuestErrorKind::NotFound),
+                message: "operation error: not found: no record".into(),
                 receipt: Some(receipt()),
                 logs: vec![],
             },
@@ -312,5 +324,28 @@ mod version_2 {
         let policy = policy_of(&operations[0]);
         assert_eq!(policy.records, ["vehicles"]);
         assert!(policy.actions.is_empty());
+    }
+}
+
+/// An item sealed by the last build that wrote version 3 (before failures
+/// carried the guest's error kind), read by this one.
+mod version_3 {
+    use hane_core::{GuestErrorKind, Outcome, SessionEvent, open};
+
+    #[test]
+    fn a_failure_reads_with_the_guest_error_kind_its_message_named() {
+        let failed: SessionEvent =
+            open(include_bytes!("fixtures/event-operation-failed-v3.bin")).unwrap();
+        let SessionEvent::OperationFailed { operation, failure } = &failed else {
+            panic!("{failed:?}");
+        };
+        assert_eq!(operation.as_str(), "op_01hzzzzzzzzzzzzzzzzzzzzzz3");
+        assert_eq!(failure.outcome, Outcome::OperationError);
+        assert_eq!(failure.guest_error, Some(GuestErrorKind::NotFound));
+        assert_eq!(
+            failure.message,
+            "operation error: not found: no record `V-9` in `vehicles`"
+        );
+        assert_eq!(failure.logs[0].message, "looked");
     }
 }

@@ -93,6 +93,7 @@ impl Ending {
     pub fn failed(outcome: Outcome, message: impl Into<String>) -> Self {
         Ending::Failed(OperationFailure {
             outcome,
+            guest_error: None,
             message: message.into(),
             receipt: None,
             logs: Vec::new(),

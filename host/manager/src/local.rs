@@ -298,6 +298,7 @@ impl Inner {
             // schema.
             Ok(Err(e)) => Ending::Failed(OperationFailure {
                 outcome: Outcome::InvalidOutput,
+                guest_error: None,
                 message: format!("the output is not JSON: {e}"),
                 receipt: Some(done.receipt),
                 logs,
@@ -313,6 +314,7 @@ impl Inner {
                 }
                 Ending::Failed(OperationFailure {
                     outcome,
+                    guest_error: e.guest_error(),
                     message: e.to_string(),
                     receipt: Some(done.receipt),
                     logs,

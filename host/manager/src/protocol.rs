@@ -49,8 +49,9 @@ use super::Ending;
 /// The protocol version this build speaks. Both sides must speak the same.
 /// Version 2: receipts count `records` and `documents` calls (their
 /// postcard layout changed). Version 3: policies grant `actions`, and an
-/// operation's output carries the actions it proposed.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// operation's output carries the actions it proposed. Version 4: a
+/// failure carries the guest's own error kind.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// The largest frame accepted or sent, in bytes. A frame carries at most one
 /// component, and components with their dependencies compiled in run to

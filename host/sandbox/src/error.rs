@@ -132,6 +132,19 @@ pub enum GuestError {
     Failed(String),
 }
 
+impl GuestError {
+    /// The error's kind.
+    pub fn kind(&self) -> hane_core::GuestErrorKind {
+        use hane_core::GuestErrorKind as Kind;
+        match self {
+            GuestError::InvalidInput(_) => Kind::InvalidInput,
+            GuestError::NotFound(_) => Kind::NotFound,
+            GuestError::Denied(_) => Kind::Denied,
+            GuestError::Failed(_) => Kind::Failed,
+        }
+    }
+}
+
 impl fmt::Display for GuestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -265,6 +278,14 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// The guest's own error kind, when the guest returned its `error`.
+    pub fn guest_error(&self) -> Option<hane_core::GuestErrorKind> {
+        match self {
+            CallError::Operation(error) => Some(error.kind()),
+            _ => None,
+        }
+    }
+
     /// The outcome recorded in the receipt.
     pub fn outcome(&self) -> Outcome {
         match self {

@@ -150,9 +150,9 @@ pub fn format(status: &ToolCallStatus, ending: Option<&Ending>) -> ToolResult {
             }
         }
         (ToolCallStatus::Submitted { .. }, Some(Ending::Failed(failure))) => {
-            let kind = match failure.outcome {
-                Outcome::OperationError => guest_error_kind(&failure.message),
-                other => other.as_str(),
+            let kind = match (failure.outcome, failure.guest_error) {
+                (Outcome::OperationError, Some(kind)) => kind.as_str(),
+                (other, _) => other.as_str(),
             };
             ToolResult::error(kind, failure.message.clone())
         }
@@ -163,22 +163,6 @@ pub fn format(status: &ToolCallStatus, ending: Option<&Ending>) -> ToolResult {
     }
 }
 
-/// The guest's own error kind, from the sandbox's message
-/// (`operation error: not found: ...`).
-fn guest_error_kind(message: &str) -> &'static str {
-    let message = message.strip_prefix("operation error: ").unwrap_or(message);
-    for (prefix, kind) in [
-        ("invalid input", "invalid_input"),
-        ("not found", "not_found"),
-        ("denied", "denied"),
-    ] {
-        if message.starts_with(prefix) {
-            return kind;
-        }
-    }
-    "failed"
-}
-
 /// The call's input as stored text.
 pub(crate) fn input_text(input: &Value) -> JsonText {
     JsonText::from_value(input)
@@ -187,7 +171,7 @@ pub(crate) fn input_text(input: &Value) -> JsonText {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hane_core::{OperationFailure, ToolCallId};
+    use hane_core::{GuestErrorKind, OperationFailure, ToolCallId};
 
     fn control(tool: ControlTool) -> Tool {
         Tool {
@@ -222,6 +206,7 @@ mod tests {
         let submitted = ToolCallStatus::Submitted { operations: vec![] };
         let ending = Ending::Failed(OperationFailure {
             outcome: Outcome::OperationError,
+            guest_error: Some(GuestErrorKind::NotFound),
             message: "operation error: not found: no record `V-9` in `vehicles`".into(),
             receipt: None,
             logs: vec![],

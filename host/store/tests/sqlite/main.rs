@@ -156,6 +156,7 @@ fn failed(op: &Operation) -> SessionEvent {
         operation: op.id.clone(),
         failure: OperationFailure {
             outcome: Outcome::Cancelled,
+            guest_error: None,
             message: "cancelled".into(),
             receipt: None,
             logs: vec![],
