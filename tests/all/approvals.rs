@@ -9,12 +9,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use hane_coordinator::{
-    ActionError, ActionRequest, ActionState, AgentRuntime, DeciderKind, Person, RunError, StartRun,
-    Verdict, digest,
+use hane_coordinator::{ActionError, AgentRuntime, RunError, StartRun};
+use hane_core::{
+    ActionRequest, ActionState, AgentRun, DeciderKind, Person, RunId, RunStatus, Verdict, digest,
 };
-use hane_core::RunId;
-use hane_core::{AgentRun, RunStatus};
 use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use serde_json::{Value, json};
 
@@ -953,7 +951,7 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
 }
 
 #[tokio::test]
-async fn an_outbound_operation_proposes_an_email_that_is_sent_only_once_approved() {
+pub(crate) async fn an_outbound_operation_proposes_an_email_that_is_sent_only_once_approved() {
     let server = SmtpServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let agent = r#"
@@ -1273,7 +1271,7 @@ async fn the_time_limit_withdraws_a_pending_action() {
 }
 
 #[tokio::test]
-async fn an_override_set_while_a_review_agent_works_hands_the_action_to_people() {
+pub(crate) async fn an_override_set_while_a_review_agent_works_hands_the_action_to_people() {
     let dir = tempfile::tempdir().unwrap();
     // A review agent that takes a while (a second or so of arithmetic in
     // the sandbox) before it approves.

@@ -8,8 +8,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{ActionState, ActivationError, Person, RunError, StartRun};
+use hane_coordinator::{ActivationError, RunError, StartRun};
 use hane_core::RunId;
+use hane_core::{ActionState, Person};
 use hane_core::{AgentRun, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 

@@ -14,10 +14,8 @@ use std::str::FromStr;
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use hane_coordinator::{
-    ActionError, ActionRequest, ActionState, DeciderKind, ExecutionLedger, Person, load_active,
-};
-use hane_core::{ActionId, RunId};
+use hane_coordinator::{ActionError, ExecutionLedger, load_active};
+use hane_core::{ActionId, ActionRequest, ActionState, DeciderKind, Person, RunId};
 use hane_delivery::ConfigError;
 use hane_store::Registry;
 

@@ -25,10 +25,7 @@ mod release;
 mod runtime;
 mod tools;
 
-pub use approvals::{
-    ActionError, ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind,
-    Decision, ExecutionLedger, Person, Recovered, Verdict, digest,
-};
+pub use approvals::{ActionError, ExecutionLedger, Recovered};
 pub use budget::{
     ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, ReportAlert, ReportLimits,
     ReportUsage, utc_day,

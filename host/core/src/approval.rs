@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use hane_core::{ActionId, JsonText, RunId, TaskId, Versioned};
+use crate::{ActionId, JsonText, RunId, TaskId, Versioned};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -80,19 +80,21 @@ impl fmt::Display for ActionState {
     }
 }
 
-impl FromStr for ActionState {
-    type Err = String;
+/// An action state's name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown action state `{0}`; expected one of pending, approved, rejected, executing, delivered, failed, unknown, shadowed"
+)]
+pub struct UnknownActionState(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for ActionState {
+    type Err = UnknownActionState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         ActionState::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown action state `{s}`; expected one of {}",
-                    ActionState::ALL.map(ActionState::as_str).join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownActionState(s.to_owned()))
     }
 }
 
@@ -378,6 +380,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_state_parses_from_its_name_and_the_error_lists_them_all() {
+        let error = "sent".parse::<ActionState>().unwrap_err();
+        for state in ActionState::ALL {
+            assert_eq!(state.as_str().parse::<ActionState>(), Ok(state));
+            assert!(error.to_string().contains(state.as_str()), "{error}");
+        }
+        assert!(error.to_string().contains("`sent`"), "{error}");
+    }
+
+    #[test]
     fn the_digest_ignores_key_order_and_covers_every_part() {
         let a = digest(
             "communication.send_email",
@@ -467,7 +479,7 @@ mod tests {
         ];
         assert!(action.human_approved());
         assert_eq!(action.to_json()["approvedBy"], "person");
-        let sealed = hane_core::seal(&action);
-        assert_eq!(hane_core::open::<ActionRequest>(&sealed).unwrap(), action);
+        let sealed = crate::seal(&action);
+        assert_eq!(crate::open::<ActionRequest>(&sealed).unwrap(), action);
     }
 }

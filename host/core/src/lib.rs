@@ -39,6 +39,7 @@
 
 mod action;
 mod agent;
+mod approval;
 mod budget;
 mod bundle;
 mod decider;
@@ -59,12 +60,17 @@ mod script;
 mod tool;
 mod v1;
 mod v2;
+mod v3;
 
 pub use action::ProposedAction;
 pub use agent::{
     AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
     Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
     MAX_EVAL_CASES, OUTBOUND_TOOLS, REQUEST_HUMAN_HELP, SUBMIT_RESULT, SUBMIT_REVIEW, ToolExposure,
+};
+pub use approval::{
+    ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind, Decision,
+    Person, UnknownActionState, Verdict, digest,
 };
 pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{
@@ -88,7 +94,8 @@ pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
 };
 pub use operation::{
-    LogLine, Operation, OperationFailure, OperationKind, OperationOutput, OperationState, WasmCall,
+    GuestErrorKind, LogLine, Operation, OperationFailure, OperationKind, OperationOutput,
+    OperationState, UnknownOperationState, WasmCall,
 };
 pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};

@@ -12,8 +12,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{ActionRequest, ActionState, BudgetReport};
+use hane_coordinator::BudgetReport;
 use hane_core::{ActionId, RunId};
+use hane_core::{ActionRequest, ActionState};
 use hane_store::OverrideRow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -156,7 +157,10 @@ pub(crate) async fn list(
     // `?state=` is the same as no filter.
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
     let state = given(query.state)
-        .map(|s| s.parse::<ActionState>().map_err(|e| bad("state", e)))
+        .map(|s| {
+            s.parse::<ActionState>()
+                .map_err(|e| bad("state", e.to_string()))
+        })
         .transpose()?;
     let run = given(query.run)
         .map(|r| r.parse::<RunId>().map_err(|e| bad("run", e.to_string())))

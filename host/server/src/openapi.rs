@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use hane_coordinator::ActionState;
+use hane_core::ActionState;
 use hane_core::OUTBOUND_TOOLS;
 use hane_core::RunStatus;
 use serde_json::{Map, Value, json};

@@ -23,12 +23,12 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tracing::Instrument as _;
 
-use super::action::{
+use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
+use crate::tools::ControlTool;
+use hane_core::{
     ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
     digest,
 };
-use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
-use crate::tools::ControlTool;
 use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
 
 /// How often a run waiting for a decision made in another process looks

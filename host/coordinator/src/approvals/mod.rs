@@ -1,14 +1,10 @@
-//! Approvals of outbound actions: the [`ActionRequest`] a call of an
-//! outbound tool becomes, the choice of its decider (a person, a review
-//! agent or a policy rule) in `proposal`, and the [`ExecutionLedger`] that
-//! records decisions and executes an approved action exactly once.
+//! Approvals of outbound actions: a call of an outbound tool becomes an
+//! [`ActionRequest`](hane_core::ActionRequest) (a `hane-core` type, since
+//! the store keeps it), its decider (a person, a review agent or a policy
+//! rule) is chosen in `proposal`, and the [`ExecutionLedger`] records
+//! decisions and executes an approved action exactly once.
 
-mod action;
 mod ledger;
 mod proposal;
 
-pub use action::{
-    ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind, Decision,
-    Person, Verdict, digest,
-};
 pub use ledger::{ActionError, ExecutionLedger, Recovered};

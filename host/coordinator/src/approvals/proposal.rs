@@ -14,10 +14,6 @@ use hane_core::{JsonText, RunId, TaskId};
 use hane_store::TaskRow;
 use serde_json::{Value, json};
 
-use super::action::{
-    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Person,
-    Verdict, digest,
-};
 use super::ledger::{ActionError, record};
 use crate::budget::{BudgetExceeded, BudgetReport, ChargeError, charge, utc_day};
 use crate::gateway::Stop;
@@ -26,6 +22,10 @@ use crate::runtime::{
     AgentRuntime, LiveRun, RunError, RunStatus, StartRun, Task, now_ms, task_row,
 };
 use crate::tools::{self, ControlTool, ToolResult};
+use hane_core::{
+    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Person,
+    Verdict, digest,
+};
 
 /// Where approval tasks go when neither the agent's `approval` nor its
 /// `handover` names a group.
