@@ -291,6 +291,20 @@ impl<'a> Source<'a> {
 }
 
 impl ManifestError {
+    /// An error in `field` of `file`, with no line.
+    pub fn new(
+        file: impl Into<String>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ManifestError {
+            file: file.into(),
+            line: None,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
     /// The same error for a document that starts `lines` lines into its file.
     pub(crate) fn shifted(mut self, lines: usize) -> Self {
         self.line = self.line.map(|l| l + lines);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
-    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, OperationManifest, Policy,
-    Versioned,
+    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError,
+    OperationManifest, Policy, Versioned,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema};
@@ -131,11 +131,29 @@ impl Versioned for ReleaseBody {
 #[non_exhaustive]
 pub enum ActivationError {
     /// The bundle has errors, each naming its file, line and field.
-    #[error("the release has {} error{}:\n{}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n"))]
-    Invalid(Vec<String>),
+    #[error("the release has {} error{}:\n{}", .0.len(), if .0.len() == 1 { "" } else { "s" }, Lines(.0))]
+    Invalid(Vec<ManifestError>),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The release was stored but could not be made the one runs use.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// Errors one to a line.
+struct Lines<'a>(&'a [ManifestError]);
+
+impl std::fmt::Display for Lines<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
 }
 
 /// An agent of a loaded release, with its schemas compiled and its tools
@@ -226,8 +244,7 @@ pub async fn activate_dir(
     );
     // Loading what will be stored checks the agents' schemas and tools
     // against the operations just loaded; it is also what runs use.
-    let loaded =
-        load_body(ReleaseInfo::default(), body).map_err(|e| ActivationError::Invalid(vec![e]))?;
+    let loaded = load_body(ReleaseInfo::default(), body).map_err(ActivationError::Invalid)?;
     let source = std::path::absolute(dir)
         .unwrap_or_else(|_| dir.to_owned())
         .display()
@@ -257,9 +274,8 @@ async fn build(
     sandbox: &Sandbox,
     builtins: &Components,
 ) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
-    let definitions = hane_core::read_bundle_dir(dir).map_err(|e| {
-        ActivationError::Invalid(e.errors.iter().map(ToString::to_string).collect())
-    })?;
+    let definitions =
+        hane_core::read_bundle_dir(dir).map_err(|e| ActivationError::Invalid(e.errors))?;
     let mut errors = Vec::new();
     let mut agents = Vec::new();
     let mut eval_suites = Vec::new();
@@ -272,7 +288,7 @@ async fn build(
         match Ledger::load_dir(&ledger_dir) {
             Ok(ledger) => ledger,
             Err(e) => {
-                errors.push(e.to_string());
+                errors.push(e.into());
                 Ledger::default()
             }
         }
@@ -341,7 +357,8 @@ async fn release_operation(
     sandbox: &Sandbox,
     builtins: &Components,
     ledger: &Ledger,
-) -> Result<(ReleasedOperation, Vec<u8>), String> {
+) -> Result<(ReleasedOperation, Vec<u8>), ManifestError> {
+    let fail = |field: &str, message: String| ManifestError::new(file, field, message);
     let name = &manifest.metadata.name;
     let folder = path.parent().unwrap_or(Path::new("."));
     let component = &manifest.spec.component;
@@ -351,47 +368,59 @@ async fn release_operation(
             .map(|b| b.to_vec())
             .ok_or_else(|| {
                 let names = builtins.builtin_names();
-                format!(
-                    "{file}: spec.component: no built-in operation `{builtin}`; {}",
-                    if names.is_empty() {
-                        "this runtime has none".to_owned()
-                    } else {
-                        format!("built in are {}", names.join(", "))
-                    }
+                let known = if names.is_empty() {
+                    "this runtime has none".to_owned()
+                } else {
+                    format!("built in are {}", names.join(", "))
+                };
+                fail(
+                    "spec.component",
+                    format!("no built-in operation `{builtin}`; {known}"),
                 )
             })?,
         None => {
             let at = folder.join(component);
-            std::fs::read(&at)
-                .map_err(|e| format!("{file}: spec.component: cannot read {}: {e}", at.display()))?
+            std::fs::read(&at).map_err(|e| {
+                fail(
+                    "spec.component",
+                    format!("cannot read {}: {e}", at.display()),
+                )
+            })?
         }
     };
     let policy = resolve_policy(&manifest.spec.capabilities, folder);
     for collection in &policy.records {
         if !ledger.collections.contains_key(collection) {
-            return Err(format!(
-                "{file}: spec.capabilities.records: collection `{collection}` is not in the release's ledger (ledger/records/)"
+            return Err(fail(
+                "spec.capabilities.records",
+                format!(
+                    "collection `{collection}` is not in the release's ledger (ledger/records/)"
+                ),
             ));
         }
     }
     for set in &policy.documents {
         if !ledger.document_sets.contains_key(set) {
-            return Err(format!(
-                "{file}: spec.capabilities.documents: document set `{set}` is not in the release's ledger (ledger/documents/)"
+            return Err(fail(
+                "spec.capabilities.documents",
+                format!("document set `{set}` is not in the release's ledger (ledger/documents/)"),
             ));
         }
     }
     let loaded = sandbox
         .load(name, &bytes, &policy)
         .await
-        .map_err(|e| format!("{file}: spec.component: {e}"))?;
+        .map_err(|e| fail("spec.component", e.to_string()))?;
     let descriptor = loaded.descriptor();
     if let Some(declared) = manifest.spec.impact
         && declared != descriptor.impact
     {
-        return Err(format!(
-            "{file}: spec.impact: the manifest says `{declared}` but the component describes itself as `{}`",
-            descriptor.impact
+        return Err(fail(
+            "spec.impact",
+            format!(
+                "the manifest says `{declared}` but the component describes itself as `{}`",
+                descriptor.impact
+            ),
         ));
     }
     let limits = manifest.spec.limits.apply_to(sandbox.default_limits());
@@ -436,7 +465,9 @@ pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, L
     let release = info.number;
     let corrupt = |message: String| LoadError::Corrupt { release, message };
     let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
-    load_body(info, body).map(Some).map_err(corrupt)
+    load_body(info, body)
+        .map(Some)
+        .map_err(|errors| corrupt(Lines(&errors).to_string()))
 }
 
 /// Why the active release could not be loaded from the store.
@@ -457,7 +488,7 @@ pub enum LoadError {
 }
 
 /// Parses and links a stored release.
-fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, String> {
+fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<ManifestError>> {
     let mut errors = Vec::new();
     let mut registry = ToolRegistry::new(&body.operations, &mut errors);
     let mut agents = BTreeMap::new();
@@ -472,7 +503,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
             Ok(suite) => {
                 eval_suites.insert(suite.metadata.name.clone(), suite);
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     let mut decider_policies = BTreeMap::new();
@@ -481,7 +512,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
             Ok(policy) => {
                 decider_policies.insert(policy.metadata.name.clone(), policy.spec);
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     let mut budgets = Vec::new();
@@ -491,11 +522,11 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
                 name: budget.metadata.name,
                 spec: budget.spec,
             }),
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     if !errors.is_empty() {
-        return Err(errors.join("\n"));
+        return Err(errors);
     }
     let tools = registry.into_definitions();
     let mut digests: Vec<String> = body.operations.iter().map(|o| o.digest.clone()).collect();
@@ -518,19 +549,24 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Stri
 fn load_agent(
     source: &SourceFile,
     registry: &mut ToolRegistry<'_>,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<ManifestError>,
 ) -> Option<LoadedAgent> {
     let manifest = match AgentManifest::from_yaml(&source.file, &source.text) {
         Ok(m) => m,
         Err(e) => {
-            errors.push(e.to_string());
+            errors.push(e);
             return None;
         }
     };
     let file = &source.file;
     let schema = |field: &str, value: &serde_json::Value| {
-        Schema::from_value(value)
-            .map_err(|e| format!("{file}: spec.{field}: not a valid JSON Schema: {e}"))
+        Schema::from_value(value).map_err(|e| {
+            ManifestError::new(
+                file,
+                format!("spec.{field}"),
+                format!("not a valid JSON Schema: {e}"),
+            )
+        })
     };
     let (input, output) = match (
         schema("input", &manifest.spec.input),

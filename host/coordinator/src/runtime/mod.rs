@@ -430,9 +430,7 @@ impl AgentRuntime {
             &self.inner.registry,
         )
         .await?;
-        self.install(Arc::new(loaded))
-            .await
-            .map_err(|e| ActivationError::Invalid(vec![e]))?;
+        self.install(Arc::new(loaded)).await?;
         Ok(info)
     }
 
@@ -454,17 +452,16 @@ impl AgentRuntime {
             (None, _) => Err(RunError::NoRelease),
             (Some(n), Some(current)) if current.info.number == n => Ok(current),
             (Some(_), _) => {
+                let unloaded = |e| match e {
+                    LoadError::Store(e) => RunError::Store(e),
+                    e => RunError::Corrupt(e.to_string()),
+                };
                 let loaded = load_active(&self.inner.registry)
                     .await
-                    .map_err(|e| match e {
-                        LoadError::Store(e) => RunError::Store(e),
-                        e => RunError::Corrupt(e.to_string()),
-                    })?
+                    .map_err(unloaded)?
                     .ok_or(RunError::NoRelease)?;
                 let loaded = Arc::new(loaded);
-                self.install(loaded.clone())
-                    .await
-                    .map_err(RunError::Corrupt)?;
+                self.install(loaded.clone()).await.map_err(unloaded)?;
                 Ok(loaded)
             }
         }
@@ -472,7 +469,7 @@ impl AgentRuntime {
 
     /// Makes `release` the one runs use: its components known to the
     /// operation manager, its ledger in the sandbox.
-    async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), String> {
+    async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
         for digest in &release.digests {
             if self.inner.components.contains(digest) {
                 continue;
@@ -481,13 +478,10 @@ impl AgentRuntime {
                 .inner
                 .registry
                 .component(digest)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| {
-                    format!(
-                        "component {digest} of release {} is missing from the store",
-                        release.info.number
-                    )
+                .await?
+                .ok_or_else(|| LoadError::Corrupt {
+                    release: release.info.number,
+                    message: format!("component {digest} is missing from the store"),
                 })?;
             self.inner.components.insert(bytes);
         }

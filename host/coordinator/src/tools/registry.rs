@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hane_core::{AgentSpec, Impact, Limits};
+use hane_core::{AgentSpec, Impact, Limits, ManifestError};
 use hane_sandbox::Schema;
 
 use super::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};
@@ -22,7 +22,10 @@ impl<'r> ToolRegistry<'r> {
     /// The registry of `operations` and the control tools; an operation
     /// whose schemas do not parse is left out, its error pushed to
     /// `errors`.
-    pub(crate) fn new(operations: &'r [ReleasedOperation], errors: &mut Vec<String>) -> Self {
+    pub(crate) fn new(
+        operations: &'r [ReleasedOperation],
+        errors: &mut Vec<ManifestError>,
+    ) -> Self {
         let mut registry = Self {
             operations: operations.iter().map(|op| (op.name.as_str(), op)).collect(),
             definitions: BTreeMap::new(),
@@ -53,7 +56,7 @@ impl<'r> ToolRegistry<'r> {
         &mut self,
         file: &str,
         spec: &AgentSpec,
-        errors: &mut Vec<String>,
+        errors: &mut Vec<ManifestError>,
     ) -> BTreeMap<String, Tool> {
         let exposed = self.expose(file, spec, errors);
         let names = spec
@@ -75,9 +78,13 @@ impl<'r> ToolRegistry<'r> {
                         .chain(exposed.keys().map(String::as_str))
                         .chain(ControlTool::ALL.iter().map(|c| c.name()))
                         .collect();
-                    errors.push(format!(
-                        "{file}: spec.tools: tool `{name}` is neither an operation of the release nor a control tool; known tools are {}",
-                        known.join(", ")
+                    errors.push(ManifestError::new(
+                        file,
+                        "spec.tools",
+                        format!(
+                            "tool `{name}` is neither an operation of the release nor a control tool; known tools are {}",
+                            known.join(", ")
+                        ),
                     ));
                 }
             }
@@ -91,14 +98,15 @@ impl<'r> ToolRegistry<'r> {
         &mut self,
         file: &str,
         spec: &AgentSpec,
-        errors: &mut Vec<String>,
+        errors: &mut Vec<ManifestError>,
     ) -> BTreeMap<String, (ToolDefinition, Arc<OperationTool>)> {
         let mut exposed = BTreeMap::new();
         for exposure in &spec.tool_exposures {
             let Some(op) = self.operations.get(exposure.operation.as_str()) else {
-                errors.push(format!(
-                    "{file}: spec.toolExposures: operation `{}` is not in the release",
-                    exposure.operation
+                errors.push(ManifestError::new(
+                    file,
+                    "spec.toolExposures",
+                    format!("operation `{}` is not in the release", exposure.operation),
                 ));
                 continue;
             };
@@ -154,10 +162,14 @@ fn operation_tool(
     name: &str,
     description: Option<&str>,
     limits: Limits,
-) -> Result<(ToolDefinition, Arc<OperationTool>), String> {
+) -> Result<(ToolDefinition, Arc<OperationTool>), ManifestError> {
+    // The schemas are the component's own description, so the error names
+    // the operation rather than a file.
+    let source = format!("operation `{}`", op.name);
     let parse = |text: &str, which: &str| {
-        serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| format!("operation `{}`: {which} schema is not JSON: {e}", op.name))
+        serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+            ManifestError::new(&source, format!("{which} schema"), format!("not JSON: {e}"))
+        })
     };
     let input_schema = parse(&op.input_schema, "input")?;
     let mut output_schema = parse(&op.output_schema, "output")?;
@@ -174,7 +186,7 @@ fn operation_tool(
         });
     }
     let input = Schema::from_value(&input_schema)
-        .map_err(|e| format!("operation `{}`: input schema: {e}", op.name))?;
+        .map_err(|e| ManifestError::new(&source, "input schema", e.to_string()))?;
     let definition = ToolDefinition {
         name: name.to_owned(),
         description: description.unwrap_or(&op.description).to_owned(),
