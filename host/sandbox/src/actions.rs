@@ -15,13 +15,13 @@
 
 use std::sync::Arc;
 
-use hane_core::{JsonText, ProposedAction};
+use hane_core::{JsonText, Policy, ProposedAction};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::hane::operation::actions;
 use crate::bindings::hane::operation::types::Error;
-use crate::state::{Incidents, NameGrant};
+use crate::state::{Incidents, NameGrant, NamedCapability};
 
 /// Most proposals one call may make; past it `propose` returns
 /// `invalid-input`. An operation proposes a handful of messages, and each
@@ -51,7 +51,7 @@ impl ActionsCtx {
 /// Builds an [`ActionsCtx`]; each method documents its default.
 #[derive(Default)]
 pub(crate) struct ActionsCtxBuilder {
-    tools: Vec<String>,
+    policy: Arc<Policy>,
 }
 
 impl ActionsCtxBuilder {
@@ -60,9 +60,10 @@ impl ActionsCtxBuilder {
         Self::default()
     }
 
-    /// Grants proposing actions of `tools`. Default: none.
-    pub(crate) fn allow(&mut self, tools: &[String]) -> &mut Self {
-        self.tools.extend_from_slice(tools);
+    /// The policy whose `actions` grant is checked. Default: one that
+    /// grants nothing.
+    pub(crate) fn policy(&mut self, policy: Arc<Policy>) -> &mut Self {
+        self.policy = policy;
         self
     }
 
@@ -70,9 +71,8 @@ impl ActionsCtxBuilder {
     pub(crate) fn build(&mut self, incidents: Arc<Incidents>) -> ActionsCtx {
         ActionsCtx {
             grant: NameGrant::new(
-                "action tool",
-                "actions",
-                std::mem::take(&mut self.tools),
+                NamedCapability::Actions,
+                std::mem::take(&mut self.policy),
                 incidents,
             ),
             proposals: Vec::new(),
@@ -157,9 +157,12 @@ mod tests {
 
     fn granting(granted: &[&str]) -> (ActionsCtx, Arc<Incidents>) {
         let incidents = Arc::new(Incidents::default());
-        let granted: Vec<String> = granted.iter().map(|s| (*s).to_owned()).collect();
+        let policy = Arc::new(Policy {
+            actions: granted.iter().map(|s| (*s).to_owned()).collect(),
+            ..Policy::default()
+        });
         let ctx = ActionsCtxBuilder::new()
-            .allow(&granted)
+            .policy(policy)
             .build(incidents.clone());
         (ctx, incidents)
     }

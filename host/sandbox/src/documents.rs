@@ -9,13 +9,13 @@
 
 use std::sync::Arc;
 
-use hane_core::Ledger;
+use hane_core::{Ledger, Policy};
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::hane::operation::documents::{self, Hit, Pages, Summary};
 use crate::bindings::hane::operation::types::Error;
 use crate::records::MAX_KEY_BYTES;
-use crate::state::{Incidents, NameGrant, query_error};
+use crate::state::{Incidents, NameGrant, NamedCapability, query_error};
 
 /// Most documents one `search` returns; a larger `limit` is lowered to this.
 pub const MAX_SEARCH_LIMIT: u32 = 50;
@@ -45,7 +45,7 @@ impl DocumentsCtx {
 #[derive(Default)]
 pub(crate) struct DocumentsCtxBuilder {
     ledger: Arc<Ledger>,
-    sets: Vec<String>,
+    policy: Arc<Policy>,
 }
 
 impl DocumentsCtxBuilder {
@@ -60,9 +60,10 @@ impl DocumentsCtxBuilder {
         self
     }
 
-    /// Grants reading the document sets `sets`. Default: none.
-    pub(crate) fn allow(&mut self, sets: &[String]) -> &mut Self {
-        self.sets.extend_from_slice(sets);
+    /// The policy whose `documents` grant is checked. Default: one that
+    /// grants nothing.
+    pub(crate) fn policy(&mut self, policy: Arc<Policy>) -> &mut Self {
+        self.policy = policy;
         self
     }
 
@@ -71,9 +72,8 @@ impl DocumentsCtxBuilder {
         DocumentsCtx {
             ledger: std::mem::take(&mut self.ledger),
             grant: NameGrant::new(
-                "document set",
-                "documents",
-                std::mem::take(&mut self.sets),
+                NamedCapability::Documents,
+                std::mem::take(&mut self.policy),
                 incidents,
             ),
             calls: 0,
@@ -204,10 +204,13 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ledger");
         let ledger = Ledger::load_dir(&dir).unwrap();
         let incidents = Arc::new(Incidents::default());
-        let granted: Vec<String> = granted.iter().map(|s| (*s).to_owned()).collect();
+        let policy = Arc::new(Policy {
+            documents: granted.iter().map(|s| (*s).to_owned()).collect(),
+            ..Policy::default()
+        });
         let ctx = DocumentsCtxBuilder::new()
             .ledger(Arc::new(ledger))
-            .allow(&granted)
+            .policy(policy)
             .build(incidents.clone());
         (ctx, incidents)
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use hane_core::{Access, HostCalls, HostPattern, Impact, Limits, Outcome, Policy, Receipt};
+use hane_core::{Access, HostCalls, Impact, Limits, Outcome, Policy, Receipt};
 use serde_json::Value;
 use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -102,9 +102,8 @@ struct OperationInner {
     descriptor: Descriptor,
     digest: String,
     imports: Vec<Import>,
-    policy: Policy,
-    /// `policy.http`, shared by every call's HTTP gate without a copy.
-    http_allow: Arc<[HostPattern]>,
+    /// Shared by every call's grants without a copy.
+    policy: Arc<Policy>,
     input: Schema,
     output: Schema,
 }
@@ -163,8 +162,7 @@ impl Operation {
                 descriptor,
                 digest,
                 imports,
-                policy: policy.clone(),
-                http_allow: policy.http.clone().into(),
+                policy: Arc::new(policy.clone()),
                 input,
                 output,
             }),
@@ -234,17 +232,11 @@ impl Operation {
             return finish(receipt, Err(CallError::InvalidInput(violations)), vec![]);
         }
 
-        let (mut store, stdio) = match new_store(
-            &inner.sandbox,
-            limits,
-            start,
-            cancel,
-            &inner.policy,
-            inner.http_allow.clone(),
-        ) {
-            Ok(s) => s,
-            Err(e) => return finish(receipt, Err(e), vec![]),
-        };
+        let (mut store, stdio) =
+            match new_store(&inner.sandbox, limits, start, cancel, &inner.policy) {
+                Ok(s) => s,
+                Err(e) => return finish(receipt, Err(e), vec![]),
+            };
         let deadline = tokio::time::Instant::from_std(start + limits.timeout.0);
         let ran = {
             let run = async {
@@ -358,8 +350,7 @@ pub(crate) async fn describe(
         &limits,
         Instant::now(),
         &CancelToken::new(),
-        &Policy::default(),
-        Arc::from([]),
+        &Arc::new(Policy::default()),
     )
     .map_err(|e| LoadError::Describe(e.to_string()))?;
     let d = async {
@@ -394,8 +385,7 @@ fn new_store(
     limits: &Limits,
     start: Instant,
     cancel: &CancelToken,
-    policy: &Policy,
-    http_allow: Arc<[HostPattern]>,
+    policy: &Arc<Policy>,
 ) -> Result<(Store<CallState>, Stdio), CallError> {
     let max_memory = sandbox.inner.config.max_memory;
     if limits.memory > max_memory {
@@ -467,14 +457,14 @@ fn new_store(
     let ledger = sandbox.ledger();
     let records = RecordsCtxBuilder::new()
         .ledger(ledger.clone())
-        .allow(&policy.records)
+        .policy(policy.clone())
         .build(incidents.clone());
     let documents = DocumentsCtxBuilder::new()
         .ledger(ledger)
-        .allow(&policy.documents)
+        .policy(policy.clone())
         .build(incidents.clone());
     let actions = ActionsCtxBuilder::new()
-        .allow(&policy.actions)
+        .policy(policy.clone())
         .build(incidents.clone());
     let sandbox = &sandbox.inner;
     let state = CallState {
@@ -482,7 +472,7 @@ fn new_store(
         table: ResourceTable::new(),
         http: WasiHttpCtx::new(),
         gate: HttpGate {
-            allow: http_allow,
+            policy: policy.clone(),
             max_requests: limits.http_requests,
             response_budget: Arc::new(AtomicU64::new(limits.response_bytes.bytes())),
             response_limit: limits.response_bytes,

@@ -10,14 +10,14 @@
 
 use std::sync::Arc;
 
-use hane_core::Ledger;
 use hane_core::ledger::MAX_RECORD_BYTES;
+use hane_core::{Ledger, Policy};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::hane::operation::records::{self, Found};
 use crate::bindings::hane::operation::types::Error;
-use crate::state::{Incidents, NameGrant, query_error};
+use crate::state::{Incidents, NameGrant, NamedCapability, query_error};
 
 /// Most records one `find` returns; a larger `limit` is lowered to this.
 pub const MAX_FIND_LIMIT: u32 = 100;
@@ -50,7 +50,7 @@ impl RecordsCtx {
 #[derive(Default)]
 pub(crate) struct RecordsCtxBuilder {
     ledger: Arc<Ledger>,
-    collections: Vec<String>,
+    policy: Arc<Policy>,
 }
 
 impl RecordsCtxBuilder {
@@ -65,9 +65,10 @@ impl RecordsCtxBuilder {
         self
     }
 
-    /// Grants reading `collections`. Default: none.
-    pub(crate) fn allow(&mut self, collections: &[String]) -> &mut Self {
-        self.collections.extend_from_slice(collections);
+    /// The policy whose `records` grant is checked. Default: one that
+    /// grants nothing.
+    pub(crate) fn policy(&mut self, policy: Arc<Policy>) -> &mut Self {
+        self.policy = policy;
         self
     }
 
@@ -76,9 +77,8 @@ impl RecordsCtxBuilder {
         RecordsCtx {
             ledger: std::mem::take(&mut self.ledger),
             grant: NameGrant::new(
-                "collection",
-                "records",
-                std::mem::take(&mut self.collections),
+                NamedCapability::Records,
+                std::mem::take(&mut self.policy),
                 incidents,
             ),
             calls: 0,
@@ -194,10 +194,13 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ledger");
         let ledger = Ledger::load_dir(&dir).unwrap();
         let incidents = Arc::new(Incidents::default());
-        let granted: Vec<String> = granted.iter().map(|s| (*s).to_owned()).collect();
+        let policy = Arc::new(Policy {
+            records: granted.iter().map(|s| (*s).to_owned()).collect(),
+            ..Policy::default()
+        });
         let ctx = RecordsCtxBuilder::new()
             .ledger(Arc::new(ledger))
-            .allow(&granted)
+            .policy(policy)
             .build(incidents.clone());
         (ctx, incidents)
     }

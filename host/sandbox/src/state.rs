@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use hane_core::{ByteSize, HostPattern, Scheme};
+use hane_core::{ByteSize, Policy, Scheme};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use wasmtime::ResourceLimiter;
@@ -78,28 +78,72 @@ impl Incidents {
     }
 }
 
+/// A capability whose grant is a list of names in the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NamedCapability {
+    /// Ledger collections, `records`.
+    Records,
+    /// Document sets, `documents`.
+    Documents,
+    /// Outbound action tools, `actions`.
+    Actions,
+}
+
+impl NamedCapability {
+    /// What the names are, for messages.
+    fn what(self) -> &'static str {
+        match self {
+            NamedCapability::Records => "collection",
+            NamedCapability::Documents => "document set",
+            NamedCapability::Actions => "action tool",
+        }
+    }
+
+    /// The policy's field that grants them.
+    fn field(self) -> &'static str {
+        match self {
+            NamedCapability::Records => "records",
+            NamedCapability::Documents => "documents",
+            NamedCapability::Actions => "actions",
+        }
+    }
+
+    /// Whether `policy` grants `name`, by the policy's own predicate.
+    fn allows(self, policy: &Policy, name: &str) -> bool {
+        match self {
+            NamedCapability::Records => policy.allows_records(name),
+            NamedCapability::Documents => policy.allows_documents(name),
+            NamedCapability::Actions => policy.allows_action(name),
+        }
+    }
+
+    fn granted(self, policy: &Policy) -> &[String] {
+        match self {
+            NamedCapability::Records => &policy.records,
+            NamedCapability::Documents => &policy.documents,
+            NamedCapability::Actions => &policy.actions,
+        }
+    }
+}
+
 /// The names one capability of a call may use (ledger collections, document
-/// sets, action tools); anything else is refused and recorded.
+/// sets, action tools), as the call's policy grants them; anything else is
+/// refused and recorded.
 pub(crate) struct NameGrant {
-    /// `collection`, `document set` or `action tool`, for messages.
-    what: &'static str,
-    /// The policy's field that grants them, such as `records`, for messages.
-    field: &'static str,
-    names: Vec<String>,
+    capability: NamedCapability,
+    policy: Arc<Policy>,
     incidents: Arc<Incidents>,
 }
 
 impl NameGrant {
     pub(crate) fn new(
-        what: &'static str,
-        field: &'static str,
-        names: Vec<String>,
+        capability: NamedCapability,
+        policy: Arc<Policy>,
         incidents: Arc<Incidents>,
     ) -> Self {
         Self {
-            what,
-            field,
-            names,
+            capability,
+            policy,
             incidents,
         }
     }
@@ -110,21 +154,23 @@ impl NameGrant {
         &self,
         name: &str,
     ) -> Result<(), crate::bindings::hane::operation::types::Error> {
-        if self.names.iter().any(|n| n == name) {
+        let capability = self.capability;
+        if capability.allows(&self.policy, name) {
             return Ok(());
         }
         // The name comes from the guest: show a bounded piece of it.
         let shown: String = name.chars().take(hane_core::ledger::MAX_NAME_LEN).collect();
         let cut = if shown.len() < name.len() { "…" } else { "" };
-        let denial = format!("{} `{shown}{cut}` is not granted", self.what);
-        let granted = if self.names.is_empty() {
+        let denial = format!("{} `{shown}{cut}` is not granted", capability.what());
+        let names = capability.granted(&self.policy);
+        let granted = if names.is_empty() {
             "none is granted".to_owned()
         } else {
-            format!("granted: {}", self.names.join(", "))
+            format!("granted: {}", names.join(", "))
         };
         let message = format!(
             "{denial} to this operation ({granted}); grant it in `capabilities.{}`",
-            self.field
+            capability.field()
         );
         self.incidents.deny(denial, true);
         Err(crate::bindings::hane::operation::types::Error::Denied(
@@ -236,10 +282,10 @@ impl LogSink {
     }
 }
 
-/// The HTTP policy of one call: the allow-list, the request count and the
-/// response byte budget.
+/// The HTTP policy of one call: the policy's allow-list, the request count
+/// and the response byte budget.
 pub(crate) struct HttpGate {
-    pub(crate) allow: Arc<[HostPattern]>,
+    pub(crate) policy: Arc<Policy>,
     pub(crate) max_requests: u32,
     pub(crate) response_budget: Arc<AtomicU64>,
     pub(crate) response_limit: ByteSize,
@@ -270,7 +316,7 @@ impl WasiHttpHooks for HttpGate {
         let host = uri.host().unwrap_or_default().to_owned();
         let allowed = scheme.is_some_and(|scheme| {
             let port = uri.port_u16().unwrap_or(scheme.default_port());
-            self.allow.iter().any(|p| p.matches(scheme, &host, port))
+            self.policy.allows_http(scheme, &host, port)
         });
         if !allowed {
             let target = match scheme {
