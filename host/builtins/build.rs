@@ -60,6 +60,16 @@ fn main() {
             writeln!(code, "        ({file:?}, {}),", file.to_uppercase()).unwrap();
         }
         code.push_str("    ];\n}\n");
+        // As wasmtime's test-programs do: `foreach_test_program!(m)` calls
+        // `m!(name)` for every program, so a test crate can refuse to
+        // compile while a program has no test.
+        code.push_str(
+            "/// Calls `$mac!(name)` for every program under `tests/guests`.\n#[macro_export]\nmacro_rules! foreach_test_program {\n    ($mac:ident) => {\n",
+        );
+        for (file, _) in &programs {
+            writeln!(code, "        $mac!({file});").unwrap();
+        }
+        code.push_str("    };\n}\n");
     }
     std::fs::write(out_dir.join("components.rs"), code).expect("write components.rs");
 }

@@ -13,7 +13,7 @@ fn limits() -> Limits {
 }
 
 #[tokio::test]
-async fn an_infinite_loop_runs_out_of_fuel() {
+pub(crate) async fn an_infinite_loop_runs_out_of_fuel() {
     let op = program("hostile_loop", &Policy::default()).await;
     let limits = Limits {
         fuel: 50_000_000,
@@ -82,7 +82,7 @@ async fn a_cancelled_loop_stops() {
 }
 
 #[tokio::test]
-async fn unbounded_memory_growth_hits_the_memory_limit() {
+pub(crate) async fn unbounded_memory_growth_hits_the_memory_limit() {
     let op = program("hostile_memory", &Policy::default()).await;
     let limits = Limits {
         memory: ByteSize::mebibytes(32),
@@ -102,7 +102,7 @@ async fn unbounded_memory_growth_hits_the_memory_limit() {
 }
 
 #[tokio::test]
-async fn unbounded_recursion_traps_on_stack_exhaustion() {
+pub(crate) async fn unbounded_recursion_traps_on_stack_exhaustion() {
     let op = program("hostile_recursion", &Policy::default()).await;
     let call = op.call("{}", &limits()).await;
     match &call.result {
@@ -122,7 +122,7 @@ async fn unbounded_recursion_traps_on_stack_exhaustion() {
 }
 
 #[tokio::test]
-async fn a_panic_is_a_trap_with_the_guest_message() {
+pub(crate) async fn a_panic_is_a_trap_with_the_guest_message() {
     let op = program("hostile_panic", &Policy::default()).await;
     let call = op.call(r#"{"reason":"the sky fell"}"#, &limits()).await;
     match &call.result {
@@ -136,7 +136,7 @@ async fn a_panic_is_a_trap_with_the_guest_message() {
 }
 
 #[tokio::test]
-async fn output_past_the_cap_is_refused() {
+pub(crate) async fn output_past_the_cap_is_refused() {
     let op = program("hostile_output", &Policy::default()).await;
     let limits = Limits {
         output_bytes: ByteSize::kibibytes(4),
@@ -157,7 +157,7 @@ async fn output_past_the_cap_is_refused() {
 }
 
 #[tokio::test]
-async fn a_log_flood_hits_the_log_limit() {
+pub(crate) async fn a_log_flood_hits_the_log_limit() {
     let op = program("hostile_log_flood", &Policy::default()).await;
     let limits = Limits {
         log_bytes: ByteSize::kibibytes(16),
@@ -180,7 +180,7 @@ async fn a_log_flood_hits_the_log_limit() {
 }
 
 #[tokio::test]
-async fn a_print_flood_hits_the_capture_cap() {
+pub(crate) async fn a_print_flood_hits_the_capture_cap() {
     let op = program("hostile_print_flood", &Policy::default()).await;
     let few = op.call(r#"{"lines": 3}"#, &limits()).await;
     assert_eq!(few.result.unwrap(), r#"{"printed":3}"#);
@@ -206,7 +206,7 @@ async fn a_print_flood_hits_the_capture_cap() {
 }
 
 #[tokio::test]
-async fn output_that_violates_its_own_schema_is_invalid() {
+pub(crate) async fn output_that_violates_its_own_schema_is_invalid() {
     let op = program("hostile_bad_output", &Policy::default()).await;
     let call = op.call("{}", &limits()).await;
     match &call.result {
@@ -246,7 +246,7 @@ fn escape_fixture() -> Escape {
 }
 
 #[tokio::test]
-async fn file_reads_outside_the_grant_fail() {
+pub(crate) async fn file_reads_outside_the_grant_fail() {
     let fx = escape_fixture();
     let op = program("hostile_read_file", &fx.policy).await;
     let inside = op.call(r#"{"path":"/granted/ok.txt"}"#, &limits()).await;
@@ -274,7 +274,7 @@ async fn file_reads_outside_the_grant_fail() {
 }
 
 #[tokio::test]
-async fn read_only_grants_refuse_writes() {
+pub(crate) async fn read_only_grants_refuse_writes() {
     let fx = escape_fixture();
     let op = program("guest_files", &fx.policy).await;
     let call = op
@@ -309,7 +309,7 @@ async fn read_only_grants_refuse_writes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_to_a_host_not_on_the_allow_list_is_denied() {
+pub(crate) async fn http_to_a_host_not_on_the_allow_list_is_denied() {
     let addr = http_server("hello from loopback").await;
     let policy = allow_loopback(addr);
     let op = program("hostile_http", &policy).await;
@@ -402,7 +402,7 @@ async fn a_component_importing_http_without_a_grant_is_refused_at_load() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_raw_tcp_connect_is_denied_and_never_reaches_the_listener() {
+pub(crate) async fn a_raw_tcp_connect_is_denied_and_never_reaches_the_listener() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let op = program("hostile_tcp", &Policy::default()).await;
@@ -425,7 +425,7 @@ async fn a_raw_tcp_connect_is_denied_and_never_reaches_the_listener() {
 }
 
 #[tokio::test]
-async fn environment_variables_are_invisible_unless_granted() {
+pub(crate) async fn environment_variables_are_invisible_unless_granted() {
     // SAFETY-free: set once for this process; no test reads it concurrently
     // through libc.
     let key = "HANE_TEST_SECRET_TOKEN";

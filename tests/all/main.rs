@@ -9,5 +9,6 @@ mod harness;
 mod hostile;
 mod ledger;
 mod manager;
+mod programs;
 mod recovery;
 mod sandbox;

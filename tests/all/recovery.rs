@@ -271,7 +271,7 @@ impl Outcome {
 }
 
 #[test]
-fn without_a_crash_every_input_is_handled_once_despite_redelivery() {
+pub(crate) fn without_a_crash_every_input_is_handled_once_despite_redelivery() {
     let scenario = Scenario::new();
     let lines = scenario.run_to_end();
     assert_eq!(
