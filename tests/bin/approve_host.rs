@@ -12,7 +12,8 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use hane_coordinator::{ActionError, BudgetScope, ExecutionLedger, Person, load_active};
+use hane_coordinator::{ActionError, BudgetScope, ExecutionLedger, load_active};
+use hane_core::Person;
 use hane_delivery::DeliveryConfig;
 use hane_store::Registry;
 
