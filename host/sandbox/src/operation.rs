@@ -9,7 +9,7 @@ use serde_json::Value;
 use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::actions::ActionsCtxBuilder;
@@ -194,11 +194,10 @@ impl Operation {
         self.call_with(input, limits, &CancelToken::new()).await
     }
 
-    /// Like [`Operation::call`], stopping early when `cancel` is cancelled.
-    pub async fn call_with(&self, input: &str, limits: &Limits, cancel: &CancelToken) -> Call {
-        let start = Instant::now();
+    /// The receipt of a call that has not run yet.
+    fn blank_receipt(&self) -> Receipt {
         let inner = &*self.inner;
-        let mut receipt = Receipt {
+        Receipt {
             operation: inner.descriptor.name.clone(),
             version: inner.descriptor.version.clone(),
             digest: inner.digest.clone(),
@@ -209,7 +208,14 @@ impl Operation {
             host_calls: HostCalls::default(),
             output_bytes: 0,
             log_bytes: 0,
-        };
+        }
+    }
+
+    /// Like [`Operation::call`], stopping early when `cancel` is cancelled.
+    pub async fn call_with(&self, input: &str, limits: &Limits, cancel: &CancelToken) -> Call {
+        let start = Instant::now();
+        let inner = &*self.inner;
+        let mut receipt = self.blank_receipt();
         let finish = |mut receipt: Receipt, result: Result<String, CallError>, logs| {
             receipt.outcome = match &result {
                 Ok(_) => Outcome::Succeeded,
@@ -250,35 +256,19 @@ impl Operation {
             }
         };
 
-        let state = store.data();
-        let incidents = state.gate.incidents.clone();
-        receipt.peak_memory_bytes = state.limiter.peak;
-        receipt.log_bytes = state.log.bytes.min(limits.log_bytes.bytes());
-        receipt.host_calls = HostCalls {
-            log: state.log.calls,
-            http_requests: incidents.http_requests(),
-            denied: incidents.denied(),
-            records: state.records.calls(),
-            documents: state.documents.calls(),
-        };
-        let mut logs = std::mem::take(&mut store.data_mut().log.records);
-        let proposals = store.data_mut().actions.take_proposals();
-        if inner.sandbox.fuel_enabled() {
-            receipt.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-        }
-        let stdout = stdio.stdout.contents();
-        let stderr = stdio.stderr.contents();
-        let stdio_full =
-            stdout.len() >= stdio_capacity(limits) || stderr.len() >= stdio_capacity(limits);
-        for (level, bytes) in [("stdout", &stdout), ("stderr", &stderr)] {
-            if !bytes.is_empty() {
-                logs.push(LogRecord {
-                    level,
-                    message: String::from_utf8_lossy(bytes).into_owned(),
-                });
-            }
-        }
-        drop(store);
+        let Harvest {
+            incidents,
+            logs,
+            proposals,
+            stdio_full,
+            stderr,
+        } = harvest(
+            store,
+            &stdio,
+            limits,
+            inner.sandbox.fuel_enabled(),
+            &mut receipt,
+        );
 
         let result = match ran {
             Ran::TimedOut => Err(CallError::Timeout {
@@ -380,6 +370,63 @@ pub(crate) async fn describe(
     })
 }
 
+/// What a call left in its store once the guest stopped.
+struct Harvest {
+    incidents: Arc<Incidents>,
+    logs: Vec<LogRecord>,
+    proposals: Vec<hane_core::ProposedAction>,
+    /// Whether stdout or stderr filled its capture.
+    stdio_full: bool,
+    stderr: bytes::Bytes,
+}
+
+/// Takes the logs, proposals and captured output out of `store` and fills
+/// `receipt`'s measurements from it; the store is dropped.
+fn harvest(
+    mut store: Store<CallState>,
+    stdio: &Stdio,
+    limits: &Limits,
+    fuel_enabled: bool,
+    receipt: &mut Receipt,
+) -> Harvest {
+    let state = store.data();
+    let incidents = state.gate.incidents.clone();
+    receipt.peak_memory_bytes = state.limiter.peak;
+    receipt.log_bytes = state.log.bytes.min(limits.log_bytes.bytes());
+    receipt.host_calls = HostCalls {
+        log: state.log.calls,
+        http_requests: incidents.http_requests(),
+        denied: incidents.denied(),
+        records: state.records.calls(),
+        documents: state.documents.calls(),
+    };
+    let mut logs = std::mem::take(&mut store.data_mut().log.records);
+    let proposals = store.data_mut().actions.take_proposals();
+    if fuel_enabled {
+        receipt.fuel_consumed = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    }
+    let stdout = stdio.stdout.contents();
+    let stderr = stdio.stderr.contents();
+    let stdio_full =
+        stdout.len() >= stdio_capacity(limits) || stderr.len() >= stdio_capacity(limits);
+    for (level, bytes) in [("stdout", &stdout), ("stderr", &stderr)] {
+        if !bytes.is_empty() {
+            logs.push(LogRecord {
+                level,
+                message: String::from_utf8_lossy(bytes).into_owned(),
+            });
+        }
+    }
+
+    Harvest {
+        incidents,
+        logs,
+        proposals,
+        stdio_full,
+        stderr,
+    }
+}
+
 fn new_store(
     sandbox: &Sandbox,
     limits: &Limits,
@@ -401,6 +448,70 @@ fn new_store(
         stderr: MemoryOutputPipe::new(STDIO_CAPTURE_BYTES.min(limits.log_bytes.as_usize())),
     };
 
+    let wasi = wasi_ctx(&stdio, policy, &incidents)?;
+
+    // One snapshot of the ledger for the whole call.
+    let ledger = sandbox.ledger();
+    let records = RecordsCtxBuilder::new()
+        .ledger(ledger.clone())
+        .policy(policy.clone())
+        .build(incidents.clone());
+    let documents = DocumentsCtxBuilder::new()
+        .ledger(ledger)
+        .policy(policy.clone())
+        .build(incidents.clone());
+    let actions = ActionsCtxBuilder::new()
+        .policy(policy.clone())
+        .build(incidents.clone());
+    let sandbox = &sandbox.inner;
+    let state = CallState {
+        wasi,
+        table: ResourceTable::new(),
+        http: WasiHttpCtx::new(),
+        gate: HttpGate {
+            policy: policy.clone(),
+            max_requests: limits.http_requests,
+            response_budget: Arc::new(AtomicU64::new(limits.response_bytes.bytes())),
+            response_limit: limits.response_bytes,
+            deadline,
+            incidents,
+        },
+        limiter: MemoryLimiter::new(limits.memory),
+        log: LogSink::new(limits.log_bytes),
+        records,
+        documents,
+        actions,
+    };
+    let mut store = Store::new(&sandbox.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    if sandbox.config.fuel {
+        store
+            .set_fuel(limits.fuel)
+            .map_err(|e| CallError::Host(format!("{e:#}")))?;
+    }
+    store.set_epoch_deadline(1);
+    let cancel = cancel.clone();
+    store.epoch_deadline_callback(move |_| {
+        if cancel.is_cancelled() {
+            return Err(HostTrap::Cancelled.into());
+        }
+        if Instant::now() >= deadline {
+            return Err(HostTrap::Timeout.into());
+        }
+        // Yielding lets other calls on the same thread make progress.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok((store, stdio))
+}
+
+/// The WASI context of one call: its stdio captured in `stdio`, the
+/// policy's environment variables and directories, and sockets whose every
+/// address is refused and recorded in `incidents`.
+fn wasi_ctx(
+    stdio: &Stdio,
+    policy: &Policy,
+    incidents: &Arc<Incidents>,
+) -> Result<WasiCtx, CallError> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(stdio.stdout.clone())
         .stderr(stdio.stderr.clone())
@@ -453,58 +564,7 @@ fn new_store(
             })?;
     }
 
-    // One snapshot of the ledger for the whole call.
-    let ledger = sandbox.ledger();
-    let records = RecordsCtxBuilder::new()
-        .ledger(ledger.clone())
-        .policy(policy.clone())
-        .build(incidents.clone());
-    let documents = DocumentsCtxBuilder::new()
-        .ledger(ledger)
-        .policy(policy.clone())
-        .build(incidents.clone());
-    let actions = ActionsCtxBuilder::new()
-        .policy(policy.clone())
-        .build(incidents.clone());
-    let sandbox = &sandbox.inner;
-    let state = CallState {
-        wasi: wasi.build(),
-        table: ResourceTable::new(),
-        http: WasiHttpCtx::new(),
-        gate: HttpGate {
-            policy: policy.clone(),
-            max_requests: limits.http_requests,
-            response_budget: Arc::new(AtomicU64::new(limits.response_bytes.bytes())),
-            response_limit: limits.response_bytes,
-            deadline,
-            incidents,
-        },
-        limiter: MemoryLimiter::new(limits.memory),
-        log: LogSink::new(limits.log_bytes),
-        records,
-        documents,
-        actions,
-    };
-    let mut store = Store::new(&sandbox.engine, state);
-    store.limiter(|s| &mut s.limiter);
-    if sandbox.config.fuel {
-        store
-            .set_fuel(limits.fuel)
-            .map_err(|e| CallError::Host(format!("{e:#}")))?;
-    }
-    store.set_epoch_deadline(1);
-    let cancel = cancel.clone();
-    store.epoch_deadline_callback(move |_| {
-        if cancel.is_cancelled() {
-            return Err(HostTrap::Cancelled.into());
-        }
-        if Instant::now() >= deadline {
-            return Err(HostTrap::Timeout.into());
-        }
-        // Yielding lets other calls on the same thread make progress.
-        Ok(UpdateDeadline::Yield(1))
-    });
-    Ok((store, stdio))
+    Ok(wasi.build())
 }
 
 enum Ran {
