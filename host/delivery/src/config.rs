@@ -441,6 +441,24 @@ fn parse_smtp_url(raw: &str, password: Option<Secret>) -> Result<SmtpConfig, Con
         ));
     }
 
+    let (tls, from) = smtp_query(&url, default_tls)?;
+
+    let auth = smtp_auth(&url, password)?;
+
+    Ok(SmtpConfig {
+        host,
+        port: url.port().unwrap_or(tls.default_port()),
+        tls,
+        auth,
+        from,
+        root_certificate: None,
+    })
+}
+
+/// The `tls` and `from` query parameters of an SMTP URL whose scheme
+/// implies `default_tls`.
+fn smtp_query(url: &url::Url, default_tls: SmtpTls) -> Result<(SmtpTls, String), ConfigError> {
+    let error = |problem: String| ConfigError::new(SMTP_URL_ENV, problem);
     let mut tls = None;
     let mut from = None;
     for (key, value) in url.query_pairs() {
@@ -483,7 +501,16 @@ fn parse_smtp_url(raw: &str, password: Option<Secret>) -> Result<SmtpConfig, Con
     if from.parse::<Mailbox>().is_err() {
         return Err(error(format!("from={from} is not an email address")));
     }
+    Ok((tls, from))
+}
 
+/// The user and password of an SMTP URL, the password given apart (from
+/// [`SMTP_PASSWORD_ENV`]) taking precedence: both or neither.
+fn smtp_auth(
+    url: &url::Url,
+    password: Option<Secret>,
+) -> Result<Option<(String, Secret)>, ConfigError> {
+    let error = |problem: String| ConfigError::new(SMTP_URL_ENV, problem);
     let decode = |part: &str, what: &str| {
         percent_decode_str(part)
             .decode_utf8()
@@ -513,15 +540,7 @@ fn parse_smtp_url(raw: &str, password: Option<Secret>) -> Result<SmtpConfig, Con
         }
         (false, Some(password)) => Some((user, password)),
     };
-
-    Ok(SmtpConfig {
-        host,
-        port: url.port().unwrap_or(tls.default_port()),
-        tls,
-        auth,
-        from,
-        root_certificate: None,
-    })
+    Ok(auth)
 }
 
 /// Checks at startup that [`SMTP_CA_FILE_ENV`] names a readable PEM file with

@@ -251,59 +251,73 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
             let body = serde_json::json!({ "to": to, "message": message });
             send_to_provider(provider, "call provider", &body, action, deadline).await
         }
-        Outbound::Integration {
-            connection,
-            base_url,
-            credential,
-            method,
-            path,
-            body,
-            action,
-        } => {
-            let what = format!("connection {connection:?}");
-            let bearer = match credential {
-                None => None,
-                Some(name) => match config.credential_for(name) {
-                    Some(secret) => Some(secret),
-                    None => {
-                        return Delivery::failed(format!(
-                            "{what} uses credential {name:?}, which this host does not hold: \
-                             set {}; nothing was sent",
-                            credential_env_var(name)
-                        ));
-                    }
-                },
-            };
-            let url = match integration_url(base_url, path) {
-                Ok(url) => url,
-                Err(problem) => {
-                    return Delivery::failed(format!("{what}: {problem}; nothing was sent"));
-                }
-            };
-            let Ok(method) = Method::from_bytes(method.to_ascii_uppercase().as_bytes()) else {
-                return Delivery::failed(format!(
-                    "{what}: {method:?} is not an HTTP method; nothing was sent"
-                ));
-            };
-            let body = match body.map(serde_json::to_vec).transpose() {
-                Ok(body) => body,
-                Err(e) => {
-                    return Delivery::failed(format!(
-                        "{what}: the body cannot be serialized: {e}; nothing was sent"
-                    ));
-                }
-            };
-            let request = http::Request {
-                what: &what,
-                method,
-                url,
-                bearer,
-                body,
-                idempotency_key: action,
-            };
-            http::send(request, deadline).await
+        integration @ Outbound::Integration { .. } => {
+            send_to_integration(config, integration, deadline).await
         }
     }
+}
+
+/// Sends an [`Outbound::Integration`]: the request to the connection's
+/// base URL, with its credential as a bearer token.
+async fn send_to_integration(
+    config: &DeliveryConfig,
+    outbound: Outbound<'_>,
+    deadline: Deadline,
+) -> Delivery {
+    let Outbound::Integration {
+        connection,
+        base_url,
+        credential,
+        method,
+        path,
+        body,
+        action,
+    } = outbound
+    else {
+        unreachable!("only integrations are sent to integrations")
+    };
+    let what = format!("connection {connection:?}");
+    let bearer = match credential {
+        None => None,
+        Some(name) => match config.credential_for(name) {
+            Some(secret) => Some(secret),
+            None => {
+                return Delivery::failed(format!(
+                    "{what} uses credential {name:?}, which this host does not hold: \
+                     set {}; nothing was sent",
+                    credential_env_var(name)
+                ));
+            }
+        },
+    };
+    let url = match integration_url(base_url, path) {
+        Ok(url) => url,
+        Err(problem) => {
+            return Delivery::failed(format!("{what}: {problem}; nothing was sent"));
+        }
+    };
+    let Ok(method) = Method::from_bytes(method.to_ascii_uppercase().as_bytes()) else {
+        return Delivery::failed(format!(
+            "{what}: {method:?} is not an HTTP method; nothing was sent"
+        ));
+    };
+    let body = match body.map(serde_json::to_vec).transpose() {
+        Ok(body) => body,
+        Err(e) => {
+            return Delivery::failed(format!(
+                "{what}: the body cannot be serialized: {e}; nothing was sent"
+            ));
+        }
+    };
+    let request = http::Request {
+        what: &what,
+        method,
+        url,
+        bearer,
+        body,
+        idempotency_key: action,
+    };
+    http::send(request, deadline).await
 }
 
 async fn send_to_provider(

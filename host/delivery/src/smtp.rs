@@ -170,10 +170,30 @@ async fn session(
     server: &str,
     deadline: Deadline,
 ) -> Result<Stop, Stop> {
-    let refuse = |detail: String| Stop {
+    secure_and_log_in(connection, config, tls, hello, server, deadline).await?;
+    let bytes = message.formatted();
+    open_envelope(connection, message, &bytes, server, deadline).await?;
+    Ok(send_data(connection, &bytes, server, deadline).await)
+}
+
+/// A refusal before anything was sent: the session is ended with QUIT.
+fn refuse(detail: String) -> Stop {
+    Stop {
         outcome: Delivery::failed(detail),
         quit: true,
-    };
+    }
+}
+
+/// STARTTLS when the configuration asks for it, then AUTH when it has
+/// credentials.
+async fn secure_and_log_in(
+    connection: &mut AsyncSmtpConnection,
+    config: &SmtpConfig,
+    tls: Option<TlsParameters>,
+    hello: &ClientId,
+    server: &str,
+    deadline: Deadline,
+) -> Result<(), Stop> {
     if config.tls == SmtpTls::StartTls {
         if !connection.can_starttls() {
             return Err(refuse(format!(
@@ -201,9 +221,19 @@ async fn session(
         )
         .await?;
     }
+    Ok(())
+}
 
+/// MAIL FROM (with the extensions the message needs), RCPT TO for each
+/// recipient, and DATA: everything before the message itself.
+async fn open_envelope(
+    connection: &mut AsyncSmtpConnection,
+    message: &Message,
+    bytes: &[u8],
+    server: &str,
+    deadline: Deadline,
+) -> Result<(), Stop> {
     let envelope = message.envelope();
-    let bytes = message.formatted();
     let mut parameters = Vec::new();
     let utf8_addresses = envelope
         .to()
@@ -248,10 +278,19 @@ async fn session(
         "DATA was refused by",
         connection.command(Data),
     )
-    .await?;
+    .await
+    .map(drop)
+}
 
-    // The message is going out: from here on, only a reply is certain.
-    let (outcome, quit) = match timeout_at(deadline.at, connection.message(&bytes)).await {
+/// Sends the message itself. From here on, only a reply is certain: a
+/// broken session or no reply leaves the outcome unknown.
+async fn send_data(
+    connection: &mut AsyncSmtpConnection,
+    bytes: &[u8],
+    server: &str,
+    deadline: Deadline,
+) -> Stop {
+    let (outcome, quit) = match timeout_at(deadline.at, connection.message(bytes)).await {
         Ok(Ok(reply)) => (
             Delivery::Delivered {
                 detail: format!("the {server} accepted the message: {}", reply_text(&reply)),
@@ -282,7 +321,7 @@ async fn session(
             false,
         ),
     };
-    Ok(Stop { outcome, quit })
+    Stop { outcome, quit }
 }
 
 fn reply_text(reply: &Response) -> String {
