@@ -332,6 +332,21 @@ fn known_kinds() -> String {
 /// Unique names within each kind, references that resolve, and one budget
 /// per project and environment.
 fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
+    let (names, agents) = index(read, errors);
+    check_references(read, &names, &agents, errors);
+}
+
+/// Every definition's document by kind and name, and the agents by name;
+/// a name defined twice, or a second Budget for a project and environment,
+/// is pushed to `errors`.
+#[allow(clippy::type_complexity)]
+fn index<'a>(
+    read: &'a [(Document, Definition)],
+    errors: &mut Vec<ManifestError>,
+) -> (
+    BTreeMap<(&'a str, &'a str), &'a Document>,
+    BTreeMap<&'a str, &'a AgentManifest>,
+) {
     let mut names: BTreeMap<(&str, &str), &Document> = BTreeMap::new();
     let mut agents: BTreeMap<&str, &AgentManifest> = BTreeMap::new();
     let mut budgets: BTreeMap<(&str, &str), (&Document, &str)> = BTreeMap::new();
@@ -368,6 +383,19 @@ fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>)
             }
         }
     }
+    (names, agents)
+}
+
+/// Each reference from one definition to another (an EvalSuite's agent, an
+/// Agent's exposed operations and decider, a DeciderPolicy's review agents)
+/// names a definition of the bundle; each that does not is pushed to
+/// `errors`.
+fn check_references(
+    read: &[(Document, Definition)],
+    names: &BTreeMap<(&str, &str), &Document>,
+    agents: &BTreeMap<&str, &AgentManifest>,
+    errors: &mut Vec<ManifestError>,
+) {
     let has = |kind: &str, name: &str| names.contains_key(&(kind, name));
     for (document, definition) in read {
         match definition {

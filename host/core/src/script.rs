@@ -373,48 +373,15 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
         if step.tool.trim().is_empty() {
             return Err(fail("tool", "must not be empty".to_owned()));
         }
-        let refers = |field: &str, path: &ValuePath| -> Result<(), ScriptError> {
-            let Some(id) = path.step() else {
-                return Ok(());
-            };
-            if ids.contains_key(id) {
-                return Ok(());
-            }
-            let message = match all_ids.get(id) {
-                Some(&j) if j == i => format!(
-                    "`{path}` names this step; a step can use only the output of earlier steps"
-                ),
-                Some(&j) => format!(
-                    "`{path}` names step {j}, which runs later; a step can use only the output of earlier steps"
-                ),
-                None => format!("`{path}`: no earlier step has id `{id}`"),
-            };
-            Err(fail(field, message))
-        };
+        let refers =
+            |field: &str, path: &ValuePath| check_reference(i, field, path, &ids, &all_ids);
         if let Some(when) = &step.when {
             refers(when.field(), when.path())?;
         }
         if !step.input.is_object() {
             return Err(fail("input", "must be a map".to_owned()));
         }
-        let mut failure = None;
-        each_string(&step.input, &mut "input".to_owned(), &mut |field, text| {
-            if failure.is_some() {
-                return;
-            }
-            let result = pieces(text)
-                .map_err(|e| fail(field, e.to_string()))
-                .and_then(|pieces| {
-                    pieces.iter().try_for_each(|p| match p {
-                        Piece::Value(path) => refers(field, path),
-                        Piece::Text(_) => Ok(()),
-                    })
-                });
-            failure = result.err();
-        });
-        if let Some(e) = failure {
-            return Err(e);
-        }
+        check_templates(i, &step.input, &refers)?;
         if let Some(id) = &step.id {
             check_step_id(id).map_err(|m| fail("id", m))?;
             if let Some(j) = ids.insert(id, i) {
@@ -434,6 +401,66 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
         });
     }
     Ok(())
+}
+
+/// Checks that `path`, used in `field` of step `i`, names no step or one
+/// of the steps before it (`earlier`, by id; `all` has every step's id).
+fn check_reference(
+    i: usize,
+    field: &str,
+    path: &ValuePath,
+    earlier: &BTreeMap<&str, usize>,
+    all: &BTreeMap<&str, usize>,
+) -> Result<(), ScriptError> {
+    let Some(id) = path.step() else {
+        return Ok(());
+    };
+    if earlier.contains_key(id) {
+        return Ok(());
+    }
+    let message = match all.get(id) {
+        Some(&j) if j == i => {
+            format!("`{path}` names this step; a step can use only the output of earlier steps")
+        }
+        Some(&j) => format!(
+            "`{path}` names step {j}, which runs later; a step can use only the output of earlier steps"
+        ),
+        None => format!("`{path}`: no earlier step has id `{id}`"),
+    };
+    Err(ScriptError {
+        step: i,
+        field: field.to_owned(),
+        message,
+    })
+}
+
+/// Checks every template in the strings of step `i`'s `input`: each parses,
+/// and each value it splices in passes `refers`. The first error wins.
+fn check_templates(
+    i: usize,
+    input: &Value,
+    refers: &dyn Fn(&str, &ValuePath) -> Result<(), ScriptError>,
+) -> Result<(), ScriptError> {
+    let mut failure = None;
+    each_string(input, &mut "input".to_owned(), &mut |field, text| {
+        if failure.is_some() {
+            return;
+        }
+        let result = pieces(text)
+            .map_err(|e| ScriptError {
+                step: i,
+                field: field.to_owned(),
+                message: e.to_string(),
+            })
+            .and_then(|pieces| {
+                pieces.iter().try_for_each(|p| match p {
+                    Piece::Value(path) => refers(field, path),
+                    Piece::Text(_) => Ok(()),
+                })
+            });
+        failure = result.err();
+    });
+    failure.map_or(Ok(()), Err)
 }
 
 /// Whether a successful call of `tool` ends the run: an agent's

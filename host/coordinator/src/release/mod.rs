@@ -350,6 +350,36 @@ fn relative(dir: &Path, file: &Path) -> String {
     file.strip_prefix(dir).unwrap_or(file).display().to_string()
 }
 
+/// The bytes of the component an operation's `spec.component` names: a
+/// built-in of this runtime (`builtin:NAME`) or a file beside the manifest
+/// in `folder`.
+fn component_bytes(
+    file: &str,
+    component: &str,
+    folder: &Path,
+    builtins: &Components,
+) -> Result<Vec<u8>, ManifestError> {
+    let fail = |message: String| ManifestError::new(file, "spec.component", message);
+    match component.strip_prefix("builtin:") {
+        Some(builtin) => builtins
+            .builtin(builtin)
+            .map(|b| b.to_vec())
+            .ok_or_else(|| {
+                let names = builtins.builtin_names();
+                let known = if names.is_empty() {
+                    "this runtime has none".to_owned()
+                } else {
+                    format!("built in are {}", names.join(", "))
+                };
+                fail(format!("no built-in operation `{builtin}`; {known}"))
+            }),
+        None => {
+            let at = folder.join(component);
+            std::fs::read(&at).map_err(|e| fail(format!("cannot read {}: {e}", at.display())))
+        }
+    }
+}
+
 async fn release_operation(
     path: &Path,
     file: &str,
@@ -362,32 +392,7 @@ async fn release_operation(
     let name = &manifest.metadata.name;
     let folder = path.parent().unwrap_or(Path::new("."));
     let component = &manifest.spec.component;
-    let bytes = match component.strip_prefix("builtin:") {
-        Some(builtin) => builtins
-            .builtin(builtin)
-            .map(|b| b.to_vec())
-            .ok_or_else(|| {
-                let names = builtins.builtin_names();
-                let known = if names.is_empty() {
-                    "this runtime has none".to_owned()
-                } else {
-                    format!("built in are {}", names.join(", "))
-                };
-                fail(
-                    "spec.component",
-                    format!("no built-in operation `{builtin}`; {known}"),
-                )
-            })?,
-        None => {
-            let at = folder.join(component);
-            std::fs::read(&at).map_err(|e| {
-                fail(
-                    "spec.component",
-                    format!("cannot read {}: {e}", at.display()),
-                )
-            })?
-        }
-    };
+    let bytes = component_bytes(file, component, folder, builtins)?;
     let policy = resolve_policy(&manifest.spec.capabilities, folder);
     for collection in &policy.records {
         if !ledger.collections.contains_key(collection) {
