@@ -27,7 +27,7 @@ mod covered {
 
 macro_rules! assert_covered {
     ($program:ident) => {
-        #[allow(unused_imports)]
+        #[allow(unused_imports, reason = "the import is the check")]
         use covered::$program as _;
     };
 }

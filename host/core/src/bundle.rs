@@ -336,17 +336,16 @@ fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>)
     check_references(read, &names, &agents, errors);
 }
 
+/// Each definition's document, by kind and name.
+type ByKindAndName<'a> = BTreeMap<(&'a str, &'a str), &'a Document>;
+
 /// Every definition's document by kind and name, and the agents by name;
 /// a name defined twice, or a second Budget for a project and environment,
 /// is pushed to `errors`.
-#[allow(clippy::type_complexity)]
 fn index<'a>(
     read: &'a [(Document, Definition)],
     errors: &mut Vec<ManifestError>,
-) -> (
-    BTreeMap<(&'a str, &'a str), &'a Document>,
-    BTreeMap<&'a str, &'a AgentManifest>,
-) {
+) -> (ByKindAndName<'a>, BTreeMap<&'a str, &'a AgentManifest>) {
     let mut names: BTreeMap<(&str, &str), &Document> = BTreeMap::new();
     let mut agents: BTreeMap<&str, &AgentManifest> = BTreeMap::new();
     let mut budgets: BTreeMap<(&str, &str), (&Document, &str)> = BTreeMap::new();
@@ -392,7 +391,7 @@ fn index<'a>(
 /// `errors`.
 fn check_references(
     read: &[(Document, Definition)],
-    names: &BTreeMap<(&str, &str), &Document>,
+    names: &ByKindAndName<'_>,
     agents: &BTreeMap<&str, &AgentManifest>,
     errors: &mut Vec<ManifestError>,
 ) {
