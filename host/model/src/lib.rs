@@ -1,0 +1,3 @@
+//! hane's model adapters.
+
+pub use hane_context::types::*;
