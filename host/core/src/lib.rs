@@ -42,6 +42,7 @@ mod agent;
 mod approval;
 mod budget;
 mod bundle;
+mod credential;
 mod decider;
 mod envelope;
 mod error_kind;
@@ -77,6 +78,7 @@ pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
     read_bundle_dir,
 };
+pub use credential::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var, credential_key};
 pub use decider::{
     Decider, DeciderPolicyManifest, DeciderPolicySpec, DeciderRule, PolicyVerdict, glob_matches,
 };

@@ -3,6 +3,9 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
+
+use hane_core::credential_key;
+pub use hane_core::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,56 +28,11 @@ pub const SMS_TOKEN_ENV: &str = "HANE_SMS_TOKEN";
 pub const CALL_URL_ENV: &str = "HANE_CALL_URL";
 /// The bearer token for the call provider.
 pub const CALL_TOKEN_ENV: &str = "HANE_CALL_TOKEN";
-/// The prefix of the variables holding connection credentials; see
-/// [`credential_env_var`].
-pub const CREDENTIAL_ENV_PREFIX: &str = "HANE_CREDENTIAL_";
 /// How long one delivery attempt may take, in milliseconds.
 pub const TIMEOUT_ENV: &str = "HANE_DELIVERY_TIMEOUT_MS";
 
 /// How long one delivery attempt may take unless configured otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A credential held by the host. `Debug` and `Display` print `***`, and it
-/// is deliberately not `Serialize`: the only way to read it is
-/// [`Secret::expose`], at the point where it goes on the wire.
-#[derive(Clone)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a credential.
-    pub fn new(secret: impl Into<String>) -> Self {
-        Self(secret.into())
-    }
-
-    /// The credential itself, for putting on the wire and nowhere else.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<String> for Secret {
-    fn from(secret: String) -> Self {
-        Self(secret)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(secret: &str) -> Self {
-        Self(secret.to_owned())
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
 
 /// How the SMTP connection is encrypted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,32 +165,6 @@ impl ConfigError {
     pub fn problem(&self) -> &str {
         &self.problem
     }
-}
-
-/// The environment variable that holds the credential a connection names:
-/// `HANE_CREDENTIAL_` followed by the name upper-cased, with `-`, `.` and
-/// any other character that is not an ASCII letter or digit turned into `_`.
-///
-/// ```
-/// use hane_delivery::credential_env_var;
-/// assert_eq!(credential_env_var("crm-api.key"), "HANE_CREDENTIAL_CRM_API_KEY");
-/// ```
-pub fn credential_env_var(name: &str) -> String {
-    format!("{CREDENTIAL_ENV_PREFIX}{}", credential_key(name))
-}
-
-/// Credentials are held under this key, so that a name and its variable
-/// always meet: `crm-api` and `CRM_API` are the same credential.
-fn credential_key(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// Where approved outbound actions go and the credentials they use.
