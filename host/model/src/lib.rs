@@ -9,11 +9,30 @@
 //! provider's errors, which it maps to a typed [`ModelError`] the caller can
 //! act on.
 
+mod adapter;
+pub mod anthropic;
+mod assemble;
+pub mod chat;
+pub mod error;
+mod http;
+pub mod recording;
+pub mod responses;
+mod retry;
+pub mod sse;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub use adapter::{
+    AdapterConfig, Api, ConfigError, DEFAULT_TIMEOUT, HttpAdapter, MAX_ERROR_BODY_BYTES,
+    MAX_RESPONSE_BYTES, WireOptions, adapter,
+};
+pub use assemble::{arguments_text, parse_arguments};
 pub use hane_context::types::*;
+pub use hane_core::Secret;
+pub use recording::{Recorded, Recorder, Recording, RecordingError};
+pub use retry::{RetryPolicy, send_with_retry};
 
 /// A boxed future, as [`ModelAdapter`] returns them (adapters are used as
 /// trait objects).
@@ -114,10 +133,29 @@ pub enum ModelError {
     /// The connection failed, or the provider's answer could not be read.
     #[error("transport: {0}")]
     Transport(String),
+    /// A replayed request differs from the recorded one in what a
+    /// recording pins (see [`recording`]).
+    #[error("the request does not match recording {path}: turn {turn}: {place}: {detail}")]
+    RecordingMismatch {
+        /// The recording file.
+        path: String,
+        /// The turn, from 1.
+        turn: usize,
+        /// Where the request differs, such as `messages[3].content[0]`.
+        place: String,
+        /// How, such as `recorded a tool_call to documents_search, got text`.
+        detail: String,
+    },
+    /// A recording cannot answer (more requests than turns) or cannot be
+    /// written.
+    #[error("{0}")]
+    Recording(String),
 }
 
 fn retry_hint(after: &Option<Duration>) -> String {
-    after.map_or_else(String::new, |d| format!(" (retry after {} s)", d.as_secs_f64()))
+    after.map_or_else(String::new, |d| {
+        format!(" (retry after {} s)", d.as_secs_f64())
+    })
 }
 
 impl ModelError {

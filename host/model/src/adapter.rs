@@ -1,0 +1,471 @@
+//! The HTTP adapters: one [`ModelAdapter`] for each [`Api`], built from an
+//! [`AdapterConfig`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Uri;
+use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::http::{Reply, post};
+use crate::sse::SseParser;
+use crate::{
+    BoxFuture, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, Secret, anthropic,
+    chat, error, responses,
+};
+
+/// The most bytes of a provider's answer read: a whole JSON body, or the
+/// whole of an event stream. A larger answer is a
+/// [`ModelError::Transport`].
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The most bytes of an error answer read (and then quoted, bounded by
+/// [`error::MAX_ERROR_MESSAGE_CHARS`]).
+pub const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// How long a whole call may take unless configured otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A provider's wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// OpenAI Chat Completions, `POST {base}/chat/completions`.
+    ChatCompletions,
+    /// OpenAI Responses, `POST {base}/responses`.
+    Responses,
+    /// Anthropic Messages, `POST {base}/messages`.
+    AnthropicMessages,
+}
+
+impl Api {
+    /// The path after the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "/chat/completions",
+            Api::Responses => "/responses",
+            Api::AnthropicMessages => "/messages",
+        }
+    }
+}
+
+/// What the wire translation needs beyond the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WireOptions {
+    /// Ask for an event stream.
+    pub stream: bool,
+    /// `parallel_tool_calls` (Chat Completions, Responses) or
+    /// `tool_choice.disable_parallel_tool_use` (Anthropic), when set and
+    /// the request has tools; the provider's default when `None`.
+    pub parallel_tool_calls: Option<bool>,
+}
+
+/// One provider endpoint.
+///
+/// Defaults ([`AdapterConfig::new`]): no credential, streamed, a
+/// [`DEFAULT_TIMEOUT`] for the whole call, the provider's default for
+/// parallel tool calls.
+#[derive(Debug, Clone)]
+pub struct AdapterConfig {
+    /// The wire format.
+    pub api: Api,
+    /// The base URL the API's path is added to, such as
+    /// `http://127.0.0.1:8080/v1` or `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The credential: `Authorization: Bearer` (OpenAI) or `x-api-key`
+    /// (Anthropic). Read it with [`Secret::from_env`].
+    pub credential: Option<Secret>,
+    /// Whether to stream the answer (default `true`).
+    pub stream: bool,
+    /// How long the whole call may take, connecting to the last byte.
+    pub timeout: Duration,
+    /// See [`WireOptions::parallel_tool_calls`].
+    pub parallel_tool_calls: Option<bool>,
+}
+
+impl AdapterConfig {
+    /// `api` at `base_url`, with the defaults above.
+    pub fn new(api: Api, base_url: impl Into<String>) -> Self {
+        Self {
+            api,
+            base_url: base_url.into(),
+            credential: None,
+            stream: true,
+            timeout: DEFAULT_TIMEOUT,
+            parallel_tool_calls: None,
+        }
+    }
+}
+
+/// Why an [`AdapterConfig`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the model base URL {url:?} {problem}")]
+pub struct ConfigError {
+    /// The URL at fault.
+    pub url: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// The adapter `config` describes.
+///
+/// # Errors
+///
+/// [`ConfigError`] when the base URL is not an `http` or `https` URL with
+/// a host (the error names the URL).
+pub fn adapter(config: AdapterConfig) -> Result<Arc<dyn ModelAdapter>, ConfigError> {
+    Ok(Arc::new(HttpAdapter::new(config)?))
+}
+
+/// A [`ModelAdapter`] over HTTP, for any [`Api`].
+#[derive(Debug)]
+pub struct HttpAdapter {
+    config: AdapterConfig,
+    url: Uri,
+}
+
+impl HttpAdapter {
+    /// The adapter `config` describes; see [`adapter`].
+    ///
+    /// # Errors
+    ///
+    /// As [`adapter`].
+    pub fn new(config: AdapterConfig) -> Result<Self, ConfigError> {
+        let problem = |problem: &str| ConfigError {
+            url: config.base_url.clone(),
+            problem: problem.to_owned(),
+        };
+        let full = format!(
+            "{}{}",
+            config.base_url.trim_end_matches('/'),
+            config.api.path()
+        );
+        let url: Uri = full
+            .parse()
+            .map_err(|e| problem(&format!("is not a URL: {e}")))?;
+        if !matches!(url.scheme_str(), Some("http" | "https")) {
+            return Err(problem("is not an http:// or https:// URL"));
+        }
+        if url.host().is_none_or(str::is_empty) {
+            return Err(problem("names no host"));
+        }
+        if url.query().is_some() {
+            return Err(problem("has a query, which the API's path cannot follow"));
+        }
+        Ok(Self { config, url })
+    }
+
+    /// What it was built from.
+    pub fn config(&self) -> &AdapterConfig {
+        &self.config
+    }
+
+    fn headers(&self) -> Result<Vec<(HeaderName, HeaderValue)>, ModelError> {
+        let mut headers = Vec::new();
+        if self.config.stream {
+            headers.push((ACCEPT, HeaderValue::from_static("text/event-stream")));
+        } else {
+            headers.push((ACCEPT, HeaderValue::from_static("application/json")));
+        }
+        let anthropic = self.config.api == Api::AnthropicMessages;
+        if anthropic {
+            headers.push((
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(anthropic::ANTHROPIC_VERSION),
+            ));
+        }
+        if let Some(secret) = &self.config.credential {
+            let text = if anthropic {
+                secret.expose().to_owned()
+            } else {
+                format!("Bearer {}", secret.expose())
+            };
+            let mut value =
+                HeaderValue::from_str(&text).map_err(|_| ModelError::InvalidRequest {
+                    message:
+                        "the credential cannot be sent in a header (it holds control characters)"
+                            .into(),
+                })?;
+            value.set_sensitive(true);
+            let name = if anthropic {
+                HeaderName::from_static("x-api-key")
+            } else {
+                AUTHORIZATION
+            };
+            headers.push((name, value));
+        }
+        Ok(headers)
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match &self.config.credential {
+            Some(secret) => secret.redact(text),
+            None => text.to_owned(),
+        }
+    }
+
+    async fn call(
+        &self,
+        request: &ModelRequest,
+        events: Option<EventSink<'_>>,
+    ) -> Result<ModelResponse, ModelError> {
+        let options = WireOptions {
+            stream: self.config.stream,
+            parallel_tool_calls: self.config.parallel_tool_calls,
+        };
+        let body = match self.config.api {
+            Api::ChatCompletions => chat::request_body(request, &options),
+            Api::Responses => responses::request_body(request, &options),
+            Api::AnthropicMessages => anthropic::request_body(request, &options),
+        }?;
+        let body = serde_json::to_vec(&body).expect("JSON values serialize");
+        let mut reply = post(&self.url, self.headers()?, body).await?;
+        if !reply.status.is_success() {
+            let bytes = reply
+                .body(MAX_ERROR_BODY_BYTES, true)
+                .await
+                .unwrap_or_default();
+            let text = self.redact(&String::from_utf8_lossy(&bytes));
+            return Err(error::from_status(reply.status, &reply.headers, &text));
+        }
+        let header_id = ["x-request-id", "request-id"]
+            .iter()
+            .find_map(|h| reply.headers.get(*h)?.to_str().ok())
+            .map(str::to_owned);
+        let is_stream = reply
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut response = if is_stream {
+            self.read_stream(&mut reply, events).await
+        } else {
+            let bytes = reply.body(MAX_RESPONSE_BYTES, false).await?;
+            let json: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                ModelError::Transport(format!(
+                    "the answer is not JSON ({e}): {}",
+                    error::bounded(&self.redact(&String::from_utf8_lossy(&bytes)))
+                ))
+            })?;
+            match self.config.api {
+                Api::ChatCompletions => chat::parse_response(&json),
+                Api::Responses => responses::parse_response(&json),
+                Api::AnthropicMessages => anthropic::parse_response(&json),
+            }
+        }
+        .map_err(|e| redact_error(e, |t| self.redact(t)))?;
+        if response.request_id.is_none() {
+            response.request_id = header_id;
+        }
+        if response.model.is_empty() {
+            response.model.clone_from(&request.model);
+        }
+        Ok(response)
+    }
+
+    async fn read_stream(
+        &self,
+        reply: &mut Reply,
+        events: Option<EventSink<'_>>,
+    ) -> Result<ModelResponse, ModelError> {
+        let mut stream = match self.config.api {
+            Api::ChatCompletions => Assembly::Chat(chat::Stream::new(events)),
+            Api::Responses => Assembly::Responses(responses::Stream::new(events)),
+            Api::AnthropicMessages => Assembly::Anthropic(anthropic::Stream::new(events)),
+        };
+        let mut parser = SseParser::new();
+        let mut read = 0usize;
+        loop {
+            let Some(chunk) = reply.chunk().await? else {
+                if let Some(event) = parser.finish() {
+                    stream.event(&event)?;
+                }
+                break;
+            };
+            read += chunk.len();
+            if read > MAX_RESPONSE_BYTES {
+                return Err(ModelError::Transport(format!(
+                    "the provider's event stream is longer than {MAX_RESPONSE_BYTES} bytes"
+                )));
+            }
+            let mut done = false;
+            for event in parser.push(&chunk).map_err(ModelError::Transport)? {
+                done |= stream.event(&event)?;
+            }
+            if done {
+                break;
+            }
+        }
+        stream.finish()
+    }
+}
+
+enum Assembly<'a> {
+    Chat(chat::Stream<'a>),
+    Responses(responses::Stream<'a>),
+    Anthropic(anthropic::Stream<'a>),
+}
+
+impl Assembly<'_> {
+    fn event(&mut self, event: &crate::sse::SseEvent) -> Result<bool, ModelError> {
+        match self {
+            Assembly::Chat(s) => s.event(event),
+            Assembly::Responses(s) => s.event(event),
+            Assembly::Anthropic(s) => s.event(event),
+        }
+    }
+
+    fn finish(self) -> Result<ModelResponse, ModelError> {
+        match self {
+            Assembly::Chat(s) => s.finish(),
+            Assembly::Responses(s) => s.finish(),
+            Assembly::Anthropic(s) => s.finish(),
+        }
+    }
+}
+
+/// `error` with `redact` applied to the provider's message it quotes.
+fn redact_error(error: ModelError, redact: impl Fn(&str) -> String) -> ModelError {
+    match error {
+        ModelError::Authentication { message } => ModelError::Authentication {
+            message: redact(&message),
+        },
+        ModelError::RateLimited {
+            retry_after,
+            message,
+        } => ModelError::RateLimited {
+            retry_after,
+            message: redact(&message),
+        },
+        ModelError::Overloaded {
+            retry_after,
+            message,
+        } => ModelError::Overloaded {
+            retry_after,
+            message: redact(&message),
+        },
+        ModelError::ContextTooLong { message } => ModelError::ContextTooLong {
+            message: redact(&message),
+        },
+        ModelError::InvalidRequest { message } => ModelError::InvalidRequest {
+            message: redact(&message),
+        },
+        ModelError::Transport(message) => ModelError::Transport(redact(&message)),
+        other => other,
+    }
+}
+
+impl ModelAdapter for HttpAdapter {
+    fn send<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        events: Option<EventSink<'a>>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let timeout = self.config.timeout;
+            match tokio::time::timeout(timeout, self.call(request, events)).await {
+                Ok(result) => result,
+                Err(_) => Err(ModelError::Timeout(timeout)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+    use crate::Message;
+
+    /// Serves one connection with `answer`, after reading the request head.
+    async fn answer_once(answer: String) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 65536];
+            let _ = socket.read(&mut buf).await;
+            socket.write_all(answer.as_bytes()).await.unwrap();
+            let _ = socket.shutdown().await;
+        });
+        url
+    }
+
+    fn request() -> ModelRequest {
+        let mut request = ModelRequest::new("m");
+        request.messages.push(Message::user("hi"));
+        request
+    }
+
+    #[tokio::test]
+    async fn the_credential_never_appears_in_an_error() {
+        let key = "sk-very-secret-key";
+        for (status, body) in [
+            (
+                "401 Unauthorized",
+                format!(r#"{{"error":{{"message":"bad key {key}"}}}}"#),
+            ),
+            ("400 Bad Request", format!("you sent {key}")),
+            ("200 OK", format!("not json {key}")),
+        ] {
+            for api in [Api::ChatCompletions, Api::Responses, Api::AnthropicMessages] {
+                let url = answer_once(format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                ))
+                .await;
+                let mut config = AdapterConfig::new(api, url);
+                config.credential = Some(Secret::new(key));
+                config.stream = false;
+                let error = adapter(config)
+                    .unwrap()
+                    .send(&request(), None)
+                    .await
+                    .unwrap_err();
+                assert!(!error.to_string().contains(key), "{error}");
+                assert!(!format!("{error:?}").contains(key), "{error:?}");
+                assert!(error.to_string().contains("***"), "{error}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_short_is_a_transport_error_that_says_so() {
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"he\"}}]}\n\n";
+        let url = answer_once(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{body}"
+        ))
+        .await;
+        let error = adapter(AdapterConfig::new(Api::ChatCompletions, url))
+            .unwrap()
+            .send(&request(), None)
+            .await
+            .unwrap_err();
+        let ModelError::Transport(message) = error else {
+            panic!("{error:?}")
+        };
+        assert!(message.contains("ended before"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn rate_limits_carry_retry_after() {
+        let url = answer_once(
+            "HTTP/1.1 429 Too Many Requests\r\nretry-after: 3\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n"
+                .into(),
+        )
+        .await;
+        let error = adapter(AdapterConfig::new(Api::AnthropicMessages, url))
+            .unwrap()
+            .send(&request(), None)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.retry_after(),
+            Some(Duration::from_secs(3)),
+            "{error:?}"
+        );
+    }
+}
