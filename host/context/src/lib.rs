@@ -21,9 +21,38 @@
 //! assert_eq!(request.messages[0].content, vec![Content::text("Is AB-123 in the fleet?")]);
 //! assert_eq!(request.digest().len(), 64);
 //! ```
+//!
+//! The [`context`] builder keeps what fits the window and reports the rest:
+//!
+//! ```
+//! use hane_context::{Action, ContextBuilder, ContextConfig, Message, Tokenizer};
+//!
+//! let config = ContextConfig::new("You check vehicles.", vec![], 200, 50, Tokenizer::for_model("gpt-4o"));
+//! let mut builder = ContextBuilder::new(config);
+//! builder.push(Message::user("Is AB-123 in the fleet?"));
+//! for _ in 0..20 {
+//!     builder.push(Message::assistant("Let me think about that at some length. ".repeat(4)));
+//!     builder.push(Message::user("Go on."));
+//! }
+//! builder.push(Message::user("And CD-456?"));
+//!
+//! let context = builder.build();
+//! assert!(context.report.input_tokens + 50 <= 200);
+//! assert_eq!(context.report.tokenizer.name(), "o200k_base");
+//! // The task and the latest input are kept; what was dropped is one note.
+//! assert_eq!(context.report.items[0].action, Action::Compacted);
+//! let request = context.into_request("gpt-4o");
+//! assert!(request.messages.last().unwrap().content.iter().any(|c| *c == hane_context::Content::text("And CD-456?")));
+//! ```
 
+pub mod context;
+pub mod tokens;
 pub mod types;
 
+pub use context::{
+    Action, Context, ContextBuilder, ContextConfig, ContextItem, ContextReport, Reason,
+};
+pub use tokens::Tokenizer;
 pub use types::{
     Content, Message, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec, Usage,
 };
