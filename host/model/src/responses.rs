@@ -242,6 +242,12 @@ impl<'a> Stream<'a> {
             "" => event.event.as_str(),
             kind => kind,
         };
+        // Items are told apart by their id (this server reuses an output
+        // index for a second call), else by their output index.
+        let call = |json: &Value, id: &str| match json.pointer(id).and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => format!("{id}.call"),
+            _ => format!("{}.call", count(json, "/output_index")),
+        };
         let key = |json: &Value| {
             format!(
                 "{}.{}",
@@ -254,7 +260,7 @@ impl<'a> Stream<'a> {
                 let item = &json["item"];
                 if str_at(item, "/type") == "function_call" {
                     self.blocks.tool_start(
-                        &format!("{}.call", count(&json, "/output_index")),
+                        &call(&json, "/item/id"),
                         str_at(item, "/call_id"),
                         str_at(item, "/name"),
                     );
@@ -270,14 +276,12 @@ impl<'a> Stream<'a> {
                 self.blocks.text(&key, "");
                 self.blocks.complete(&key, str_at(&json, "/text"));
             }
-            "response.function_call_arguments.delta" => self.blocks.tool_arguments(
-                &format!("{}.call", count(&json, "/output_index")),
-                str_at(&json, "/delta"),
-            ),
-            "response.function_call_arguments.done" => self.blocks.complete(
-                &format!("{}.call", count(&json, "/output_index")),
-                str_at(&json, "/arguments"),
-            ),
+            "response.function_call_arguments.delta" => self
+                .blocks
+                .tool_arguments(&call(&json, "/item_id"), str_at(&json, "/delta")),
+            "response.function_call_arguments.done" => self
+                .blocks
+                .complete(&call(&json, "/item_id"), str_at(&json, "/arguments")),
             "response.completed" | "response.incomplete" => {
                 self.completed = Some(json["response"].clone());
                 return Ok(true);
