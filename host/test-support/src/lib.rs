@@ -6,7 +6,10 @@
 //! - [`sandbox`]: a sandbox per test process on that cache;
 //! - [`examples`]: the repository's `examples/` release;
 //! - [`SmtpServer`]: a real SMTP server on loopback (`tests/smtp/server.py`
-//!   on aiosmtpd, in the Python that `cargo xtask test` provisions).
+//!   on aiosmtpd, in the Python that `cargo xtask test` provisions);
+//! - [`LlamaServer`]: a real language model over HTTP on loopback
+//!   (`tests/llama/server.py`: llama.cpp's server on xllamacpp, with the
+//!   model that `cargo xtask test` provisions), in [`llama`].
 //!
 //! # Examples
 //!
@@ -16,6 +19,7 @@
 //! assert!(hane_test_support::examples().join("agents").is_dir());
 //! ```
 
+pub mod llama;
 mod smtp;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +27,7 @@ use std::sync::OnceLock;
 
 use hane_sandbox::{Sandbox, SandboxConfig};
 
+pub use llama::LlamaServer;
 pub use smtp::SmtpServer;
 
 /// The repository's root.
