@@ -107,6 +107,12 @@ pub struct AgentSpec {
     /// Instructions for the model, for the drivers that use one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// The model the drivers that use one call, as `MODEL` or
+    /// `PROVIDER/MODEL` of a `ModelProvider` in the same release; the
+    /// release's default model when absent. hane's extension to the
+    /// agent manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The steps of the `scripted` driver; only for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub script: Vec<ScriptStep>,
@@ -197,7 +203,7 @@ impl Driver {
     /// driver; a run of one this build lacks is refused when it starts
     /// (see [`Driver::check_available`]).
     pub fn is_available_in_this_build(self) -> bool {
-        self == Driver::Scripted
+        matches!(self, Driver::Scripted | Driver::Llm)
     }
 
     /// `Ok` when this build can run the driver.
@@ -222,10 +228,7 @@ impl fmt::Display for Driver {
 
 /// A run was asked of a driver this build does not have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "driver `{0}` is not available in this build; it comes with the {with}",
-    with = if self.0.is_cli() { "CLI drivers" } else { "model gateway" }
-)]
+#[error("driver `{0}` is not available in this build; it comes with the CLI drivers")]
 pub struct DriverUnavailable(pub Driver);
 
 /// Caps on one run of an agent. Absent fields take their defaults; none

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
-    EvalSuiteManifest, ManifestError, OPERATION_API_VERSION, OperationManifest,
-    PLATFORM_API_VERSION, SUBMIT_REVIEW,
+    EvalSuiteManifest, ManifestError, ModelProviderManifest, OPERATION_API_VERSION,
+    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW,
 };
 
 /// The most bytes one manifest file may hold (1 MiB).
@@ -21,12 +21,13 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 5] = [
+const KINDS: [(&str, &str); 6] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
     (AGENTS_API_VERSION, "DeciderPolicy"),
     (OPERATION_API_VERSION, "Operation"),
     (PLATFORM_API_VERSION, "Budget"),
+    (PLATFORM_API_VERSION, "ModelProvider"),
 ];
 
 /// One definition of a bundle.
@@ -43,6 +44,9 @@ pub enum Definition {
     DeciderPolicy(DeciderPolicyManifest),
     /// A `Budget` manifest.
     Budget(BudgetManifest),
+    /// A `ModelProvider` manifest, with its `recording` as written:
+    /// resolve it against [`SourcedDefinition::folder`].
+    ModelProvider(ModelProviderManifest),
 }
 
 impl Definition {
@@ -54,6 +58,7 @@ impl Definition {
             Definition::EvalSuite(_) => "EvalSuite",
             Definition::DeciderPolicy(_) => "DeciderPolicy",
             Definition::Budget(_) => "Budget",
+            Definition::ModelProvider(_) => "ModelProvider",
         }
     }
 
@@ -65,6 +70,7 @@ impl Definition {
             Definition::EvalSuite(m) => &m.metadata.name,
             Definition::DeciderPolicy(m) => &m.metadata.name,
             Definition::Budget(m) => &m.metadata.name,
+            Definition::ModelProvider(m) => &m.metadata.name,
         }
     }
 
@@ -96,6 +102,14 @@ impl Definition {
     pub fn as_decider_policy(&self) -> Option<&DeciderPolicyManifest> {
         match self {
             Definition::DeciderPolicy(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The model provider, when this is one.
+    pub fn as_model_provider(&self) -> Option<&ModelProviderManifest> {
+        match self {
+            Definition::ModelProvider(m) => Some(m),
             _ => None,
         }
     }
@@ -160,8 +174,10 @@ impl fmt::Display for Lines<'_> {
 /// bundle; a tool exposure's operation is an `Operation` of the bundle; an
 /// agent's `approval.decider` is a `DeciderPolicy` of the bundle; an agent
 /// a `DeciderPolicy` names as a decider is an `Agent` of the bundle that
-/// lists [`SUBMIT_REVIEW`] in its tools; and there is at most one `Budget`
-/// per project and environment. Whether each agent's tools exist is for
+/// lists [`SUBMIT_REVIEW`] in its tools; there is at most one `Budget`
+/// per project and environment; an agent's `model` is served by a
+/// `ModelProvider` of the bundle, and an `llm` agent has a model (its own
+/// or the bundle's default, see [`resolve_model`]). Whether each agent's tools exist is for
 /// the caller to check, since it also knows the built-in tools; see
 /// [`AgentSpec::operation_for`](crate::AgentSpec::operation_for).
 ///
@@ -286,6 +302,9 @@ impl Document {
             (PLATFORM_API_VERSION, "Budget") => {
                 Definition::Budget(BudgetManifest::from_yaml(file, text)?)
             }
+            (PLATFORM_API_VERSION, "ModelProvider") => {
+                Definition::ModelProvider(ModelProviderManifest::from_yaml(file, text)?)
+            }
             (api_version, kind) => {
                 return Err(match KINDS.iter().find(|(_, k)| *k == kind) {
                     Some((expected, _)) => source.error(
@@ -334,6 +353,112 @@ fn known_kinds() -> String {
 fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
     let (names, agents) = index(read, errors);
     check_references(read, &names, &agents, errors);
+    check_models(read, errors);
+}
+
+/// At most one default `ModelProvider`; each agent's model resolves.
+fn check_models(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
+    let providers: Vec<&ModelProviderManifest> = read
+        .iter()
+        .filter_map(|(_, d)| d.as_model_provider())
+        .collect();
+    let mut first_default: Option<&Document> = None;
+    for (document, definition) in read {
+        match definition {
+            Definition::ModelProvider(p) if p.spec.default => match first_default {
+                Some(first) => errors.push(document.error(
+                    "spec.default",
+                    format!(
+                        "the default provider is already set in {}; a bundle has one default",
+                        first.place()
+                    ),
+                )),
+                None => first_default = Some(document),
+            },
+            Definition::Agent(agent) => {
+                let wanted = agent.spec.model.as_deref();
+                // The CLI drivers are checked for a model when they run
+                // in this build.
+                if wanted.is_none() && agent.spec.driver != crate::Driver::Llm {
+                    continue;
+                }
+                if let Err(message) = resolve_model(wanted, &providers) {
+                    let field = if wanted.is_some() {
+                        "spec.model"
+                    } else {
+                        "spec.driver"
+                    };
+                    errors.push(document.error(field, message));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The provider and model an agent's `spec.model` (`MODEL` or
+/// `PROVIDER/MODEL`) names among `providers`; with no `spec.model`, the
+/// default provider's first model (the provider with `default: true`, or
+/// the only provider).
+///
+/// # Errors
+///
+/// What does not resolve, saying what is there instead.
+pub fn resolve_model<'a>(
+    wanted: Option<&str>,
+    providers: &[&'a ModelProviderManifest],
+) -> Result<(&'a ModelProviderManifest, &'a crate::ProviderModel), String> {
+    let served = || {
+        let all: Vec<String> = providers
+            .iter()
+            .flat_map(|p| {
+                p.spec
+                    .models
+                    .iter()
+                    .map(move |m| format!("`{}/{}`", p.metadata.name, m.name))
+            })
+            .collect();
+        if all.is_empty() {
+            "the bundle has no ModelProvider".to_owned()
+        } else {
+            format!("the bundle's providers serve {}", all.join(", "))
+        }
+    };
+    let Some(wanted) = wanted else {
+        let default = providers
+            .iter()
+            .find(|p| p.spec.default)
+            .or(match providers {
+                [only] => Some(only),
+                _ => None,
+            });
+        return match default {
+            Some(p) => Ok((p, &p.spec.models[0])),
+            None => Err(format!(
+                "the agent names no `model` and the bundle has no default provider (`default: true`); {}",
+                served()
+            )),
+        };
+    };
+    let found: Vec<_> = match wanted.split_once('/') {
+        Some((provider, model)) => providers
+            .iter()
+            .filter(|p| p.metadata.name == provider)
+            .filter_map(|p| p.model(model).map(|m| (*p, m)))
+            .collect(),
+        None => providers
+            .iter()
+            .filter_map(|p| p.model(wanted).map(|m| (*p, m)))
+            .collect(),
+    };
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("no ModelProvider serves `{wanted}`; {}", served())),
+        _ => Err(format!(
+            "several providers serve `{wanted}`; name one as `PROVIDER/{wanted}`: {}",
+            served()
+        )),
+    }
 }
 
 /// Each definition's document, by kind and name.
@@ -554,7 +679,57 @@ mod tests {
         assert_eq!(
             known_kinds(),
             "`Agent`, `EvalSuite` and `DeciderPolicy` in agents/v1alpha1; \
-             `Operation` in operations/v1alpha1; `Budget` in platform/v1alpha1"
+             `Operation` in operations/v1alpha1; `Budget` and `ModelProvider` in platform/v1alpha1"
+        );
+    }
+
+    fn provider(name: &str, default: bool, models: &[&str]) -> ModelProviderManifest {
+        let models: String = models
+            .iter()
+            .map(|m| format!("    - {{ name: {m}, contextWindow: 4096, maxOutputTokens: 256 }}\n"))
+            .collect();
+        ModelProviderManifest::from_yaml(
+            "p.yaml",
+            &format!(
+                "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: {name}\nspec:\n  api: chat-completions\n  baseUrl: http://127.0.0.1:1/v1\n  default: {default}\n  models:\n{models}"
+            ),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn models_resolve_by_name_by_provider_and_by_default() {
+        let local = provider("local", false, &["small", "shared"]);
+        let remote = provider("remote", true, &["large", "shared"]);
+        let both = [&local, &remote];
+        let names = |wanted: Option<&str>, providers: &[&ModelProviderManifest]| {
+            resolve_model(wanted, providers).map(|(p, m)| format!("{}/{}", p.metadata.name, m.name))
+        };
+        assert_eq!(names(Some("small"), &both).unwrap(), "local/small");
+        assert_eq!(
+            names(Some("remote/shared"), &both).unwrap(),
+            "remote/shared"
+        );
+        assert_eq!(names(None, &both).unwrap(), "remote/large");
+        // One provider is the default without saying so.
+        assert_eq!(names(None, &[&local]).unwrap(), "local/small");
+        assert_eq!(
+            names(Some("shared"), &both).unwrap_err(),
+            "several providers serve `shared`; name one as `PROVIDER/shared`: the bundle's providers serve `local/small`, `local/shared`, `remote/large`, `remote/shared`"
+        );
+        assert_eq!(
+            names(Some("huge"), &[&local]).unwrap_err(),
+            "no ModelProvider serves `huge`; the bundle's providers serve `local/small`, `local/shared`"
+        );
+        let no_default = provider("other", false, &["x"]);
+        assert!(
+            names(None, &[&local, &no_default])
+                .unwrap_err()
+                .starts_with("the agent names no `model` and the bundle has no default provider")
+        );
+        assert_eq!(
+            names(None, &[]).unwrap_err(),
+            "the agent names no `model` and the bundle has no default provider (`default: true`); the bundle has no ModelProvider"
         );
     }
 }

@@ -87,6 +87,40 @@ pub enum SessionEvent {
         /// How many of the parent's events the fork shares.
         at: u64,
     },
+    /// One LLM turn of a run: a model call through the Model Gateway.
+    /// Written by version 5 and later; [`SessionEvent::ModelTurn`] is the
+    /// shorter form no build writes any more.
+    LlmTurn(Box<LlmTurn>),
+}
+
+/// One model call of a run, as the Model Gateway records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmTurn {
+    /// Which turn of the run, from 1.
+    pub turn: u32,
+    /// The `ModelProvider` that served it.
+    pub provider: String,
+    /// The model asked for.
+    pub model: String,
+    /// SHA-256 of the request's canonical JSON.
+    pub request_digest: String,
+    /// The normalized completed response; the model the upstream named
+    /// and its request id are inside.
+    pub response: JsonText,
+    /// Tokens of the request, as the upstream reported them.
+    pub input_tokens: u64,
+    /// Tokens of the answer.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's cache.
+    pub cached_tokens: u64,
+    /// How long the call took, retries included, in milliseconds.
+    pub latency_ms: u64,
+    /// The output cap the gateway set: the model's cap, or what the run
+    /// had left if less.
+    pub max_output_tokens: u64,
+    /// The context builder's report: what was omitted, truncated or
+    /// compacted to fit the model's window.
+    pub context: JsonText,
 }
 
 impl SessionEvent {
@@ -103,24 +137,28 @@ impl SessionEvent {
             SessionEvent::OperationUnknown { .. } => "operation_unknown",
             SessionEvent::RunStateChanged { .. } => "run_state_changed",
             SessionEvent::Forked { .. } => "forked",
+            SessionEvent::LlmTurn(_) => "llm_turn",
         }
     }
 }
 
 /// Version 2 added the `records` and `documents` grants to operations'
 /// policies and their call counts to receipts, version 3 the `actions`
-/// grant, version 4 the guest's error kind to failures; older versions read
-/// with none granted and the kind taken from the failure's message.
+/// grant, version 4 the guest's error kind to failures, version 5 the
+/// [`SessionEvent::LlmTurn`] event; older versions read with none granted
+/// and the kind taken from the failure's message. Version 5 only appended
+/// a variant, so a version 4 payload reads as the current type.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 4;
-    const READS: &'static [u16] = &[1, 2, 3, 4];
+    const VERSION: u16 = 5;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         match version {
             1 => crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload),
             2 => crate::v2::upgrade::<crate::v2::SessionEvent, _>(version, payload),
-            _ => crate::v3::upgrade::<crate::v3::SessionEvent, _>(version, payload),
+            3 => crate::v3::upgrade::<crate::v3::SessionEvent, _>(version, payload),
+            _ => postcard::from_bytes(payload),
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod ledger;
 mod manifest;
 mod operation;
 mod policy;
+mod provider;
 mod quantity;
 mod receipt;
 mod run;
@@ -76,7 +77,7 @@ pub use approval::{
 pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
-    read_bundle_dir,
+    read_bundle_dir, resolve_model,
 };
 pub use credential::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var, credential_key};
 pub use decider::{
@@ -84,7 +85,7 @@ pub use decider::{
 };
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
-pub use event::{Recorded, SessionEvent, ToolCall, ToolCallStatus};
+pub use event::{LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
     ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId,
     ToolCallId, now_ms,
@@ -100,6 +101,9 @@ pub use operation::{
     OperationState, UnknownOperationState, WasmCall,
 };
 pub use policy::{Access, DirGrant, EnvGrant, HostPattern, Policy, PolicyError, Scheme};
+pub use provider::{
+    DEFAULT_MODEL_TIMEOUT, ModelApi, ModelProviderManifest, ModelProviderSpec, ProviderModel,
+};
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary, UnknownRunStatus};

@@ -8,11 +8,11 @@ use hane_store::{Registry, SessionStore, SqliteStore, StoreError};
 
 use crate::{Scratch, run};
 
-/// An event as a later hane that writes `session-event` version 5 stores it.
+/// An event as a later hane that writes `session-event` version 6 stores it.
 fn future_event_blob() -> Vec<u8> {
     let payload = [7u8, 1, 2, 3];
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&("session-event", 5u16, &payload[..])).unwrap());
+    blob.extend(postcard::to_allocvec(&("session-event", 6u16, &payload[..])).unwrap());
     blob
 }
 
@@ -51,15 +51,15 @@ async fn an_event_of_a_newer_version_is_unreadable() {
         source,
         &EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 5,
-            supported: &[1, 2, 3, 4],
+            found: 6,
+            supported: &[1, 2, 3, 4, 5],
         }
     );
     assert_eq!(
         err.to_string(),
         format!(
-            "event 1 of session {session}: `session-event` version 5 is not supported: \
-             this build reads versions 1, 2, 3, 4"
+            "event 1 of session {session}: `session-event` version 6 is not supported: \
+             this build reads versions 1, 2, 3, 4, 5"
         )
     );
     assert!(err.source().is_some());
