@@ -9,6 +9,7 @@ mod harness;
 mod hostile;
 mod ledger;
 mod manager;
+mod model;
 mod programs;
 mod recovery;
 mod sandbox;

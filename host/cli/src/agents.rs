@@ -8,10 +8,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{ActivationError, RunError, StartRun};
+use hane_coordinator::{ActivationError, ModelConfig, RunError, StartRun};
 use hane_core::RunId;
 use hane_core::{ActionState, Person};
-use hane_core::{AgentRun, RunStatus, Task};
+use hane_core::{AgentRun, LlmTurn, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// Skip handovers and outbound actions; only keep a record.
     #[arg(long)]
     shadow: bool,
+    /// Record every model call (request and response) to FILE, for a
+    /// `recorded` ModelProvider to replay offline.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// Print the run as JSON.
     #[arg(long)]
     json: bool,
@@ -213,7 +217,11 @@ fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
 pub fn run(args: RunArgs) -> ExitCode {
     finish(block_on(async {
         let input = read_input(&args.input)?;
-        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let mut model = ModelConfig::from_vars(std::env::vars());
+        if let Some(file) = &args.record {
+            model.record(file.clone());
+        }
+        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
         let run = runtime
             .run_to_end(StartRun {
                 agent: args.agent,
@@ -222,6 +230,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             })
             .await?;
         print_run(&runtime, &run, args.json).await?;
+        if let Some(file) = &args.record {
+            eprintln!("model calls recorded to {}", file.display());
+        }
         Ok(ExitCode::from(match run.status {
             RunStatus::Succeeded => 0,
             RunStatus::LimitExceeded => exit::LIMIT,
@@ -290,18 +301,21 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             info.summary
         );
         let mut failed = false;
-        for vehicle in ["架空 300 あ 10-02", "架空 999 ん 00-00"] {
-            let run = runtime
-                .run_to_end(StartRun {
-                    agent: "vehicle-check-scripted".to_owned(),
-                    input: serde_json::json!({ "vehicle": vehicle }),
-                    shadow: false,
-                })
-                .await?;
-            failed |= run.status != RunStatus::Succeeded;
-            print_run(&runtime, &run, false).await?;
-            println!();
+        for agent in ["vehicle-check-scripted", "vehicle-check-llm"] {
+            for vehicle in ["架空 300 あ 10-02", "架空 999 ん 00-00"] {
+                let run = runtime
+                    .run_to_end(StartRun {
+                        agent: agent.to_owned(),
+                        input: serde_json::json!({ "vehicle": vehicle }),
+                        shadow: false,
+                    })
+                    .await?;
+                failed |= run.status != RunStatus::Succeeded;
+                print_run(&runtime, &run, false).await?;
+                println!();
+            }
         }
+        print_model_budget(&runtime).await?;
         failed |= !demo_outbound(&runtime).await?;
         println!(
             "store: {}\nsee them again with `hane runs list`, `hane runs show RUN` and `hane approvals list`",
@@ -380,6 +394,25 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
     Ok(ended.status == RunStatus::Succeeded)
 }
 
+/// The day's model tokens: used, reserved by runs still going, and what
+/// the Budget leaves.
+async fn print_model_budget(runtime: &AgentRuntime) -> anyhow::Result<()> {
+    let report = runtime.budget().await?;
+    let usage = &report.usage;
+    let left = report.limits.model_tokens_per_day.map_or_else(
+        || "no daily limit".to_owned(),
+        |limit| {
+            let left = limit.saturating_sub(usage.model_tokens_used + usage.model_tokens_reserved);
+            format!("{left} of {limit} left")
+        },
+    );
+    println!(
+        "model tokens on {} (UTC): {} used, {} reserved, {left}\n",
+        report.day, usage.model_tokens_used, usage.model_tokens_reserved
+    );
+    Ok(())
+}
+
 fn result_status(run: &AgentRun) -> String {
     run.result
         .as_ref()
@@ -423,6 +456,9 @@ async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow
             call.duration_us as f64 / 1000.0
         );
     }
+    for turn in runtime.llm_turns(&run.id).await? {
+        print_turn(&turn);
+    }
     if let Some(result) = &run.result {
         let pretty = result
             .to_value()
@@ -443,6 +479,79 @@ async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow
         println!("  session {session}");
     }
     Ok(())
+}
+
+/// One LLM turn: the model, its usage and latency, what it asked for, and
+/// what the context builder left out.
+fn print_turn(turn: &LlmTurn) {
+    let response: Option<hane_model::ModelResponse> = turn
+        .response
+        .to_value()
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok());
+    let (stop, calls) = match &response {
+        Some(r) => {
+            let calls: Vec<String> = r
+                .message()
+                .tool_calls()
+                .map(|(_, name, _)| name.replace('-', "."))
+                .collect();
+            (r.stop_reason.as_str(), calls)
+        }
+        None => ("?", Vec::new()),
+    };
+    let asked = if calls.is_empty() {
+        "no tool call".to_owned()
+    } else {
+        format!("calls {}", calls.join(", "))
+    };
+    println!(
+        "  model   turn {}  {}/{}  {} in + {} out tokens{}  {} ms  {stop}, {asked}",
+        turn.turn,
+        turn.provider,
+        turn.model,
+        turn.input_tokens,
+        turn.output_tokens,
+        if turn.cached_tokens > 0 {
+            format!(" ({} cached)", turn.cached_tokens)
+        } else {
+            String::new()
+        },
+        turn.latency_ms
+    );
+    println!("          context {}", context_summary(&turn.context));
+}
+
+/// The context report in a line: how many messages were kept of how
+/// many, what was left out, and how tokens were counted.
+fn context_summary(context: &hane_core::JsonText) -> String {
+    let Ok(report) = context.to_value() else {
+        return "(unreadable report)".to_owned();
+    };
+    let items = report["items"].as_array().map_or(0, Vec::len);
+    let left_out = if items == 0 {
+        "nothing omitted, truncated or compacted".to_owned()
+    } else {
+        let mut parts = Vec::new();
+        for item in report["items"].as_array().into_iter().flatten() {
+            parts.push(format!(
+                "message {} {} ({} → {} tokens: {})",
+                item["message"],
+                item["action"].as_str().unwrap_or("?"),
+                item["tokensBefore"],
+                item["tokensAfter"],
+                item["reason"].as_str().unwrap_or_default()
+            ));
+        }
+        parts.join("; ")
+    };
+    format!(
+        "{} input tokens of a {}-token window ({}), {} messages kept; {left_out}",
+        report["inputTokens"],
+        report["window"],
+        report["tokenizer"].as_str().unwrap_or("?"),
+        report["kept"],
+    )
 }
 
 /// `ms` since the Unix epoch as RFC 3339 to the second, as every listing

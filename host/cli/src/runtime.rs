@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{BudgetScope, RuntimeConfig};
+use hane_coordinator::{BudgetScope, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 
@@ -28,8 +28,9 @@ what to set; nothing is sent):
   HANE_SMS_TOKEN            Its bearer token
   HANE_CALL_URL             The call provider's endpoint
   HANE_CALL_TOKEN           Its bearer token
-  HANE_CREDENTIAL_<NAME>    The secret of the credential an integration connection names: the
-                            name upper-cased, other characters than letters and digits as `_`
+  HANE_CREDENTIAL_<NAME>    The secret of the credential an integration connection or a
+                            ModelProvider names: the name upper-cased, other characters than
+                            letters and digits as `_`
   HANE_DELIVERY_TIMEOUT_MS  How long one delivery attempt may take [default: 30000]
 
 A variable set to the empty string counts as unset; a malformed one stops the command, naming it.";
@@ -69,12 +70,22 @@ pub(crate) fn builtins() -> Components {
 }
 
 /// Opens the runtime on the store at `path`, creating the store if needed,
-/// with delivery and the budget's scope from the environment.
+/// with delivery, model credentials and the budget's scope from the
+/// environment.
 pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<AgentRuntime> {
+    open_runtime_with(path, ModelConfig::from_vars(std::env::vars())).await
+}
+
+/// [`open_runtime`] with `model` as the model settings.
+pub(crate) async fn open_runtime_with(
+    path: &Path,
+    model: ModelConfig,
+) -> anyhow::Result<AgentRuntime> {
     let mut config = RuntimeConfig::new();
     config
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
-        .components(builtins());
+        .components(builtins())
+        .model(model);
     AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
 }

@@ -314,6 +314,16 @@ fn timeline(recorded: &Recorded) -> Vec<String> {
         SessionEvent::Forked { parent, at } => {
             vec![format!("forked            from {parent} at event {at}")]
         }
+        SessionEvent::LlmTurn(turn) => vec![format!(
+            "llm turn {:<8} {}/{} {} in + {} out tokens, {} ms, request {}",
+            turn.turn,
+            turn.provider,
+            turn.model,
+            turn.input_tokens,
+            turn.output_tokens,
+            turn.latency_ms,
+            &turn.request_digest[..turn.request_digest.len().min(12)]
+        )],
         other => vec![other.name().to_owned()],
     }
 }

@@ -34,16 +34,20 @@ pub use coordinator::{
     Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery, Settled,
     ending_event,
 };
-pub use drivers::{Driver, RunEnd, ToolCaller};
+pub use drivers::{
+    Driver, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ToolCaller,
+    UNTRUSTED_NOTE, model_tool_name, task_message,
+};
+pub use gateway::model::{ModelAdmitted, ModelCallError};
 pub use gateway::{
     Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
 };
 pub use inbox::Inbox;
 pub use release::{
-    ActivationError, LoadError, LoadedAgent, LoadedRelease, ReleaseBody, SourceFile, activate_dir,
-    load_active,
+    ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
+    MAX_RECORDING_BYTES, ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
-pub use runtime::{AgentRuntime, OpenError, RunError, RuntimeConfig, StartRun};
+pub use runtime::{AgentRuntime, ModelConfig, OpenError, RunError, RuntimeConfig, StartRun};
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
     format, translate,

@@ -31,7 +31,9 @@ pub use adapter::{
 pub use assemble::{arguments_text, parse_arguments};
 pub use hane_context::types::*;
 pub use hane_core::Secret;
-pub use recording::{Recorded, Recorder, Recording, RecordingError};
+pub use recording::{
+    RECORDING_FORMAT, RECORDING_VERSION, Recorded, Recorder, Recording, RecordingError, Turn, pin,
+};
 pub use retry::{RetryPolicy, send_with_retry};
 
 /// A boxed future, as [`ModelAdapter`] returns them (adapters are used as
@@ -134,12 +136,15 @@ pub enum ModelError {
     #[error("transport: {0}")]
     Transport(String),
     /// A replayed request differs from the recorded one in what a
-    /// recording pins (see [`recording`]).
-    #[error("the request does not match recording {path}: turn {turn}: {place}: {detail}")]
+    /// recording pins (see [`recording`]); reported against the recorded
+    /// turn that comes closest.
+    #[error(
+        "no turn of recording {path} matches the request; the closest, turn {turn}, differs at {place}: {detail}"
+    )]
     RecordingMismatch {
         /// The recording file.
         path: String,
-        /// The turn, from 1.
+        /// The closest turn, from 1.
         turn: usize,
         /// Where the request differs, such as `messages[3].content[0]`.
         place: String,

@@ -11,8 +11,11 @@
 //!
 //! # What a recording pins
 //!
-//! Turn N of a replay answers the Nth request, and only if that request
-//! matches what was recorded in what decides the model's behaviour:
+//! A replayed request is answered by the recorded turn whose request
+//! matches it in what decides the model's behaviour, wherever that turn is
+//! in the file: one recording serves several conversations (the demo's
+//! two vehicles), runs that go on at the same time, and the same run
+//! replayed again. What is matched:
 //!
 //! - the number and order of messages, and each message's role;
 //! - in each message, the number, order and kind of its blocks;
@@ -113,12 +116,23 @@ impl Recording {
             path: path.to_owned(),
             message: format!("cannot read it: {e}"),
         })?;
+        Self::parse(&text, path)
+    }
+
+    /// Reads and checks a recording's `text`; `origin` names it in errors
+    /// (a file, or where the text was kept).
+    ///
+    /// # Errors
+    ///
+    /// [`RecordingError`], naming `origin` (and the version when unknown).
+    pub fn parse(text: &str, origin: impl AsRef<Path>) -> Result<Self, RecordingError> {
+        let path = origin.as_ref();
         let malformed = |message: String| RecordingError::Malformed {
             path: path.to_owned(),
             message,
         };
         let value: Value =
-            serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| malformed(format!("not JSON: {e}")))?;
         if value["format"] != RECORDING_FORMAT {
             return Err(malformed(format!("its format is not {RECORDING_FORMAT:?}")));
         }
@@ -332,13 +346,14 @@ impl ModelAdapter for Recorder {
     }
 }
 
-/// Replays a recording: turn N answers the Nth request, when it matches
-/// what was recorded (see the module's documentation).
+/// Replays a recording: each request is answered by the recorded turn
+/// whose request matches it (see the module's documentation). A request
+/// recorded twice is answered by its first turn.
 #[derive(Debug)]
 pub struct Recorded {
     path: PathBuf,
     recording: Recording,
-    next: Mutex<usize>,
+    asked: Mutex<usize>,
 }
 
 impl Recorded {
@@ -350,11 +365,16 @@ impl Recorded {
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, RecordingError> {
         let path = path.into();
         let recording = Recording::read(&path)?;
-        Ok(Self {
-            path,
+        Ok(Self::new(recording, path))
+    }
+
+    /// Replays `recording`; `origin` names it in errors.
+    pub fn new(recording: Recording, origin: impl Into<PathBuf>) -> Self {
+        Self {
+            path: origin.into(),
             recording,
-            next: Mutex::new(0),
-        })
+            asked: Mutex::new(0),
+        }
     }
 
     /// What it replays.
@@ -362,32 +382,58 @@ impl Recorded {
         &self.recording
     }
 
-    /// How many turns have been replayed.
+    /// How many requests it was asked.
     pub fn replayed(&self) -> usize {
-        *self.next.lock().expect("the replay's lock is not poisoned")
+        *self
+            .asked
+            .lock()
+            .expect("the replay's lock is not poisoned")
     }
 
     fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let mut next = self.next.lock().expect("the replay's lock is not poisoned");
-        let path = self.path.display().to_string();
-        let Some(turn) = self.recording.turns.get(*next) else {
-            return Err(ModelError::Recording(format!(
-                "recording {path} has {} turns; request {} has no answer",
-                self.recording.turns.len(),
-                *next + 1
-            )));
+        let asked = {
+            let mut asked = self
+                .asked
+                .lock()
+                .expect("the replay's lock is not poisoned");
+            *asked += 1;
+            *asked
         };
-        if let Some((place, detail)) = difference(&turn.request, &pin(request)) {
-            return Err(ModelError::RecordingMismatch {
+        let path = self.path.display().to_string();
+        let got = pin(request);
+        let mut closest: Option<(usize, usize, String, String)> = None;
+        for (i, turn) in self.recording.turns.iter().enumerate() {
+            let Some((place, detail)) = difference(&turn.request, &got) else {
+                return Ok(turn.response.clone());
+            };
+            let score = agreement(&turn.request, &got);
+            if closest.as_ref().is_none_or(|(best, ..)| score > *best) {
+                closest = Some((score, i + 1, place, detail));
+            }
+        }
+        match closest {
+            None => Err(ModelError::Recording(format!(
+                "recording {path} has no turns; request {asked} has no answer"
+            ))),
+            Some((_, turn, place, detail)) => Err(ModelError::RecordingMismatch {
                 path,
-                turn: *next + 1,
+                turn,
                 place,
                 detail,
-            });
+            }),
         }
-        *next += 1;
-        Ok(turn.response.clone())
     }
+}
+
+/// How far two pinned requests agree: the messages they share from the
+/// start, then whether they have as many; the closest turn is the one a
+/// mismatch is reported against.
+fn agreement(recorded: &Value, got: &Value) -> usize {
+    let empty = Vec::new();
+    let list = |v: &Value| v["messages"].as_array().unwrap_or(&empty).clone();
+    let (r, g) = (list(recorded), list(got));
+    let shared = r.iter().zip(&g).take_while(|(a, b)| a == b).count();
+    shared * 2 + usize::from(r.len() == g.len())
 }
 
 /// Passes a replayed response to `events` as a stream would.
@@ -508,6 +554,63 @@ mod tests {
         let mut e = a.clone();
         e.tools.clear();
         assert_eq!(difference(&pin(&a), &pin(&e)).unwrap().0, "tools");
+    }
+
+    fn reply(text: &str) -> ModelResponse {
+        ModelResponse {
+            content: vec![Content::text(text)],
+            stop_reason: crate::StopReason::EndTurn,
+            usage: crate::Usage::default(),
+            model: "m".into(),
+            request_id: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn each_request_finds_its_own_turn_and_a_stranger_is_told_the_closest() {
+        let memo = conversation();
+        let mut letter = conversation();
+        letter.messages[0] = Message::user("find the letter");
+        let recording = Recording {
+            format: RECORDING_FORMAT.into(),
+            version: RECORDING_VERSION,
+            model: "m".into(),
+            turns: vec![
+                Turn {
+                    request: pin(&memo),
+                    response: reply("the memo"),
+                },
+                Turn {
+                    request: pin(&letter),
+                    response: reply("the letter"),
+                },
+            ],
+        };
+        let text = serde_json::to_string(&recording).unwrap();
+        let replay = Recorded::new(Recording::parse(&text, "kept").unwrap(), "kept");
+        assert_eq!(
+            replay.send(&letter, None).await.unwrap().text(),
+            "the letter"
+        );
+        assert_eq!(replay.send(&memo, None).await.unwrap().text(), "the memo");
+        assert_eq!(
+            replay.send(&letter, None).await.unwrap().text(),
+            "the letter"
+        );
+        let mut stranger = letter.clone();
+        stranger.messages[2] = Message {
+            role: Role::User,
+            content: vec![Content::ToolResult {
+                call_id: "call_1".into(),
+                content: "failed".into(),
+                is_error: true,
+            }],
+        };
+        let error = replay.send(&stranger, None).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no turn of recording kept matches the request; the closest, turn 2, differs at messages[2].content[0].isError: recorded false, got true"
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Drivers: what runs an agent. A [`Driver`] reaches the tools of its run
 //! only through a [`ToolCaller`] bound to that run, which passes every call
-//! through the Tool Gateway with the run's token; a driver never holds the
-//! runtime, the store or a credential.
+//! through the Tool Gateway with the run's token, and its model only
+//! through a [`ModelCaller`], which passes every call through the Model
+//! Gateway; a driver never holds the runtime, the store or a credential.
 
+mod llm;
 mod scripted;
 
 use std::future::Future;
@@ -10,9 +12,11 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+pub use llm::{Llm, MAX_RESULT_BYTES, REMINDER, UNTRUSTED_NOTE, model_tool_name, task_message};
 pub use scripted::Scripted;
 
 use crate::gateway::GatewayError;
+use crate::gateway::model::ModelCallError;
 use crate::release::LoadedAgent;
 use crate::tools::ToolResult;
 
@@ -46,11 +50,55 @@ pub trait ToolCaller: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolResult, GatewayError>>;
 }
 
+/// The model a run calls, as its release defines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The `ModelProvider`.
+    pub provider: String,
+    /// The model's name.
+    pub name: String,
+    /// Its context window, in tokens.
+    pub context_window: u64,
+    /// The most output tokens it gives one request.
+    pub max_output_tokens: u64,
+}
+
+/// One model call a driver asks for: the request as the context builder
+/// assembled it (the gateway sets the model and caps its output) and the
+/// builder's report, which is recorded with the turn.
+#[derive(Debug, Clone)]
+pub struct ModelCall {
+    /// The request.
+    pub request: hane_model::ModelRequest,
+    /// The request's input tokens as the context builder counted them.
+    pub input_tokens: u64,
+    /// The context builder's report, as JSON.
+    pub context: Value,
+}
+
+/// The one way a driver calls its run's model.
+pub trait ModelCaller: Send + Sync {
+    /// The model.
+    fn model(&self) -> &ModelInfo;
+
+    /// Sends `call` through the Model Gateway.
+    ///
+    /// # Errors
+    ///
+    /// The gateway refused the call or the provider failed
+    /// ([`ModelCallError`]); the driver should stop.
+    fn call<'a>(
+        &'a self,
+        call: ModelCall,
+    ) -> BoxFuture<'a, Result<hane_model::ModelResponse, ModelCallError>>;
+}
+
 /// Runs an agent: decides which tools to call, calls them through its
 /// [`ToolCaller`], and ends the run by calling `submit_result` (or a review
 /// agent's `submit_review`).
 pub trait Driver: Send + Sync {
-    /// Drives one run with `input`.
+    /// Drives one run with `input`; `model` is the run's model, for the
+    /// drivers that use one.
     ///
     /// # Errors
     ///
@@ -59,15 +107,19 @@ pub trait Driver: Send + Sync {
     fn drive<'a>(
         &'a self,
         tools: &'a dyn ToolCaller,
+        model: Option<&'a dyn ModelCaller>,
         input: Value,
     ) -> BoxFuture<'a, Result<(), RunEnd>>;
 }
 
-/// The driver that runs `agent`, when this build has one for its `driver`.
+/// The driver that runs `agent`, when this build has one for its `driver`:
+/// the one place that decides it. [`hane_core::Driver::is_available_in_this_build`]
+/// agrees with it (a test checks every driver).
 pub(crate) fn for_agent(agent: &LoadedAgent) -> Option<Box<dyn Driver + '_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {
         hane_core::Driver::Scripted => Some(Box::new(Scripted::new(&spec.script))),
-        _ => None,
+        hane_core::Driver::Llm => Some(Box::new(Llm::new(agent))),
+        hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => None,
     }
 }

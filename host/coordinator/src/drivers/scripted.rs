@@ -3,7 +3,7 @@
 use hane_core::{Scope, ScriptStep};
 use serde_json::Value;
 
-use super::{BoxFuture, Driver, RunEnd, ToolCaller};
+use super::{BoxFuture, Driver, ModelCaller, RunEnd, ToolCaller};
 use crate::tools::{ControlTool, ToolResult};
 
 /// Runs an agent's `script`: each step whose condition holds calls its
@@ -27,6 +27,7 @@ impl Driver for Scripted<'_> {
     fn drive<'a>(
         &'a self,
         tools: &'a dyn ToolCaller,
+        _model: Option<&'a dyn ModelCaller>,
         input: Value,
     ) -> BoxFuture<'a, Result<(), RunEnd>> {
         Box::pin(run(self.script, tools, input))

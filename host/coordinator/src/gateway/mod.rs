@@ -1,6 +1,9 @@
-//! The Tool Gateway: every tool call of every run passes here first, with
-//! the run's [`RunToken`].
+//! The gateways: every tool call and every model call of every run passes
+//! here first, with the run's [`RunToken`]. The Tool Gateway admits tool
+//! calls ([`ToolGateway::admit`]); the Model Gateway ([`model`]) admits
+//! model calls against the same gate, so a cancel or a limit stops both.
 
+pub mod model;
 mod token;
 
 use std::collections::HashMap;
@@ -66,6 +69,8 @@ struct Gate {
     max_calls: u32,
     calls: AtomicU32,
     stop: Mutex<Option<Stop>>,
+    /// Model tokens used so far and model calls admitted.
+    model: Mutex<model::ModelUse>,
 }
 
 /// A call the gateway let through.
@@ -117,10 +122,27 @@ impl ToolGateway {
             max_calls: limits.max_tool_calls,
             calls: AtomicU32::new(0),
             stop: Mutex::new(None),
+            model: Mutex::new(model::ModelUse::default()),
             agent,
         };
         self.gates().insert(run.clone(), Arc::new(gate));
         self.key.issue(run, max_seconds + TOKEN_GRACE)
+    }
+
+    /// The open gate of the run `token` is for, when it is not stopped.
+    fn open_gate(&self, token: &RunToken) -> Result<(RunId, Arc<Gate>), GatewayError> {
+        let run = self.key.verify(token)?;
+        let gate = self
+            .gates()
+            .get(&run)
+            .cloned()
+            .ok_or_else(|| GatewayError::NotRunning(run.clone()))?;
+        let stop = gate.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match stop {
+            Some(Stop::Cancelled) => Err(GatewayError::Cancelled(run)),
+            Some(Stop::LimitExceeded(message)) => Err(GatewayError::LimitExceeded { run, message }),
+            None => Ok((run, gate)),
+        }
     }
 
     /// Checks a call of `tool` with `token`.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
-    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError,
-    OperationManifest, Policy, Versioned,
+    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError, ModelApi,
+    ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema};
@@ -44,6 +44,34 @@ pub struct ReleaseBody {
     pub decider_policies: Vec<SourceFile>,
     /// The Budgets.
     pub budgets: Vec<SourceFile>,
+    /// The ModelProviders, each with its recording when it replays one.
+    pub model_providers: Vec<ReleasedProvider>,
+}
+
+/// A `ModelProvider` as a release stores it: the manifest, and the
+/// recording a `recorded` provider replays, so that the release runs
+/// without the files it came from and a rollback brings the recording back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleasedProvider {
+    /// The manifest.
+    pub source: SourceFile,
+    /// The recording's text.
+    pub recording: Option<String>,
+}
+
+/// The most bytes a provider's recording may hold (16 MiB).
+pub const MAX_RECORDING_BYTES: u64 = 16 << 20;
+
+/// A release body as version 2 stored it: without model providers.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleaseBodyV2 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: Ledger,
+    decider_policies: Vec<SourceFile>,
+    budgets: Vec<SourceFile>,
 }
 
 /// A release body as version 1 stored it: without decider policies and
@@ -105,10 +133,11 @@ impl From<ReleasedOperationV1> for ReleasedOperation {
     }
 }
 
+/// Version 2 added decider policies and budgets, version 3 model providers.
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 2;
-    const READS: &'static [u16] = &[1, 2];
+    const VERSION: u16 = 3;
+    const READS: &'static [u16] = &[1, 2, 3];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         if version == 1 {
@@ -120,9 +149,19 @@ impl Versioned for ReleaseBody {
                 ledger: v1.ledger,
                 decider_policies: Vec::new(),
                 budgets: Vec::new(),
+                model_providers: Vec::new(),
             });
         }
-        postcard::from_bytes(payload)
+        let v2: ReleaseBodyV2 = postcard::from_bytes(payload)?;
+        Ok(ReleaseBody {
+            agents: v2.agents,
+            eval_suites: v2.eval_suites,
+            operations: v2.operations,
+            ledger: v2.ledger,
+            decider_policies: v2.decider_policies,
+            budgets: v2.budgets,
+            model_providers: Vec::new(),
+        })
     }
 }
 
@@ -168,6 +207,27 @@ pub struct LoadedAgent {
     /// The tools it may call, by name: those in its `tools` and
     /// `submit_result`.
     pub tools: BTreeMap<String, Tool>,
+    /// Its model, resolved from `spec.model` or the release's default,
+    /// when it names one or its driver uses one.
+    pub model: Option<AgentModel>,
+}
+
+/// The model an agent calls: the provider's name and the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentModel {
+    /// The `ModelProvider`.
+    pub provider: String,
+    /// The model.
+    pub model: ProviderModel,
+}
+
+/// A `ModelProvider` of a loaded release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedProvider {
+    /// The manifest.
+    pub manifest: ModelProviderManifest,
+    /// The recording a `recorded` provider replays.
+    pub recording: Option<String>,
 }
 
 impl std::fmt::Debug for LoadedAgent {
@@ -197,6 +257,8 @@ pub struct LoadedRelease {
     pub decider_policies: BTreeMap<String, DeciderPolicySpec>,
     /// Its Budgets.
     pub budgets: Vec<ActiveBudget>,
+    /// Its ModelProviders by name.
+    pub providers: BTreeMap<String, Arc<LoadedProvider>>,
 }
 
 impl LoadedRelease {
@@ -282,6 +344,7 @@ async fn build(
     let mut operations = Vec::new();
     let mut decider_policies = Vec::new();
     let mut budgets = Vec::new();
+    let mut model_providers = Vec::new();
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
     let ledger = if ledger_dir.is_dir() {
@@ -316,6 +379,19 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            Definition::ModelProvider(manifest) => {
+                let folder = sourced.file.parent().unwrap_or(Path::new("."));
+                match provider_recording(&file, &manifest, folder) {
+                    Ok(recording) => model_providers.push(ReleasedProvider {
+                        source: SourceFile {
+                            file,
+                            text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+                        },
+                        recording,
+                    }),
+                    Err(e) => errors.push(e),
+                }
+            }
             Definition::Operation(manifest) => {
                 let operation =
                     release_operation(&sourced.file, &file, &manifest, sandbox, builtins, &ledger);
@@ -338,12 +414,42 @@ async fn build(
         ledger,
         decider_policies,
         budgets,
+        model_providers,
     };
     if errors.is_empty() {
         Ok((body, components))
     } else {
         Err(ActivationError::Invalid(errors))
     }
+}
+
+/// The recording a `recorded` provider replays, read from beside its
+/// manifest in `folder` and checked; `None` for other providers.
+fn provider_recording(
+    file: &str,
+    manifest: &ModelProviderManifest,
+    folder: &Path,
+) -> Result<Option<String>, ManifestError> {
+    let (ModelApi::Recorded, Some(recording)) = (manifest.spec.api, &manifest.spec.recording)
+    else {
+        return Ok(None);
+    };
+    let fail = |message: String| ManifestError::new(file, "spec.recording", message);
+    let at = folder.join(recording);
+    let size = std::fs::metadata(&at)
+        .map_err(|e| fail(format!("cannot read {}: {e}", at.display())))?
+        .len();
+    if size > MAX_RECORDING_BYTES {
+        return Err(fail(format!(
+            "{} has {size} bytes; a recording may have at most {MAX_RECORDING_BYTES}",
+            at.display()
+        )));
+    }
+    let text = std::fs::read_to_string(&at)
+        .map_err(|e| fail(format!("cannot read {}: {e}", at.display())))?;
+    hane_model::Recording::parse(&text, &at.display().to_string())
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(Some(text))
 }
 
 fn relative(dir: &Path, file: &Path) -> String {
@@ -496,9 +602,26 @@ pub enum LoadError {
 fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<ManifestError>> {
     let mut errors = Vec::new();
     let mut registry = ToolRegistry::new(&body.operations, &mut errors);
+    let mut providers = BTreeMap::new();
+    for released in &body.model_providers {
+        let source = &released.source;
+        match ModelProviderManifest::from_yaml(&source.file, &source.text) {
+            Ok(manifest) => {
+                providers.insert(
+                    manifest.metadata.name.clone(),
+                    Arc::new(LoadedProvider {
+                        manifest,
+                        recording: released.recording.clone(),
+                    }),
+                );
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let manifests: Vec<&ModelProviderManifest> = providers.values().map(|p| &p.manifest).collect();
     let mut agents = BTreeMap::new();
     for source in &body.agents {
-        if let Some(agent) = load_agent(source, &mut registry, &mut errors) {
+        if let Some(agent) = load_agent(source, &mut registry, &manifests, &mut errors) {
             agents.insert(agent.manifest.metadata.name.clone(), Arc::new(agent));
         }
     }
@@ -546,6 +669,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         ledger: Arc::new(body.ledger),
         decider_policies,
         budgets,
+        providers,
     })
 }
 
@@ -554,6 +678,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
 fn load_agent(
     source: &SourceFile,
     registry: &mut ToolRegistry<'_>,
+    providers: &[&ModelProviderManifest],
     errors: &mut Vec<ManifestError>,
 ) -> Option<LoadedAgent> {
     let manifest = match AgentManifest::from_yaml(&source.file, &source.text) {
@@ -585,11 +710,32 @@ fn load_agent(
         }
     };
     let tools = registry.agent_tools(file, &manifest.spec, errors);
+    let spec = &manifest.spec;
+    let model = if spec.model.is_none() && spec.driver != hane_core::Driver::Llm {
+        None
+    } else {
+        match hane_core::resolve_model(spec.model.as_deref(), providers) {
+            Ok((provider, model)) => Some(AgentModel {
+                provider: provider.metadata.name.clone(),
+                model: model.clone(),
+            }),
+            Err(message) => {
+                let field = if spec.model.is_some() {
+                    "spec.model"
+                } else {
+                    "spec.driver"
+                };
+                errors.push(ManifestError::new(file, field, message));
+                return None;
+            }
+        }
+    };
     Some(LoadedAgent {
         manifest,
         input,
         output,
         tools,
+        model,
     })
 }
 

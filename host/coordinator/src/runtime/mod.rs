@@ -19,6 +19,9 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 mod journal;
+mod model;
+
+pub use model::ModelConfig;
 
 pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
 
@@ -64,13 +67,21 @@ pub enum RunError {
     },
     /// The agent's driver cannot run in this build.
     #[error(
-        "agent `{agent}` uses driver `{driver}`, which is not available in this build: only `scripted` agents run here; `llm` and the CLI drivers (`opencode`, `codex`, `claude`) come in a later version"
+        "agent `{agent}` uses driver `{driver}`, which is not available in this build: `scripted` and `llm` agents run here; the CLI drivers (`opencode`, `codex`, `claude`) come in a later version"
     )]
     DriverUnavailable {
         /// The agent.
         agent: String,
         /// Its driver.
         driver: String,
+    },
+    /// The agent's model cannot be reached from this process.
+    #[error("agent `{agent}` cannot call its model: {message}")]
+    ModelUnavailable {
+        /// The agent.
+        agent: String,
+        /// Why, such as a credential missing from the environment.
+        message: String,
     },
     /// The day's budget does not allow the run.
     #[error(transparent)]
@@ -116,9 +127,10 @@ impl RunError {
             RunError::InvalidInput { .. } | RunError::DriverUnavailable { .. } => {
                 ErrorKind::Invalid
             }
-            RunError::NoRelease | RunError::Finished { .. } | RunError::NotHere { .. } => {
-                ErrorKind::Conflict
-            }
+            RunError::NoRelease
+            | RunError::Finished { .. }
+            | RunError::NotHere { .. }
+            | RunError::ModelUnavailable { .. } => ErrorKind::Conflict,
             RunError::Budget(_) => ErrorKind::LimitExceeded,
             RunError::Store(_) | RunError::Coordinator(_) | RunError::Corrupt(_) => {
                 ErrorKind::Internal
@@ -148,6 +160,8 @@ pub(crate) struct LiveRun {
     /// Model tokens reserved from the day's budget when the run started:
     /// the UTC day and how many.
     pub(crate) reservation: Option<(String, u64)>,
+    /// The run's model, when its agent has one.
+    pub(crate) model: Option<Arc<model::RunModel>>,
     pub(crate) session: Mutex<Option<SessionId>>,
     pub(crate) journal: std::sync::OnceLock<Arc<Journal>>,
     /// Set by a cancel; read before the run starts, when the gateway has
@@ -172,6 +186,8 @@ pub(crate) struct Inner {
     pub(crate) release: RwLock<Option<Arc<LoadedRelease>>>,
     pub(crate) live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
     pub(crate) actions: ExecutionLedger,
+    pub(crate) model_config: ModelConfig,
+    pub(crate) adapters: model::Adapters,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -244,6 +260,7 @@ pub struct RuntimeConfig {
     delivery: DeliveryConfig,
     scope: BudgetScope,
     components: Components,
+    model: ModelConfig,
 }
 
 impl RuntimeConfig {
@@ -295,6 +312,12 @@ impl RuntimeConfig {
         self.scope = scope;
         self
     }
+
+    /// How model providers are reached: credentials, recording, retries.
+    pub fn model(&mut self, config: ModelConfig) -> &mut Self {
+        self.model = config;
+        self
+    }
 }
 
 /// Why [`AgentRuntime::open`] failed.
@@ -340,7 +363,10 @@ impl AgentRuntime {
             config.delivery.clone(),
             config.scope.clone(),
         );
-        let runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
+        let mut runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
+        if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
+            inner.model_config = config.model.clone();
+        }
         // Actions a stopped process left mid-delivery become `unknown`.
         // Approved ones never attempted are left to `resume_actions` (a
         // long-running server) or their next approval: a short command
@@ -389,6 +415,8 @@ impl AgentRuntime {
                 release: RwLock::new(None),
                 live: Mutex::new(HashMap::new()),
                 actions,
+                model_config: ModelConfig::default(),
+                adapters: model::Adapters::default(),
             }),
         }
     }
@@ -531,6 +559,17 @@ impl AgentRuntime {
             });
         }
         let driver = agent.manifest.spec.driver;
+        let model = match &agent.model {
+            Some(agent_model) if driver.uses_model() => {
+                Some(Arc::new(self.run_model(&release, agent_model).map_err(
+                    |message| RunError::ModelUnavailable {
+                        agent: request.agent.clone(),
+                        message,
+                    },
+                )?))
+            }
+            _ => None,
+        };
         // A run that uses a model reserves its maxModelTokens before it
         // starts; a run counts against agentRunsPerDay.
         let tokens = if driver == hane_core::Driver::Scripted {
@@ -577,6 +616,7 @@ impl AgentRuntime {
             agent,
             release,
             reservation,
+            model,
             session: Mutex::new(None),
             journal: std::sync::OnceLock::new(),
             cancelled: AtomicBool::new(false),
@@ -906,8 +946,14 @@ impl AgentRuntime {
             runtime: self,
             token,
         };
+        let models = live.model.as_ref().map(|model| model::RunModels {
+            runtime: self,
+            token,
+            info: model.info.clone(),
+        });
+        let models = models.as_ref().map(|m| m as &dyn drivers::ModelCaller);
         let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
-        match tokio::time::timeout(max, driver.drive(&tools, input)).await {
+        match tokio::time::timeout(max, driver.drive(&tools, models, input)).await {
             Ok(result) => result,
             Err(_) => {
                 let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());

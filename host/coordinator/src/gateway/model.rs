@@ -1,0 +1,138 @@
+//! The Model Gateway's admission and accounting: which model call of a run
+//! may go out, with how many output tokens, and what it used.
+//!
+//! A run's model calls share its gate with its tool calls: a cancelled run's
+//! next model call is refused at once, and so is one past `maxSeconds`.
+//! Each call is admitted only when what the run has left of
+//! `maxModelTokens` covers the request's estimated input and at least one
+//! output token; its output cap is then lowered to what is left. After the
+//! call, the usage the upstream reported is counted; a run with nothing
+//! left is refused its next model call and ends `limit_exceeded`. A run's
+//! `maxModelTokens` was reserved from the day's budget when it started, so
+//! runs that were admitted cannot spend past the day's limit together.
+
+use std::time::Instant;
+
+use hane_core::RunId;
+use hane_model::ModelError;
+
+use super::{GatewayError, RunToken, Stop, TokenError, ToolGateway};
+
+/// What a run used of its model budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ModelUse {
+    /// Tokens counted, input and output.
+    pub(crate) used: u64,
+    /// Calls admitted.
+    pub(crate) turns: u32,
+}
+
+/// A model call the gateway let through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelAdmitted {
+    /// The run.
+    pub run: RunId,
+    /// Which call of the run this is, from 1.
+    pub turn: u32,
+    /// The output cap the call gets: the model's cap, or what the run has
+    /// left after the request's input if less.
+    pub max_output_tokens: u64,
+    /// When the run's time is up; retries stop before it.
+    pub deadline: Instant,
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelCallError {
+    /// The gateway refused it: the run ended, was cancelled or is out of a
+    /// limit.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The provider failed, after the retries the run's time allowed.
+    #[error("model `{model}` of provider `{provider}`: {error}")]
+    Model {
+        /// The provider.
+        provider: String,
+        /// The model.
+        model: String,
+        /// What went wrong.
+        error: ModelError,
+    },
+    /// The run's model is not usable in this process; the message says
+    /// why (a credential missing from the environment, a recording that
+    /// does not read).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<TokenError> for ModelCallError {
+    fn from(e: TokenError) -> Self {
+        ModelCallError::Gateway(GatewayError::Token(e))
+    }
+}
+
+impl ToolGateway {
+    /// Admits a model call of the run `token` is for, whose input is
+    /// about `input_tokens` and whose model produces at most
+    /// `model_max_output` tokens.
+    ///
+    /// # Errors
+    ///
+    /// The token is bad, the run is not running or was stopped, it is past
+    /// `maxSeconds`, or it has too little left of `maxModelTokens` for the
+    /// request — which stops it as `limit_exceeded`.
+    pub fn admit_model(
+        &self,
+        token: &RunToken,
+        input_tokens: u64,
+        model_max_output: u64,
+    ) -> Result<ModelAdmitted, GatewayError> {
+        let (run, gate) = self.open_gate(token)?;
+        let limits = &gate.agent.manifest.spec.limits;
+        let mut model = gate.model.lock().unwrap_or_else(|e| e.into_inner());
+        let left = limits.max_model_tokens.saturating_sub(model.used);
+        let exceeded = if Instant::now() >= gate.deadline {
+            Some(format!(
+                "maxSeconds: the run is past its {} s",
+                limits.max_seconds
+            ))
+        } else if left <= input_tokens {
+            Some(format!(
+                "maxModelTokens: {} of {} used; the next request needs about {input_tokens} input tokens and {left} are left",
+                model.used, limits.max_model_tokens
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = exceeded {
+            drop(model);
+            let mut stop = gate.stop.lock().unwrap_or_else(|e| e.into_inner());
+            let why = stop.get_or_insert(Stop::LimitExceeded(message));
+            return Err(match why {
+                Stop::Cancelled => GatewayError::Cancelled(run),
+                Stop::LimitExceeded(message) => GatewayError::LimitExceeded {
+                    run,
+                    message: message.clone(),
+                },
+            });
+        }
+        model.turns += 1;
+        Ok(ModelAdmitted {
+            run,
+            turn: model.turns,
+            max_output_tokens: model_max_output.min(left - input_tokens),
+            deadline: gate.deadline,
+        })
+    }
+
+    /// Counts `tokens` a model call of `run` used; returns the run's total.
+    /// Counted even when the run was stopped meanwhile: the tokens were
+    /// spent.
+    pub fn count_model_tokens(&self, run: &RunId, tokens: u64) -> Option<u64> {
+        let gate = self.gates().get(run).cloned()?;
+        let mut model = gate.model.lock().unwrap_or_else(|e| e.into_inner());
+        model.used = model.used.saturating_add(tokens);
+        Some(model.used)
+    }
+}
