@@ -91,6 +91,7 @@ async fn the_seed_agent_activates_and_its_driver_is_refused_at_run_start() {
             "lease-qa",
             "sms-review",
             "vehicle-check",
+            "vehicle-check-llm",
             "vehicle-check-scripted"
         ]
     );

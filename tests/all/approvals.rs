@@ -777,6 +777,8 @@ async fn approve_then_kill_at_random_points_never_resends() {
 }
 
 /// An agent whose driver uses a model: it reserves 50,000 tokens a run.
+/// An agent whose driver uses a model and which this build does not run:
+/// its runs reserve `maxModelTokens`, then are refused.
 const SUMMARIZER: &str = r#"
 apiVersion: agents/v1alpha1
 kind: Agent
@@ -785,7 +787,7 @@ metadata:
 spec:
   purpose: Summarize a vehicle's history with a model
   input: { type: object }
-  driver: llm
+  driver: opencode
   instructions: Summarize.
   tools: [data.find_record]
   limits: { maxModelTokens: 50000 }

@@ -510,7 +510,7 @@ async fn on_llama(dir: &Path, api: &str, key: &str) -> AgentRuntime {
     std::fs::write(
         release.join("provider.yaml"),
         format!(
-            "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: llama\nspec:\n  api: {api}\n  baseUrl: {}/v1\n  credential: llama\n  models:\n    - {{ name: {}, contextWindow: 4096, maxOutputTokens: 64 }}\n",
+            "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: llama\nspec:\n  api: {api}\n  baseUrl: {}/v1\n  credential: llama\n  temperature: 0\n  models:\n    - {{ name: {}, contextWindow: 4096, maxOutputTokens: 64 }}\n",
             server.base_url(),
             server.model()
         ),

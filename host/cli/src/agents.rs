@@ -424,9 +424,11 @@ fn result_status(run: &AgentRun) -> String {
 
 async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow::Result<()> {
     let tasks: Vec<Task> = runtime.tasks(&run.id).await?;
+    let turns = runtime.llm_turns(&run.id).await?;
     if json {
         let mut value = serde_json::to_value(run)?;
         value["taskDetails"] = serde_json::to_value(&tasks)?;
+        value["llmTurns"] = serde_json::to_value(&turns)?;
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
@@ -456,8 +458,8 @@ async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow
             call.duration_us as f64 / 1000.0
         );
     }
-    for turn in runtime.llm_turns(&run.id).await? {
-        print_turn(&turn);
+    for turn in &turns {
+        print_turn(turn);
     }
     if let Some(result) = &run.result {
         let pretty = result

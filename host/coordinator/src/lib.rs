@@ -35,8 +35,8 @@ pub use coordinator::{
     ending_event,
 };
 pub use drivers::{
-    Driver, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ToolCaller,
-    UNTRUSTED_NOTE, model_tool_name, task_message,
+    BoxFuture, Driver, Llm, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd,
+    ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
 };
 pub use gateway::model::{ModelAdmitted, ModelCallError};
 pub use gateway::{

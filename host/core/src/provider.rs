@@ -43,7 +43,7 @@ pub const DEFAULT_MODEL_TIMEOUT: Duration = Duration::seconds(120);
 /// assert_eq!(provider.spec.api, ModelApi::Responses);
 /// assert_eq!(provider.spec.models[0].context_window, 1_047_576);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelProviderManifest {
     /// Must be `platform/v1alpha1`.
@@ -99,9 +99,10 @@ impl std::fmt::Display for ModelApi {
 /// | `recording` | for `recorded`: the recording file, relative to the manifest; stored in the release | required for `recorded` |
 /// | `stream` | stream answers from the upstream (SSE) | `true` |
 /// | `timeout` | one model call, such as `60s` | `120s` |
+/// | `temperature` | sampling temperature of every request, 0 to 2 | the provider's |
 /// | `default` | the release's default provider (its first model is the default model) | `false` |
 /// | `models` | the models it serves, at least one | required |
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelProviderSpec {
     /// The API.
@@ -121,6 +122,10 @@ pub struct ModelProviderSpec {
     /// How long one model call may take.
     #[serde(default = "default_timeout")]
     pub timeout: Duration,
+    /// The sampling temperature of every request; the provider's default
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
     /// Whether this is the release's default provider.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default: bool,
@@ -201,6 +206,14 @@ impl ModelProviderManifest {
         }
         if spec.timeout.0.is_zero() {
             return Err(fail("spec.timeout", "must be more than 0s".to_owned()));
+        }
+        if let Some(t) = spec.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(fail(
+                "spec.temperature",
+                format!("expected a temperature from 0 to 2, found {t}"),
+            ));
         }
         if spec.models.is_empty() {
             return Err(fail(
@@ -345,6 +358,10 @@ spec:
         assert_eq!(
             error("maxOutputTokens: 512", "maxOutputTokens: 4096"),
             "p.yaml:13: spec.models[0].maxOutputTokens: must be at least 1 and below the context window (4096)"
+        );
+        assert_eq!(
+            error("  default: true\n", "  default: true\n  temperature: 2.5\n"),
+            "p.yaml:10: spec.temperature: expected a temperature from 0 to 2, found 2.5"
         );
         assert!(error("  models:", "  modles:").contains("unknown field `modles`"));
     }

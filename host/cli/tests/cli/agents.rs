@@ -74,7 +74,7 @@ fn release_run_and_runs_end_to_end() {
 
     let activated = ok(&hane(&store, &["release", "activate", examples]));
     assert!(
-        activated.contains("activated release 1: 6 agents, 5 operations"),
+        activated.contains("activated release 1: 7 agents, 5 operations, 1 model provider"),
         "{activated}"
     );
 
@@ -202,6 +202,143 @@ fn demo_runs_a_found_and_a_missing_vehicle() {
     assert!(out.contains(r#""model": "Toyota Hiace Van""#), "{out}");
     assert!(out.contains(r#""status": "handed_over""#), "{out}");
     assert!(out.contains("handover for fleet-desk"), "{out}");
+    // The llm agent, on the recorded model: two turns for the vehicle it
+    // finds, three for the one it hands over, each with its tokens and
+    // context report; then the day's model tokens.
+    assert_eq!(
+        out.matches("vehicle-check-llm  succeeded").count(),
+        2,
+        "{out}"
+    );
+    assert_eq!(out.matches("  model   turn ").count(), 5, "{out}");
+    assert!(
+        out.contains("fleet-assistant/fleet-assistant  642 in + 41 out tokens"),
+        "{out}"
+    );
+    assert!(out.contains("calls data.find_record"), "{out}");
+    assert_eq!(
+        out.matches("nothing omitted, truncated or compacted")
+            .count(),
+        5,
+        "{out}"
+    );
+    assert!(
+        out.contains("model tokens on ")
+            && out.contains(": 3864 used, 0 reserved, 196136 of 200000 left"),
+        "{out}"
+    );
+}
+
+/// A release of the examples' tools and ledger with an `llm` agent `local`
+/// whose provider is `provider` (YAML).
+fn llm_release(dir: &Path, provider: &str) -> std::path::PathBuf {
+    let release = dir.join("release");
+    for sub in ["tools", "ledger/records"] {
+        std::fs::create_dir_all(release.join(sub)).unwrap();
+        for entry in std::fs::read_dir(examples().join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), release.join(sub).join(entry.file_name())).unwrap();
+        }
+    }
+    std::fs::create_dir_all(release.join("documents")).unwrap();
+    std::fs::create_dir_all(release.join("ledger/documents/leases")).unwrap();
+    let agent = std::fs::read_to_string(examples().join("agents/vehicle-check-llm.yaml"))
+        .unwrap()
+        .replace("name: vehicle-check-llm", "name: local")
+        .replace("maxModelTokens: 8000", "maxModelTokens: 20000");
+    std::fs::write(release.join("agent.yaml"), agent).unwrap();
+    std::fs::write(release.join("provider.yaml"), provider).unwrap();
+    release
+}
+
+#[test]
+fn a_run_recorded_against_a_real_model_replays_offline() {
+    let server = hane_test_support::LlamaServer::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let recording = dir.path().join("recording.json");
+    let live = format!(
+        "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: llama\nspec:\n  api: chat-completions\n  baseUrl: {}/v1\n  credential: llama\n  temperature: 0\n  models:\n    - {{ name: {}, contextWindow: 4096, maxOutputTokens: 48 }}\n",
+        server.base_url(),
+        server.model()
+    );
+    let release = llm_release(dir.path(), &live);
+    ok(&hane(
+        &store,
+        &["release", "activate", release.to_str().unwrap()],
+    ));
+    let input = r#"{"vehicle": "架空 300 あ 10-02"}"#;
+    let recorded = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["run", "local", "--input", input, "--json", "--record"])
+        .arg(&recording)
+        .arg("--store")
+        .arg(&store)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("HANE_CREDENTIAL_LLAMA", server.api_key())
+        .output()
+        .unwrap();
+    let first: Value = serde_json::from_slice(&recorded.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&recorded.stderr)));
+    assert!(
+        text(&recorded.stderr).contains("model calls recorded to"),
+        "{}",
+        text(&recorded.stderr)
+    );
+    let turns = first["llmTurns"].as_array().unwrap();
+    assert!(!turns.is_empty(), "{first:#}");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    assert_eq!(file["format"], "hane-model-recording");
+    assert_eq!(file["turns"].as_array().unwrap().len(), turns.len());
+    // The key is in no file the run wrote.
+    for written in [&recording, &store] {
+        let bytes = std::fs::read(written).unwrap();
+        let key = server.api_key().as_bytes();
+        assert!(
+            !bytes.windows(key.len()).any(|w| w == key),
+            "{}",
+            written.display()
+        );
+    }
+
+    // The same agent on a recorded provider: the same turns, no server.
+    let replay = "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: llama\nspec:\n  api: recorded\n  recording: ../recording.json\n  models:\n    - { name: smollm2, contextWindow: 4096, maxOutputTokens: 48 }\n";
+    std::fs::write(release.join("provider.yaml"), replay).unwrap();
+    ok(&hane(
+        &store,
+        &["release", "activate", release.to_str().unwrap()],
+    ));
+    let replayed = hane(&store, &["run", "local", "--input", input, "--json"]);
+    assert_eq!(replayed.status.code(), recorded.status.code());
+    let again: Value = serde_json::from_slice(&replayed.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&replayed.stderr)));
+    assert_eq!(again["status"], first["status"], "{again:#}");
+    assert_eq!(again["tokensUsed"], first["tokensUsed"]);
+    let answers = |run: &Value| -> Vec<Value> {
+        run["llmTurns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                serde_json::from_str(t["response"].as_str().unwrap_or("null"))
+                    .unwrap_or(t["response"].clone())
+            })
+            .collect()
+    };
+    assert_eq!(answers(&again), answers(&first));
+
+    // `hane runs show` prints each turn with its usage and context report.
+    let id = again["id"].as_str().unwrap();
+    let shown = ok(&hane(&store, &["runs", "show", id]));
+    assert_eq!(
+        shown.matches("  model   turn ").count(),
+        turns.len(),
+        "{shown}"
+    );
+    assert!(shown.contains("llama/smollm2"), "{shown}");
+    assert!(
+        shown.contains("tokens of a 4096-token window (estimate)"),
+        "{shown}"
+    );
 }
 
 #[test]

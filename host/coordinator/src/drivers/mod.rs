@@ -51,7 +51,7 @@ pub trait ToolCaller: Send + Sync {
 }
 
 /// The model a run calls, as its release defines it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
     /// The `ModelProvider`.
     pub provider: String,
@@ -61,6 +61,8 @@ pub struct ModelInfo {
     pub context_window: u64,
     /// The most output tokens it gives one request.
     pub max_output_tokens: u64,
+    /// The provider's sampling temperature, when it sets one.
+    pub temperature: Option<f64>,
 }
 
 /// One model call a driver asks for: the request as the context builder

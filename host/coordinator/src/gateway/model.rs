@@ -13,8 +13,10 @@
 
 use std::time::Instant;
 
-use hane_core::RunId;
-use hane_model::ModelError;
+use hane_core::{JsonText, LlmTurn, RunId};
+use hane_model::{ModelAdapter, ModelError, ModelResponse, RetryPolicy};
+
+use crate::drivers::{ModelCall, ModelInfo};
 
 use super::{GatewayError, RunToken, Stop, TokenError, ToolGateway};
 
@@ -134,5 +136,85 @@ impl ToolGateway {
         let mut model = gate.model.lock().unwrap_or_else(|e| e.into_inner());
         model.used = model.used.saturating_add(tokens);
         Some(model.used)
+    }
+
+    /// The model tokens `run` used so far.
+    pub fn model_tokens_used(&self, run: &RunId) -> Option<u64> {
+        let gate = self.gates().get(run).cloned()?;
+        let model = gate.model.lock().unwrap_or_else(|e| e.into_inner());
+        Some(model.used)
+    }
+
+    /// The Model Gateway's part of one model call of the run `token` is
+    /// for: admits it ([`ToolGateway::admit_model`]), sets the model and
+    /// caps the output by what the run has left, sends it to `adapter`
+    /// with retries inside the run's time, and counts the usage the
+    /// upstream reported. Returns the response and the LLM turn to record.
+    ///
+    /// # Errors
+    ///
+    /// The gateway refused the call, or the provider failed after its
+    /// retries.
+    pub async fn call_model(
+        &self,
+        token: &RunToken,
+        model: &ModelInfo,
+        adapter: &dyn ModelAdapter,
+        retry: &RetryPolicy,
+        call: ModelCall,
+    ) -> Result<(ModelResponse, LlmTurn), ModelCallError> {
+        let admitted = self
+            .admit_model(token, call.input_tokens, model.max_output_tokens)
+            .inspect_err(|e| tracing::warn!("model call refused: {e}"))?;
+        let mut request = call.request;
+        request.model.clone_from(&model.name);
+        if request.temperature.is_none() {
+            request.temperature = model.temperature;
+        }
+        let cap = request
+            .max_output_tokens
+            .map_or(admitted.max_output_tokens, |m| {
+                m.min(admitted.max_output_tokens)
+            });
+        request.max_output_tokens = Some(cap);
+        let digest = request.digest();
+        let started = Instant::now();
+        let sent =
+            hane_model::send_with_retry(adapter, &request, None, admitted.deadline, retry).await;
+        let latency = started.elapsed();
+        let response = sent.map_err(|error| {
+            tracing::warn!(turn = admitted.turn, "model call failed: {error}");
+            ModelCallError::Model {
+                provider: model.provider.clone(),
+                model: model.name.clone(),
+                error,
+            }
+        })?;
+        let usage = response.usage;
+        self.count_model_tokens(&admitted.run, usage.total());
+        let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(
+            turn = admitted.turn,
+            input_tokens = usage.input_tokens,
+            output_tokens = usage.output_tokens,
+            latency_ms,
+            "model call answered"
+        );
+        let turn = LlmTurn {
+            turn: admitted.turn,
+            provider: model.provider.clone(),
+            model: model.name.clone(),
+            request_digest: digest,
+            response: JsonText::from_value(
+                &serde_json::to_value(&response).unwrap_or(serde_json::Value::Null),
+            ),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cached_tokens: usage.cached_tokens,
+            latency_ms,
+            max_output_tokens: cap,
+            context: JsonText::from_value(&call.context),
+        };
+        Ok((response, turn))
     }
 }

@@ -291,8 +291,13 @@ pub async fn activate_dir(
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
     let (body, components) = build(dir, sandbox, builtins).await?;
     let sealed = hane_core::seal(&body);
+    let providers = match body.model_providers.len() {
+        0 => String::new(),
+        1 => ", 1 model provider".to_owned(),
+        n => format!(", {n} model providers"),
+    };
     let summary = format!(
-        "{} agent{}, {} operation{}, {} eval suite{}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}, {} eval suite{}, {} collection{}, {} document set{}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
@@ -447,7 +452,7 @@ fn provider_recording(
     }
     let text = std::fs::read_to_string(&at)
         .map_err(|e| fail(format!("cannot read {}: {e}", at.display())))?;
-    hane_model::Recording::parse(&text, &at.display().to_string())
+    hane_model::Recording::parse(&text, at.display().to_string())
         .map_err(|e| fail(e.to_string()))?;
     Ok(Some(text))
 }

@@ -167,6 +167,8 @@ pub(crate) struct LiveRun {
     /// Set by a cancel; read before the run starts, when the gateway has
     /// no gate for it yet.
     pub(crate) cancelled: AtomicBool,
+    /// Set when the run's end is being recorded, so it is recorded once.
+    pub(crate) ending: AtomicBool,
     pub(crate) submitted: Mutex<Option<Value>>,
     pub(crate) changes: watch::Sender<AgentRun>,
 }
@@ -620,13 +622,28 @@ impl AgentRuntime {
             session: Mutex::new(None),
             journal: std::sync::OnceLock::new(),
             cancelled: AtomicBool::new(false),
+            ending: AtomicBool::new(false),
             submitted: Mutex::new(None),
             changes,
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
         let runtime = self.clone();
         let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
-        tokio::spawn(async move { runtime.drive(live).await }.instrument(span));
+        let driving = {
+            let live = live.clone();
+            tokio::spawn(async move { runtime.drive(live).await }.instrument(span))
+        };
+        // A driver that panics (a bug, or a model's answer no code
+        // expected) ends its run `failed`; nothing waits for it forever.
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = driving.await
+                && e.is_panic()
+            {
+                let message = panic_message(e.into_panic());
+                runtime.end_after_panic(&live, message).await;
+            }
+        });
         Ok(run)
     }
 
@@ -781,8 +798,39 @@ impl AgentRuntime {
     }
 
     pub(crate) async fn drive(&self, live: Arc<LiveRun>) {
-        let id = live.snapshot().id;
         let ended = self.drive_inner(&live).await;
+        self.finish(&live, ended).await;
+    }
+
+    /// Ends a run whose driver panicked: as `failed`, through
+    /// [`AgentRuntime::finish`] when it had not begun, else in memory, so
+    /// waiters hear of it.
+    async fn end_after_panic(&self, live: &Arc<LiveRun>, message: String) {
+        tracing::error!(run = %live.snapshot().id, "the run's driver panicked: {message}");
+        let ended = Err(RunEnd::Failed(format!(
+            "the run's driver panicked: {message}"
+        )));
+        if !live.ending.load(Ordering::SeqCst) {
+            self.finish(live, ended).await;
+            return;
+        }
+        let run = self.update(live, |r| {
+            if !r.status.is_final() {
+                r.status = RunStatus::Failed;
+                r.error = Some(format!("the run's driver panicked while ending: {message}"));
+            }
+        });
+        self.inner.gateway.close(&run.id);
+        lock(&self.inner.live).remove(&run.id);
+        let _ = self.persist(&run).await;
+    }
+
+    /// Records how a run ended, once.
+    async fn finish(&self, live: &Arc<LiveRun>, ended: Result<(), RunEnd>) {
+        if live.ending.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let id = live.snapshot().id;
         let (status, error) = match ended {
             Ok(()) => (RunStatus::Succeeded, None),
             Err(RunEnd::Gateway(GatewayError::Cancelled(_))) => {
@@ -1228,4 +1276,13 @@ fn run_row(run: &AgentRun) -> RunRow {
 
 fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
     hane_core::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

@@ -3,13 +3,11 @@
 //! inside the run's time, counts what the upstream reported, and records
 //! the LLM turn in the run's session.
 
+use hane_core::{LlmTurn, ModelApi, Secret, SessionEvent};
+use hane_model::{AdapterConfig, Api, ModelAdapter, ModelResponse, RetryPolicy};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
-use hane_core::{JsonText, LlmTurn, ModelApi, Secret, SessionEvent};
-use hane_model::{AdapterConfig, Api, ModelAdapter, ModelResponse, RetryPolicy};
 
 use super::{AgentRuntime, LiveRun, lock};
 use crate::drivers::{BoxFuture, ModelCall, ModelCaller, ModelInfo};
@@ -73,10 +71,14 @@ impl ModelConfig {
     }
 }
 
-/// The adapters of each release's providers, made once per process.
+/// A provider's adapter, or why it cannot be made.
+type MadeAdapter = Result<Arc<dyn ModelAdapter>, String>;
+
+/// The adapters of each release's providers (by release number and
+/// provider), made once per process.
 #[derive(Default)]
 pub(crate) struct Adapters {
-    made: Mutex<HashMap<(u64, String), Result<Arc<dyn ModelAdapter>, String>>>,
+    made: Mutex<HashMap<(u64, String), MadeAdapter>>,
 }
 
 impl Adapters {
@@ -163,6 +165,7 @@ impl AgentRuntime {
                 name: agent_model.model.name.clone(),
                 context_window: agent_model.model.context_window,
                 max_output_tokens: agent_model.model.max_output_tokens,
+                temperature: provider.manifest.spec.temperature,
             },
             adapter,
         })
@@ -179,101 +182,41 @@ impl AgentRuntime {
     ///
     /// [`ModelCallError`]: the gateway refused the call, the run has no
     /// model, or the provider failed.
-    #[tracing::instrument(name = "model_call", skip_all, fields(run, turn))]
+    #[tracing::instrument(name = "model_call", skip_all, fields(run))]
     pub async fn call_model(
         &self,
         token: &RunToken,
         call: ModelCall,
     ) -> Result<ModelResponse, ModelCallError> {
         let run = self.inner.gateway.key().verify(token)?;
+        tracing::Span::current().record("run", tracing::field::display(&run));
         let live = lock(&self.inner.live).get(&run).cloned();
-        let (live, model) = match live {
-            Some(live) => match live.model.clone() {
-                Some(model) => (live, model),
-                None => {
-                    return Err(ModelCallError::Unavailable(format!(
-                        "run `{run}` has no model"
-                    )));
-                }
-            },
-            None => return Err(crate::gateway::GatewayError::NotRunning(run).into()),
+        let Some(live) = live else {
+            return Err(crate::gateway::GatewayError::NotRunning(run).into());
         };
-        let admitted = match self.inner.gateway.admit_model(
-            token,
-            call.input_tokens,
-            model.info.max_output_tokens,
-        ) {
-            Ok(admitted) => admitted,
-            Err(e) => {
-                tracing::warn!("model call refused: {e}");
-                return Err(e.into());
-            }
+        let Some(model) = live.model.clone() else {
+            return Err(ModelCallError::Unavailable(format!(
+                "run `{run}` has no model"
+            )));
         };
-        let span = tracing::Span::current();
-        span.record("run", tracing::field::display(&run));
-        span.record("turn", admitted.turn);
-        let mut request = call.request;
-        request.model.clone_from(&model.info.name);
-        request.max_output_tokens = Some(
-            request
-                .max_output_tokens
-                .map_or(admitted.max_output_tokens, |m| {
-                    m.min(admitted.max_output_tokens)
-                }),
-        );
-        let digest = request.digest();
-        let started = Instant::now();
-        let sent = hane_model::send_with_retry(
-            model.adapter.as_ref(),
-            &request,
-            None,
-            admitted.deadline,
-            &self.inner.model_config.retry,
-        )
-        .await;
-        let latency = started.elapsed();
-        let response = match sent {
-            Ok(response) => response,
-            Err(error) => {
-                tracing::warn!("model call failed: {error}");
-                return Err(ModelCallError::Model {
-                    provider: model.info.provider.clone(),
-                    model: model.info.name.clone(),
-                    error,
-                });
-            }
-        };
-        let usage = response.usage;
+        let (response, turn) = self
+            .inner
+            .gateway
+            .call_model(
+                token,
+                &model.info,
+                model.adapter.as_ref(),
+                &self.inner.model_config.retry,
+                call,
+            )
+            .await?;
         let used = self
             .inner
             .gateway
-            .count_model_tokens(&run, usage.total())
-            .unwrap_or_default();
+            .model_tokens_used(&run)
+            .unwrap_or(live.snapshot().tokens_used);
         self.update(&live, |r| r.tokens_used = used);
-        tracing::info!(
-            input_tokens = usage.input_tokens,
-            output_tokens = usage.output_tokens,
-            latency_ms = latency.as_millis() as u64,
-            "model call answered"
-        );
-        record_turn(
-            &live,
-            LlmTurn {
-                turn: admitted.turn,
-                provider: model.info.provider.clone(),
-                model: model.info.name.clone(),
-                request_digest: digest,
-                response: JsonText::from_value(
-                    &serde_json::to_value(&response).unwrap_or(serde_json::Value::Null),
-                ),
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-                cached_tokens: usage.cached_tokens,
-                latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
-                max_output_tokens: request.max_output_tokens.unwrap_or_default(),
-                context: JsonText::from_value(&call.context),
-            },
-        );
+        record_turn(&live, turn);
         Ok(response)
     }
 }
