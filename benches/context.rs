@@ -8,6 +8,9 @@
 //!
 //! The window holds about a third of the history, so builds drop and
 //! compact the oldest units.
+//!
+//! - `count-1k/…`: one 1 KB message counted with `o200k_base` by
+//!   bpe-openai (what the builder uses) and by tiktoken-rs, side by side.
 
 use std::time::Duration;
 
@@ -118,11 +121,33 @@ fn context(c: &mut Criterion) {
     }
 }
 
+/// One 1 KB message counted by the crate the builder uses and by
+/// tiktoken-rs, the alternative, on the same text.
+fn tokenizers(c: &mut Criterion) {
+    let message = text(1_000, 99);
+    assert_eq!(
+        Tokenizer::O200k.count(&message),
+        tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&message)
+            .len() as u64
+    );
+    let mut group = c.benchmark_group("count-1k");
+    group.bench_function("o200k_base/bpe-openai", |b| {
+        b.iter(|| Tokenizer::O200k.count(&message));
+    });
+    group.bench_function("o200k_base/tiktoken-rs", |b| {
+        let bpe = tiktoken_rs::o200k_base_singleton();
+        b.iter(|| bpe.encode_ordinary(&message).len());
+    });
+    group.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     context(&mut c);
+    tokenizers(&mut c);
     c.final_summary();
 }

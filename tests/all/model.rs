@@ -374,6 +374,72 @@ async fn fifty_concurrent_runs_never_spend_past_the_days_model_tokens() {
 }
 
 #[tokio::test]
+async fn an_invalid_result_goes_back_to_the_model_as_the_tools_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let release = release_with(
+        dir.path(),
+        &[(
+            "agent.yaml",
+            &llm_agent("lookup", &[], "    maxToolCalls: 3"),
+        )],
+    );
+    let input = json!({"vehicle": FOUND});
+    let answers = vec![
+        // No `vehicle`, which the output schema requires.
+        answer(
+            vec![call("c1", "submit_result", json!({"status": "found"}))],
+            500,
+            20,
+        ),
+        answer(
+            vec![call(
+                "c2",
+                "submit_result",
+                json!({"status": "found", "vehicle": FOUND}),
+            )],
+            600,
+            20,
+        ),
+    ];
+    recorded_provider(
+        &release,
+        "replay",
+        conversation(&[], &input, &answers, vec![true]),
+    );
+    let runtime = runtime_with(dir.path(), ModelConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let run = runtime.run_to_end(start("lookup", input)).await.unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+    let statuses: Vec<&str> = run.tool_calls.iter().map(|c| c.status.as_str()).collect();
+    assert_eq!(statuses, ["failed", "succeeded"], "{run:#?}");
+    assert_eq!(
+        run.result.unwrap().to_value().unwrap(),
+        json!({"status": "found", "vehicle": FOUND})
+    );
+
+    // Past maxToolCalls, the model's next try ends the run.
+    let dir = tempfile::tempdir().unwrap();
+    let release = release_with(
+        dir.path(),
+        &[(
+            "agent.yaml",
+            &llm_agent("lookup", &[], "    maxToolCalls: 1"),
+        )],
+    );
+    let input = json!({"vehicle": FOUND});
+    recorded_provider(
+        &release,
+        "replay",
+        conversation(&[], &input, &answers, vec![true]),
+    );
+    let runtime = runtime_with(dir.path(), ModelConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let run = runtime.run_to_end(start("lookup", input)).await.unwrap();
+    assert_eq!(run.status, RunStatus::LimitExceeded, "{run:#?}");
+    assert!(run.error.unwrap().starts_with("maxToolCalls"));
+}
+
+#[tokio::test]
 async fn a_stopped_runs_next_model_call_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime_with(dir.path(), ModelConfig::new());

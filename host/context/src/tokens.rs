@@ -18,11 +18,13 @@
 //! image counts [`IMAGE_TOKENS`]. A provider's own count differs from this
 //! by its framing, which is why a window should keep some slack.
 //!
-//! The BPE tables are loaded once per process, on first use, and shared by
-//! every builder.
+//! Counting uses `bpe-openai` (exact byte-pair encoding of the same
+//! tables, several times faster than tiktoken's own algorithm; a test
+//! checks both give the same counts); tiktoken-rs maps model names to
+//! their encodings. The tables are loaded once per process, on first use,
+//! and shared by every builder.
 
 use serde::{Deserialize, Serialize};
-use tiktoken_rs::CoreBPE;
 
 use crate::types::{Content, Message, ToolSpec};
 
@@ -76,10 +78,10 @@ impl Tokenizer {
         }
     }
 
-    fn bpe(self) -> Option<&'static CoreBPE> {
+    fn bpe(self) -> Option<&'static bpe_openai::Tokenizer> {
         match self {
-            Tokenizer::O200k => Some(tiktoken_rs::o200k_base_singleton()),
-            Tokenizer::Cl100k => Some(tiktoken_rs::cl100k_base_singleton()),
+            Tokenizer::O200k => Some(bpe_openai::o200k_base()),
+            Tokenizer::Cl100k => Some(bpe_openai::cl100k_base()),
             Tokenizer::Estimate => None,
         }
     }
@@ -87,7 +89,7 @@ impl Tokenizer {
     /// Tokens of `text` (special tokens count as ordinary text).
     pub fn count(self, text: &str) -> u64 {
         match self.bpe() {
-            Some(bpe) => bpe.encode_ordinary(text).len() as u64,
+            Some(bpe) => bpe.count(text) as u64,
             None => (text.len() as u64).div_ceil(4),
         }
     }
@@ -162,11 +164,11 @@ impl Tokenizer {
     pub(crate) fn head(self, text: &str, tokens: u64) -> &str {
         let bytes = match self.bpe() {
             Some(bpe) => {
-                let ranks = bpe.encode_ordinary(text);
+                let ranks = bpe.encode(text);
                 let k = usize::try_from(tokens)
                     .unwrap_or(usize::MAX)
                     .min(ranks.len());
-                bpe.decode_bytes(&ranks[..k]).map_or(0, |b| b.len())
+                bpe.bpe.decode_tokens(&ranks[..k]).len()
             }
             None => usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX),
         };
@@ -202,6 +204,35 @@ mod tests {
         assert_eq!(Tokenizer::Cl100k.count("hello world"), 2);
         assert_eq!(Tokenizer::Estimate.count("hello world"), 3);
         assert_eq!(Tokenizer::Estimate.count(""), 0);
+    }
+
+    #[test]
+    fn counts_agree_with_tiktoken() {
+        let texts = [
+            "hello world",
+            "The vehicle 架空 300 あ 10-02 is leased until 2031-04-01.\n\n  indented\ttabs",
+            r#"{"records":[{"id":"V-001","model":"Toyota Hiace Van","mileage_km":48210}]}"#,
+            "fn main() {\n    println!(\"{}\", 1 + 2);\n}\n",
+            "émoji 🚐🚐 and CJK 車両点検の有効期限",
+            "    ",
+            "",
+        ];
+        for text in texts {
+            assert_eq!(
+                Tokenizer::O200k.count(text),
+                tiktoken_rs::o200k_base_singleton()
+                    .encode_ordinary(text)
+                    .len() as u64,
+                "{text:?}"
+            );
+            assert_eq!(
+                Tokenizer::Cl100k.count(text),
+                tiktoken_rs::cl100k_base_singleton()
+                    .encode_ordinary(text)
+                    .len() as u64,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -269,7 +269,9 @@ fn a_run_recorded_against_a_real_model_replays_offline() {
     ));
     let input = r#"{"vehicle": "架空 300 あ 10-02"}"#;
     let recorded = Command::new(env!("CARGO_BIN_EXE_hane"))
-        .args(["run", "local", "--input", input, "--json", "--record"])
+        .args([
+            "-vv", "run", "local", "--input", input, "--json", "--record",
+        ])
         .arg(&recording)
         .arg("--store")
         .arg(&store)
@@ -289,7 +291,13 @@ fn a_run_recorded_against_a_real_model_replays_offline() {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
     assert_eq!(file["format"], "hane-model-recording");
     assert_eq!(file["turns"].as_array().unwrap().len(), turns.len());
-    // The key is in no file the run wrote.
+    // The key is in no file the run wrote, and in no log line.
+    assert!(
+        text(&recorded.stderr).contains("model call answered"),
+        "{}",
+        text(&recorded.stderr)
+    );
+    assert!(!text(&recorded.stderr).contains(server.api_key()));
     for written in [&recording, &store] {
         let bytes = std::fs::read(written).unwrap();
         let key = server.api_key().as_bytes();
