@@ -18,6 +18,7 @@ mod http;
 pub mod recording;
 pub mod responses;
 mod retry;
+pub mod serve;
 pub mod sse;
 
 use std::future::Future;
