@@ -19,7 +19,6 @@
 //! request.system = Some("You check vehicles.".to_owned());
 //! request.messages.push(Message::user("Is AB-123 in the fleet?"));
 //! assert_eq!(request.messages[0].content, vec![Content::text("Is AB-123 in the fleet?")]);
-//! assert_eq!(request.digest().len(), 64);
 //! ```
 //!
 //! The [`context`] builder keeps what fits the window and reports the rest:

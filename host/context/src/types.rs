@@ -9,7 +9,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,47 +53,6 @@ impl ModelRequest {
             stop: Vec::new(),
             temperature: None,
         }
-    }
-
-    /// SHA-256 (hex) of the request's canonical JSON: what an LLM turn
-    /// records instead of the whole request. Object keys are sorted, so
-    /// the digest does not depend on the order fields were built in.
-    pub fn digest(&self) -> String {
-        let value = serde_json::to_value(self).expect("a request is always JSON");
-        let mut canonical = String::new();
-        write_canonical(&value, &mut canonical);
-        hex::encode(Sha256::digest(canonical.as_bytes()))
-    }
-}
-
-/// Appends `value` as JSON with object keys sorted and no whitespace.
-pub fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
     }
 }
 
@@ -324,28 +282,6 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_digest_does_not_depend_on_key_order() {
-        let mut a = ModelRequest::new("m");
-        a.messages.push(Message {
-            role: Role::Assistant,
-            content: vec![Content::ToolCall {
-                id: "c1".to_owned(),
-                name: "t".to_owned(),
-                input: serde_json::json!({"b": 1, "a": 2}),
-            }],
-        });
-        let mut b = a.clone();
-        b.messages[0].content[0] = Content::ToolCall {
-            id: "c1".to_owned(),
-            name: "t".to_owned(),
-            input: serde_json::from_str(r#"{"a": 2, "b": 1}"#).unwrap(),
-        };
-        assert_eq!(a.digest(), b.digest());
-        b.temperature = Some(0.0);
-        assert_ne!(a.digest(), b.digest());
-    }
 
     #[test]
     fn content_is_tagged_by_type() {

@@ -341,6 +341,14 @@ pub fn digest(tool: &str, recipient: &str, content: &Value) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
 }
 
+/// SHA-256 (hex, no prefix) of `value`'s canonical JSON: what a model
+/// call's LLM turn records of its request.
+pub fn canonical_sha256(value: &Value) -> String {
+    let mut text = String::new();
+    canonical(value, &mut text);
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
 /// Writes `value` as canonical JSON: object keys sorted by their UTF-8
 /// bytes, no whitespace, strings and numbers as serde_json writes them.
 fn canonical(value: &Value, out: &mut String) {
@@ -421,6 +429,18 @@ mod tests {
                 &json!({"subject": "Hi", "body": "y"})
             )
         );
+    }
+
+    #[test]
+    fn a_canonical_hash_does_not_depend_on_key_order() {
+        let a = json!({"b": 1, "a": [{"y": 2, "x": 3}]});
+        let b: Value = serde_json::from_str(r#"{"a": [{"x": 3, "y": 2}], "b": 1}"#).unwrap();
+        assert_eq!(canonical_sha256(&a), canonical_sha256(&b));
+        assert_eq!(
+            canonical_sha256(&json!({})),
+            hex::encode(Sha256::digest(b"{}"))
+        );
+        assert_ne!(canonical_sha256(&a), canonical_sha256(&json!({"b": 2})));
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub use agent::{
 };
 pub use approval::{
     ActionOutcome, ActionRequest, ActionState, Attempt, ConnectionTarget, DeciderKind, Decision,
-    Person, UnknownActionState, Verdict, digest,
+    Person, UnknownActionState, Verdict, canonical_sha256, digest,
 };
 pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{

@@ -177,7 +177,9 @@ impl ToolGateway {
                 m.min(admitted.max_output_tokens)
             });
         request.max_output_tokens = Some(cap);
-        let digest = request.digest();
+        let digest = hane_core::canonical_sha256(
+            &serde_json::to_value(&request).expect("a request is always JSON"),
+        );
         let started = Instant::now();
         let sent =
             hane_model::send_with_retry(adapter, &request, None, admitted.deadline, retry).await;
