@@ -115,13 +115,51 @@ pub trait Driver: Send + Sync {
 }
 
 /// The driver that runs `agent`, when this build has one for its `driver`:
-/// the one place that decides it. [`hane_core::Driver::is_available_in_this_build`]
-/// agrees with it (a test checks every driver).
+/// the one place that decides it. [`hane_core::Driver::is_available_in_this_build`],
+/// which answers before a run starts, agrees with it (a test checks every
+/// driver).
 pub(crate) fn for_agent(agent: &LoadedAgent) -> Option<Box<dyn Driver + '_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {
         hane_core::Driver::Scripted => Some(Box::new(Scripted::new(&spec.script))),
         hane_core::Driver::Llm => Some(Box::new(Llm::new(agent))),
         hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use hane_core::AgentManifest;
+    use hane_sandbox::Schema;
+
+    use super::*;
+
+    #[test]
+    fn the_drivers_this_build_runs_are_the_ones_core_says_it_has() {
+        for driver in hane_core::Driver::ALL {
+            let body = if driver == hane_core::Driver::Scripted {
+                "  script:\n    - tool: submit_result\n      input: { status: done }\n"
+            } else {
+                "  instructions: Answer.\n"
+            };
+            let yaml = format!(
+                "apiVersion: agents/v1alpha1\nkind: Agent\nmetadata:\n  name: a\nspec:\n  purpose: A test\n  input: {{ type: object }}\n  output: {{ type: object, required: [status] }}\n  driver: {driver}\n{body}"
+            );
+            let manifest = AgentManifest::from_yaml("a.yaml", &yaml).unwrap();
+            let agent = LoadedAgent {
+                input: Schema::from_value(&manifest.spec.input).unwrap(),
+                output: Schema::from_value(&manifest.spec.output).unwrap(),
+                manifest,
+                tools: BTreeMap::new(),
+                model: None,
+            };
+            assert_eq!(
+                for_agent(&agent).is_some(),
+                driver.is_available_in_this_build(),
+                "{driver}"
+            );
+        }
     }
 }
