@@ -20,6 +20,7 @@
 //! ```
 
 pub mod llama;
+mod python;
 mod smtp;
 
 use std::path::{Path, PathBuf};

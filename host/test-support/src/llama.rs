@@ -20,16 +20,15 @@
 //! (this build ignores `parallel_tool_calls: false` and would otherwise
 //! repeat the call until the output cap).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-/// The command that provisions the interpreter and the model.
-const PROVISION: &str = "cargo xtask test (or `cargo xtask provision`, then plain cargo test)";
+use crate::python::{self, PROVISION};
 
 /// The name clients send as the model.
 const ALIAS: &str = "smollm2";
@@ -37,15 +36,6 @@ const ALIAS: &str = "smollm2";
 /// How long the launcher may take to load the model and answer `/health`
 /// (about 1.5 s when the machine is idle).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The provisioned interpreter: `HANE_TEST_PYTHON`, else where `cargo xtask`
-/// makes it in the workspace's target directory.
-fn python() -> PathBuf {
-    match std::env::var_os("HANE_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        Some(python) => PathBuf::from(python),
-        None => crate::repository().join("target/test-env/venv/bin/python3"),
-    }
-}
 
 /// The provisioned model: `HANE_TEST_MODEL`, else where `cargo xtask` puts
 /// it in the workspace's target directory.
@@ -93,7 +83,6 @@ impl LlamaServer {
     }
 
     fn try_start() -> Result<Self> {
-        let python = python();
         let model = model();
         if !model.is_file() {
             bail!(
@@ -101,53 +90,29 @@ impl LlamaServer {
                 model.display()
             );
         }
-        let probe = Command::new(&python)
-            .args(["-c", "import xllamacpp"])
-            .output()
-            .with_context(|| {
-                format!(
-                    "the model tests need the Python that {PROVISION} provisions; cannot run {}",
-                    python.display()
-                )
-            })?;
-        if !probe.status.success() {
-            bail!(
-                "the model tests need xllamacpp in {}, which {PROVISION} installs:\n{}",
-                python.display(),
-                String::from_utf8_lossy(&probe.stderr)
-            );
-        }
+        let python = python::require("xllamacpp", "the model tests")?;
         let api_key = random_key()?;
         let log = tempfile::NamedTempFile::new()?;
         let tests = crate::repository().join("tests/llama");
-        let mut child = Command::new(&python)
-            .arg(tests.join("server.py"))
-            .arg("--model")
-            .arg(&model)
-            .args(["--alias", ALIAS, "--api-key", &api_key, "--port", "0"])
-            .arg("--template")
-            .arg(tests.join("chatml-tools.jinja"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen()?)
-            .spawn()
-            .with_context(|| format!("cannot start {}", python.display()))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
+        let started = python::spawn(
+            Command::new(&python)
+                .arg(tests.join("server.py"))
+                .arg("--model")
+                .arg(&model)
+                .args(["--alias", ALIAS, "--api-key", &api_key, "--port", "0"])
+                .arg("--template")
+                .arg(tests.join("chatml-tools.jinja"))
+                .stderr(log.reopen()?),
+            START_TIMEOUT,
+        )?;
+        let line = started.line;
         let mut server = Self {
-            child,
-            _stdin: stdin,
+            child: started.child,
+            _stdin: started.stdin,
             port: 0,
             api_key,
             log,
         };
-        let line = rx.recv_timeout(START_TIMEOUT).unwrap_or_default();
         let port = line
             .trim()
             .strip_prefix("listening on 127.0.0.1:")

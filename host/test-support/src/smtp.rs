@@ -4,26 +4,13 @@
 //! environment with `tests/requirements.txt`), passed as `HANE_TEST_PYTHON`
 //! or found where it puts it.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use hane_delivery::{SmtpConfig, SmtpTls};
 use tempfile::TempDir;
-
-/// The command that provisions the interpreter.
-const PROVISION: &str = "cargo xtask test (or `cargo xtask provision`, then plain cargo test)";
-
-/// The provisioned interpreter: `HANE_TEST_PYTHON`, else where `cargo xtask`
-/// makes it in the workspace's target directory.
-fn python() -> PathBuf {
-    match std::env::var_os("HANE_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        Some(python) => PathBuf::from(python),
-        None => crate::repository().join("target/test-env/venv/bin/python3"),
-    }
-}
 
 /// `tests/smtp/server.py`, run as a child process for one test and killed
 /// when dropped (it also exits when our end of its stdin closes).
@@ -47,51 +34,26 @@ impl SmtpServer {
     }
 
     fn try_start(args: &[&str]) -> Result<Self> {
-        let python = python();
-        let probe = Command::new(&python)
-            .args(["-c", "import aiosmtpd"])
-            .output()
-            .with_context(|| {
-                format!(
-                    "the SMTP tests need the Python that {PROVISION} provisions; cannot run {}",
-                    python.display()
-                )
-            })?;
-        if !probe.status.success() {
-            bail!(
-                "the SMTP tests need aiosmtpd in {}, which {PROVISION} installs:\n{}",
-                python.display(),
-                String::from_utf8_lossy(&probe.stderr)
-            );
-        }
+        let python = crate::python::require("aiosmtpd", "the SMTP tests")?;
         let dir = tempfile::tempdir()?;
         let stderr = std::fs::File::create(dir.path().join("server.log"))?;
         let script = crate::repository().join("tests/smtp/server.py");
-        let mut child = Command::new(&python)
-            .arg(script)
-            .args(["--port", "0", "--exit-with-stdin", "--maildir"])
-            .arg(dir.path().join("mail"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("cannot start {}", python.display()))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
+        let started = crate::python::spawn(
+            Command::new(&python)
+                .arg(script)
+                .args(["--port", "0", "--exit-with-stdin", "--maildir"])
+                .arg(dir.path().join("mail"))
+                .args(args)
+                .stderr(stderr),
+            Duration::from_secs(30),
+        )?;
+        let line = started.line;
         let mut server = Self {
-            child,
-            _stdin: stdin,
+            child: started.child,
+            _stdin: started.stdin,
             port: 0,
             dir,
         };
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
         match line.trim().parse() {
             Ok(port) => server.port = port,
             Err(_) => bail!(
