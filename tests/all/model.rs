@@ -121,6 +121,15 @@ fn conversation(
     turns
 }
 
+/// A runtime on a fresh store in `dir` with `release` activated, its model
+/// a recorded provider `replay` replaying `turns`.
+async fn replaying(dir: &Path, release: &Path, turns: Vec<hane_model::Turn>) -> AgentRuntime {
+    recorded_provider(release, "replay", turns);
+    let runtime = runtime_with(dir, ModelConfig::new());
+    runtime.activate(release).await.unwrap();
+    runtime
+}
+
 /// Writes a recorded provider `name` replaying `turns` into `release`.
 fn recorded_provider(release: &Path, name: &str, turns: Vec<hane_model::Turn>) {
     let recording = hane_model::Recording {
@@ -295,13 +304,12 @@ async fn a_run_past_max_model_tokens_ends_limit_exceeded() {
     // The first answer used almost all of the run's tokens.
     answers[0].usage.input_tokens = 5800;
     let input = json!({"vehicle": FOUND});
-    recorded_provider(
+    let runtime = replaying(
+        dir.path(),
         &release,
-        "replay",
         conversation(&["data.find_record"], &input, &answers, vec![false]),
-    );
-    let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&release).await.unwrap();
+    )
+    .await;
     let run = runtime.run_to_end(start("greedy", input)).await.unwrap();
     assert_eq!(run.status, RunStatus::LimitExceeded, "{run:#?}");
     assert!(
@@ -333,13 +341,12 @@ async fn fifty_concurrent_runs_never_spend_past_the_days_model_tokens() {
         ],
     );
     let input = json!({"vehicle": FOUND});
-    recorded_provider(
+    let runtime = replaying(
+        dir.path(),
         &release,
-        "replay",
         conversation(&["data.find_record"], &input, &found_answers(), vec![false]),
-    );
-    let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&release).await.unwrap();
+    )
+    .await;
     let starts = (0..50).map(|_| {
         let runtime = runtime.clone();
         let input = input.clone();
@@ -401,13 +408,12 @@ async fn an_invalid_result_goes_back_to_the_model_as_the_tools_error() {
             20,
         ),
     ];
-    recorded_provider(
+    let runtime = replaying(
+        dir.path(),
         &release,
-        "replay",
         conversation(&[], &input, &answers, vec![true]),
-    );
-    let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&release).await.unwrap();
+    )
+    .await;
     let run = runtime.run_to_end(start("lookup", input)).await.unwrap();
     assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
     let statuses: Vec<&str> = run.tool_calls.iter().map(|c| c.status.as_str()).collect();
@@ -427,13 +433,12 @@ async fn an_invalid_result_goes_back_to_the_model_as_the_tools_error() {
         )],
     );
     let input = json!({"vehicle": FOUND});
-    recorded_provider(
+    let runtime = replaying(
+        dir.path(),
         &release,
-        "replay",
         conversation(&[], &input, &answers, vec![true]),
-    );
-    let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&release).await.unwrap();
+    )
+    .await;
     let run = runtime.run_to_end(start("lookup", input)).await.unwrap();
     assert_eq!(run.status, RunStatus::LimitExceeded, "{run:#?}");
     assert!(run.error.unwrap().starts_with("maxToolCalls"));
@@ -531,13 +536,12 @@ async fn instructions_planted_in_tool_output_change_nothing_the_gateway_allows()
             30,
         ),
     ];
-    recorded_provider(
+    let runtime = replaying(
+        dir.path(),
         &release,
-        "replay",
         conversation(&["data.find_record"], &input, &answers, vec![false, true]),
-    );
-    let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&release).await.unwrap();
+    )
+    .await;
     let run = runtime.run_to_end(start("lookup", input)).await.unwrap();
     assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
     let calls: Vec<(&str, &str)> = run
