@@ -119,7 +119,11 @@ pub fn parse_request(body: &Value) -> Result<Inbound, InboundError> {
     }
     request.temperature = optional_f64(map, "temperature")?;
     let stream = flag(map, "", "stream")?;
-    Ok(Inbound { request, stream })
+    Ok(Inbound {
+        request,
+        stream,
+        include_usage: true,
+    })
 }
 
 fn content_block(

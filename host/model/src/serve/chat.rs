@@ -99,7 +99,19 @@ pub fn parse_request(body: &Value) -> Result<Inbound, InboundError> {
     };
     request.temperature = optional_f64(map, "temperature")?;
     let stream = flag(map, "", "stream")?;
-    Ok(Inbound { request, stream })
+    let include_usage = match field(map, "stream_options") {
+        None => false,
+        Some(options) => flag(
+            as_object(options, "/stream_options")?,
+            "/stream_options",
+            "include_usage",
+        )?,
+    };
+    Ok(Inbound {
+        request,
+        stream,
+        include_usage,
+    })
 }
 
 fn refuse_unsupported(map: &Map<String, Value>) -> Result<(), InboundError> {
@@ -706,6 +718,26 @@ mod tests {
         assert_eq!(
             chunks[chunks.len() - 1]["usage"]["prompt_tokens_details"]["cached_tokens"],
             1024
+        );
+    }
+
+    #[test]
+    fn stream_options_say_whether_the_usage_ends_the_stream() {
+        let base = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "stream": true});
+        let with = |options: Value| {
+            let mut body = base.clone();
+            body["stream_options"] = options;
+            parse_request(&body)
+        };
+        assert!(!parse_request(&base).unwrap().include_usage);
+        assert!(with(json!({"include_usage": true})).unwrap().include_usage);
+        assert!(!with(json!({"include_usage": false})).unwrap().include_usage);
+        assert!(!with(json!({})).unwrap().include_usage);
+        assert_eq!(with(json!(3)).unwrap_err().pointer, "/stream_options");
+        assert_eq!(
+            with(json!({"include_usage": "yes"})).unwrap_err().pointer,
+            "/stream_options/include_usage"
         );
     }
 }

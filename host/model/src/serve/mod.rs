@@ -29,6 +29,11 @@ pub struct Inbound {
     pub request: ModelRequest,
     /// Whether the client asked for an event stream.
     pub stream: bool,
+    /// Whether the event stream is to end with the usage. Chat Completions
+    /// sends it only when the client asks (`stream_options.include_usage`,
+    /// a chunk with no choices that a careless client may trip on); the
+    /// Responses and Messages streams always carry it, so `true` for them.
+    pub include_usage: bool,
 }
 
 /// Why a client's request cannot be served: what, and where in its body.

@@ -87,7 +87,11 @@ pub fn parse_request(body: &Value) -> Result<Inbound, InboundError> {
     request.max_output_tokens = optional_u64(map, "max_output_tokens")?;
     request.temperature = optional_f64(map, "temperature")?;
     let stream = flag(map, "", "stream")?;
-    Ok(Inbound { request, stream })
+    Ok(Inbound {
+        request,
+        stream,
+        include_usage: true,
+    })
 }
 
 fn input_item(
