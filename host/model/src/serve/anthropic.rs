@@ -13,12 +13,12 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    Calls, Failure, Inbound, InboundError, SseOut, array, as_object, at, field, flag, object,
-    optional_f64, optional_str, pieces, required_str,
+    Calls, Failure, Inbound, InboundError, SentBlocks, SseOut, array, as_object, at, field, flag,
+    object, optional_f64, optional_str, required_str,
 };
 use crate::{
-    Content, Message, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec,
-    arguments_text,
+    Content, Message, ModelRequest, ModelResponse, Role, StopReason, StreamEvent, ToolChoice,
+    ToolSpec,
 };
 
 /// The normalized request for a Messages request body.
@@ -287,97 +287,233 @@ fn blocks(response: &ModelResponse) -> Vec<Value> {
 
 /// The usage in Anthropic's terms: `input_tokens` leaves out the cache
 /// reads (the normalized count includes them).
-fn usage(response: &ModelResponse, output_tokens: u64) -> Value {
+fn usage(response: &ModelResponse) -> Value {
     let u = response.usage;
     json!({
         "input_tokens": u.input_tokens.saturating_sub(u.cached_tokens),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": u.cached_tokens,
-        "output_tokens": output_tokens,
-    })
-}
-
-fn message(response: &ModelResponse, id: &str, done: bool) -> Value {
-    json!({
-        "id": id,
-        "type": "message",
-        "role": "assistant",
-        "model": response.model,
-        "content": if done { Value::Array(blocks(response)) } else { json!([]) },
-        "stop_reason": if done { json!(stop_reason(response.stop_reason)) } else { Value::Null },
-        "stop_sequence": null,
-        "usage": usage(response, if done { response.usage.output_tokens } else { 0 }),
+        "output_tokens": u.output_tokens,
     })
 }
 
 /// The `message` object for `response`.
 pub fn response_body(response: &ModelResponse, id: &str) -> Value {
-    message(response, id, true)
+    json!({
+        "id": id,
+        "type": "message",
+        "role": "assistant",
+        "model": response.model,
+        "content": blocks(response),
+        "stop_reason": stop_reason(response.stop_reason),
+        "stop_sequence": null,
+        "usage": usage(response),
+    })
 }
 
-/// The events Anthropic streams for `response`: `message_start` (with the
-/// input usage), `ping`, per block `content_block_start`, its
-/// `content_block_delta`s (`text_delta` or `input_json_delta`) and
-/// `content_block_stop`, then `message_delta` (stop reason and output
-/// tokens) and `message_stop`, all named.
+/// The events Anthropic streams for `response`: what a [`StreamWriter`]
+/// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    let mut events = Vec::new();
-    let mut emit = |kind: &str, mut data: Value| {
-        data["type"] = json!(kind);
-        events.push(SseOut::named(kind, &data));
-    };
-    emit(
-        "message_start",
-        json!({"message": message(response, id, false)}),
-    );
-    emit("ping", json!({}));
-    let blocks = response
-        .content
-        .iter()
-        .filter(|c| matches!(c, Content::Text { .. } | Content::ToolCall { .. }));
-    for (index, block) in blocks.enumerate() {
-        match block {
-            Content::Text { text } => {
-                emit(
-                    "content_block_start",
-                    json!({"index": index, "content_block": {"type": "text", "text": ""}}),
-                );
-                for piece in pieces(text) {
-                    emit(
-                        "content_block_delta",
-                        json!({"index": index, "delta": {"type": "text_delta", "text": piece}}),
-                    );
-                }
-            }
-            Content::ToolCall {
-                id: call_id,
-                name,
-                input,
-            } => {
-                emit(
-                    "content_block_start",
-                    json!({"index": index, "content_block": {"type": "tool_use", "id": call_id,
-                        "name": name, "input": {}}}),
-                );
-                for piece in pieces(&arguments_text(input)) {
-                    emit(
-                        "content_block_delta",
-                        json!({"index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                    );
-                }
-            }
-            _ => {}
-        }
-        emit("content_block_stop", json!({"index": index}));
+    let mut writer = StreamWriter::new(id, &response.model, response.usage.input_tokens);
+    let mut out = writer.start();
+    for event in super::streamed(response) {
+        out.extend(writer.event(&event));
     }
-    emit(
-        "message_delta",
-        json!({"delta": {"stop_reason": stop_reason(response.stop_reason), "stop_sequence": null},
-            "usage": {"output_tokens": response.usage.output_tokens}}),
-    );
-    emit("message_stop", json!({}));
-    events
+    out.extend(writer.finish(response));
+    out
+}
+
+/// Writes the Messages event stream of a response while it streams in,
+/// each piece as it comes, all events named.
+///
+/// [`start`](Self::start) writes `message_start` (the message with no
+/// content, the model given and the estimated input tokens) and `ping`.
+/// Each block then has `content_block_start` (text, or `tool_use` with
+/// `input: {}`), its `content_block_delta`s (`text_delta` or
+/// `input_json_delta`) and `content_block_stop`, which comes when the
+/// next block begins or at the finish; blocks are numbered from 0 in the
+/// order they began. [`finish`](Self::finish) writes what the final
+/// response has that was not streamed, closes the open block, and ends
+/// with `message_delta` (stop reason and the response's usage) and
+/// `message_stop`. [`fail`](Self::fail) ends the stream with an `error`
+/// event instead.
+///
+/// What cannot be sent is left out, never a malformed stream: a piece for
+/// a block closed already (an upstream that interleaves blocks), or final
+/// text that does not extend what was streamed (this format has no
+/// closing object to correct it in).
+#[derive(Debug)]
+pub struct StreamWriter {
+    id: String,
+    model: String,
+    input_tokens: u64,
+    started: bool,
+    ended: bool,
+    blocks: SentBlocks,
+    /// The position of the block open now, when one is.
+    open: Option<usize>,
+}
+
+impl StreamWriter {
+    /// A writer for the message `id`, showing `model` and `input_tokens`
+    /// (the gateway's estimate) in `message_start`, before the response
+    /// is known.
+    pub fn new(id: &str, model: &str, input_tokens: u64) -> Self {
+        Self {
+            id: id.to_owned(),
+            model: model.to_owned(),
+            input_tokens,
+            started: false,
+            ended: false,
+            blocks: SentBlocks::default(),
+            open: None,
+        }
+    }
+
+    /// The events that open the stream: `message_start` and `ping`. Once;
+    /// [`event`](Self::event) and [`finish`](Self::finish) start the
+    /// stream themselves when it has not been.
+    pub fn start(&mut self) -> Vec<SseOut> {
+        if self.started {
+            return Vec::new();
+        }
+        self.started = true;
+        let message = json!({
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": self.input_tokens, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0, "output_tokens": 0},
+        });
+        let mut out = Vec::new();
+        emit(&mut out, "message_start", json!({"message": message}));
+        emit(&mut out, "ping", json!({}));
+        out
+    }
+
+    /// The events for one piece of the response: a block opened (and the
+    /// one before closed) when the piece begins a block, then its delta.
+    /// Nothing after the end.
+    pub fn event(&mut self, event: &StreamEvent) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        self.piece(event, &mut out);
+        out
+    }
+
+    fn piece(&mut self, event: &StreamEvent, out: &mut Vec<SseOut>) {
+        let (index, call, more) = match event {
+            StreamEvent::TextDelta { index, text } => (*index, None, text.as_str()),
+            StreamEvent::ToolCallStart { index, id, name } => {
+                (*index, Some((id.as_str(), name.as_str())), "")
+            }
+            StreamEvent::ToolCallDelta { index, json } => (*index, Some(("", "")), json.as_str()),
+        };
+        if call.is_none() && more.is_empty() {
+            return;
+        }
+        let at = match self.blocks.position(index) {
+            Some(at) => at,
+            None => self.open_block(index, call, out),
+        };
+        // A piece of a closed block, or of another kind, cannot be sent.
+        if more.is_empty()
+            || self.open != Some(at)
+            || self.blocks.0[at].call.is_some() != call.is_some()
+        {
+            return;
+        }
+        self.blocks.0[at].text.push_str(more);
+        out.push(self.delta(at, more));
+    }
+
+    fn open_block(
+        &mut self,
+        upstream: usize,
+        call: Option<(&str, &str)>,
+        out: &mut Vec<SseOut>,
+    ) -> usize {
+        self.close(out);
+        let at = self.blocks.push(upstream, call);
+        let block = match call {
+            Some((id, name)) => json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+            None => json!({"type": "text", "text": ""}),
+        };
+        emit(
+            out,
+            "content_block_start",
+            json!({"index": at, "content_block": block}),
+        );
+        self.open = Some(at);
+        at
+    }
+
+    fn delta(&self, at: usize, more: &str) -> SseOut {
+        let delta = if self.blocks.0[at].call.is_some() {
+            json!({"type": "input_json_delta", "partial_json": more})
+        } else {
+            json!({"type": "text_delta", "text": more})
+        };
+        named("content_block_delta", json!({"index": at, "delta": delta}))
+    }
+
+    fn close(&mut self, out: &mut Vec<SseOut>) {
+        if let Some(at) = self.open.take() {
+            emit(out, "content_block_stop", json!({"index": at}));
+        }
+    }
+
+    /// The end of the stream for the final `response`: the rest of the
+    /// open block, the blocks never streamed (a non-streaming upstream's
+    /// whole response), `content_block_stop`, `message_delta` with the
+    /// stop reason and the response's usage, `message_stop`. Nothing
+    /// after the end.
+    pub fn finish(&mut self, response: &ModelResponse) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        let missing = self.blocks.reconcile(response);
+        if let Some(at) = self.open
+            && let Some(rest) = self.blocks.0[at].take_rest()
+        {
+            out.push(self.delta(at, &rest));
+        }
+        for event in &missing {
+            self.piece(event, &mut out);
+        }
+        self.close(&mut out);
+        emit(
+            &mut out,
+            "message_delta",
+            json!({"delta": {"stop_reason": stop_reason(response.stop_reason), "stop_sequence": null},
+                "usage": usage(response)}),
+        );
+        emit(&mut out, "message_stop", json!({}));
+        self.ended = true;
+        out
+    }
+
+    /// The end of the stream for a failure after it began: an `error`
+    /// event with the body [`error_body`] gives. Nothing after the end.
+    pub fn fail(&mut self, failure: &Failure) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.ended = true;
+        vec![SseOut::named("error", &error_body(failure).1)]
+    }
+}
+
+/// The event `kind` of `data`, its `type` set.
+fn named(kind: &str, mut data: Value) -> SseOut {
+    data["type"] = json!(kind);
+    SseOut::named(kind, &data)
+}
+
+fn emit(out: &mut Vec<SseOut>, kind: &str, data: Value) {
+    out.push(named(kind, data));
 }
 
 /// The status and Anthropic error body for `failure`.
@@ -389,8 +525,11 @@ pub fn error_body(failure: &Failure) -> (u16, Value) {
 mod tests {
     use super::*;
     use crate::serve::encode;
-    use crate::serve::tests::{parse_sse, rich_request, rich_response};
-    use crate::{WireOptions, anthropic};
+    use crate::serve::tests::{
+        merged, parse_sse, rate_limited, read_back, rich_request, rich_response, streamed_cases,
+        upstream,
+    };
+    use crate::{Api, ModelError, WireOptions, anthropic, arguments_text};
 
     const REASONS: [StopReason; 5] = [
         StopReason::EndTurn,
@@ -559,5 +698,244 @@ mod tests {
             assert!(done);
             assert_eq!(stream.finish().unwrap(), response, "{reason:?}");
         }
+    }
+
+    const DELTAS: [&str; 2] = ["/delta/text", "/delta/partial_json"];
+
+    /// What `writer` writes for `events`, then the final `response`.
+    fn written(
+        writer: &mut StreamWriter,
+        events: &[StreamEvent],
+        response: &ModelResponse,
+    ) -> Vec<SseOut> {
+        let mut out = writer.start();
+        for event in events {
+            out.extend(writer.event(event));
+        }
+        out.extend(writer.finish(response));
+        out
+    }
+
+    /// Checks that `out` is a whole stream: started, blocks one at a time
+    /// numbered from 0 (deltas of their kind), ended.
+    fn check(out: &[SseOut]) {
+        let names: Vec<&str> = out.iter().map(|e| e.event.as_deref().unwrap()).collect();
+        assert_eq!(names[..2], ["message_start", "ping"]);
+        assert_eq!(names[names.len() - 2..], ["message_delta", "message_stop"]);
+        let mut open: Option<(u64, String)> = None;
+        let mut next = 0;
+        for (name, event) in names.iter().zip(out).take(out.len() - 2).skip(2) {
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            assert_eq!(data["type"], *name);
+            let index = data["index"].as_u64().unwrap();
+            match *name {
+                "content_block_start" => {
+                    assert!(open.is_none(), "a block starts inside another");
+                    assert_eq!(index, next);
+                    let kind = data["content_block"]["type"].as_str().unwrap().to_owned();
+                    open = Some((index, kind));
+                    next += 1;
+                }
+                "content_block_delta" => {
+                    let (at, kind) = open.as_ref().expect("a delta outside a block");
+                    assert_eq!(*at, index);
+                    let expected = if kind == "text" {
+                        "text_delta"
+                    } else {
+                        "input_json_delta"
+                    };
+                    assert_eq!(data["delta"]["type"], expected);
+                }
+                "content_block_stop" => {
+                    assert_eq!(open.take().map(|(at, _)| at), Some(index));
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        assert!(open.is_none(), "a block left open");
+    }
+
+    #[test]
+    fn pieces_as_they_come_give_the_stream_of_the_final_response() {
+        for (response, upstreams) in streamed_cases() {
+            for api in upstreams {
+                let (events, last) = upstream(api, &response);
+                let mut writer = StreamWriter::new("id", &last.model, last.usage.input_tokens);
+                let out = written(&mut writer, &events, &last);
+                check(&out);
+                assert_eq!(
+                    merged(&out, &DELTAS),
+                    merged(&stream_events(&last, "id"), &DELTAS),
+                    "{api:?} {response:?}"
+                );
+                let back = read_back(Api::AnthropicMessages, &out).unwrap();
+                assert_eq!(back.request_id.as_deref(), Some("id"));
+                assert_eq!(
+                    ModelResponse {
+                        request_id: last.request_id.clone(),
+                        ..back
+                    },
+                    last
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_that_did_not_stream_is_written_whole_at_the_finish() {
+        for (response, _) in streamed_cases() {
+            let mut writer = StreamWriter::new("id", "model-x", 1200);
+            let mut out = writer.start();
+            out.extend(writer.finish(&response));
+            assert_eq!(out, stream_events(&response, "id"));
+            // The finish starts the stream when nothing did.
+            let mut writer = StreamWriter::new("id", "model-x", 1200);
+            assert_eq!(writer.finish(&response), out);
+            assert_eq!(read_back(Api::AnthropicMessages, &out).unwrap(), response);
+        }
+    }
+
+    #[test]
+    fn what_did_not_stream_is_written_at_the_finish() {
+        let response = rich_response(StopReason::ToolUse);
+        let Content::Text { text } = &response.content[0] else {
+            panic!("the fixture changed");
+        };
+        let Content::ToolCall { id, name, input } = &response.content[1] else {
+            panic!("the fixture changed");
+        };
+        let arguments = arguments_text(input);
+        let half = |s: &str| s.chars().take(s.chars().count() / 2).collect::<String>();
+        let cases = [
+            vec![StreamEvent::TextDelta {
+                index: 0,
+                text: half(text),
+            }],
+            vec![
+                StreamEvent::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                StreamEvent::ToolCallStart {
+                    index: 1,
+                    id: id.clone(),
+                    name: name.clone(),
+                },
+                StreamEvent::ToolCallDelta {
+                    index: 1,
+                    json: half(&arguments),
+                },
+            ],
+        ];
+        for events in cases {
+            let mut writer = StreamWriter::new("id", "model-x", 1200);
+            let out = written(&mut writer, &events, &response);
+            check(&out);
+            assert_eq!(
+                merged(&out, &DELTAS),
+                merged(&stream_events(&response, "id"), &DELTAS)
+            );
+            assert_eq!(read_back(Api::AnthropicMessages, &out).unwrap(), response);
+        }
+    }
+
+    #[test]
+    fn a_response_that_contradicts_the_stream_still_ends_it_well() {
+        let response = rich_response(StopReason::ToolUse);
+        let text = |index, text: &str| StreamEvent::TextDelta {
+            index,
+            text: text.into(),
+        };
+        let call = |index, id: &str| StreamEvent::ToolCallStart {
+            index,
+            id: id.into(),
+            name: "other".into(),
+        };
+        let json = |index, json: &str| StreamEvent::ToolCallDelta {
+            index,
+            json: json.into(),
+        };
+        let cases = [
+            // Text the final text does not extend.
+            vec![text(0, "Hello wor")],
+            // Calls the final response does not have.
+            vec![
+                text(0, "Checking"),
+                call(1, "call_z"),
+                json(1, "{\"x\":"),
+                call(2, "call_y"),
+                call(3, "call_x"),
+            ],
+            // A call where the final response has text, and text for it.
+            vec![call(0, "call_a"), text(0, "late")],
+            // Blocks interleaved, and arguments with no start.
+            vec![
+                text(5, "x"),
+                json(2, "{"),
+                text(5, "z"),
+                text(7, ""),
+                json(2, "}"),
+            ],
+        ];
+        for events in cases {
+            let mut writer = StreamWriter::new("id", "model-x", 1);
+            let out = written(&mut writer, &events, &response);
+            check(&out);
+            let back = read_back(Api::AnthropicMessages, &out).unwrap();
+            assert_eq!(back.stop_reason, response.stop_reason);
+            assert_eq!(back.usage, response.usage);
+        }
+    }
+
+    #[test]
+    fn the_start_shows_the_estimate_and_the_end_the_usage() {
+        let response = rich_response(StopReason::EndTurn);
+        let mut writer = StreamWriter::new("msg_1", "asked-for", 999);
+        let start = writer.start();
+        let message: Value = serde_json::from_str(&start[0].data).unwrap();
+        assert_eq!(message["message"]["id"], "msg_1");
+        assert_eq!(message["message"]["model"], "asked-for");
+        assert_eq!(message["message"]["usage"]["input_tokens"], 999);
+        assert!(writer.start().is_empty(), "the stream starts once");
+        let end = writer.finish(&response);
+        let delta: Value = serde_json::from_str(&end[end.len() - 2].data).unwrap();
+        assert_eq!(delta["usage"]["input_tokens"], 1200 - 1024);
+        assert_eq!(delta["usage"]["cache_read_input_tokens"], 1024);
+        assert_eq!(delta["usage"]["output_tokens"], 80);
+        let back = read_back(Api::AnthropicMessages, &[start, end].concat()).unwrap();
+        assert_eq!(back.usage, response.usage);
+    }
+
+    #[test]
+    fn a_failure_after_the_start_is_an_error_event() {
+        let mut writer = StreamWriter::new("id", "m", 10);
+        let mut out = writer.start();
+        out.extend(writer.event(&StreamEvent::TextDelta {
+            index: 0,
+            text: "Hi".into(),
+        }));
+        let failed = writer.fail(&rate_limited());
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].event.as_deref(), Some("error"));
+        let data: Value = serde_json::from_str(&failed[0].data).unwrap();
+        assert_eq!(data, error_body(&rate_limited()).1);
+        assert_eq!(data["error"]["type"], "rate_limit_error");
+        out.extend(failed);
+        assert!(matches!(
+            read_back(Api::AnthropicMessages, &out),
+            Err(ModelError::RateLimited { .. })
+        ));
+        // Nothing after the end.
+        let response = rich_response(StopReason::EndTurn);
+        assert!(writer.finish(&response).is_empty());
+        assert!(writer.fail(&rate_limited()).is_empty());
+        assert!(
+            writer
+                .event(&StreamEvent::TextDelta {
+                    index: 0,
+                    text: "more".into()
+                })
+                .is_empty()
+        );
     }
 }

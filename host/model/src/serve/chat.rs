@@ -14,12 +14,13 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    Calls, Failure, Inbound, InboundError, SseOut, array, as_object, at, data_url, ends_in_tool,
-    field, flag, object, optional_f64, optional_str, optional_u64, pieces, push, required_str,
+    Calls, Failure, Inbound, InboundError, SentBlocks, SseOut, array, as_object, at, data_url,
+    ends_in_tool, field, flag, object, optional_f64, optional_str, optional_u64, push,
+    required_str,
 };
 use crate::{
-    Content, Message, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec,
-    arguments_text,
+    Content, Message, ModelRequest, ModelResponse, Role, StopReason, StreamEvent, ToolChoice,
+    ToolSpec, arguments_text,
 };
 
 /// The normalized request for a Chat Completions request body.
@@ -450,44 +451,199 @@ pub fn response_body(response: &ModelResponse, id: &str) -> Value {
 }
 
 /// The `chat.completion.chunk` events for `response`, as OpenAI streams
-/// them with `stream_options.include_usage`: the role, the text in
-/// pieces, each tool call (index, id and name, then its arguments in
-/// pieces), the finish reason, the usage with no choices, `[DONE]`.
+/// them with `stream_options.include_usage`: what a [`StreamWriter`]
+/// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    let chunk = |choices: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": 0,
-            "model": response.model, "choices": choices})
-    };
-    let delta = |delta: Value| chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}]));
-    let mut events = vec![SseOut::data(&delta(
-        json!({"role": "assistant", "content": "", "refusal": null}),
-    ))];
-    for piece in pieces(&response.text()) {
-        events.push(SseOut::data(&delta(json!({"content": piece}))));
+    let mut writer = StreamWriter::new(id, &response.model, response.usage.input_tokens);
+    writer.include_usage(true);
+    let mut out = writer.start();
+    for event in super::streamed(response) {
+        out.extend(writer.event(&event));
     }
-    let calls = response.content.iter().filter_map(|c| match c {
-        Content::ToolCall { id, name, input } => Some((id, name, input)),
-        _ => None,
-    });
-    for (index, (call_id, name, input)) in calls.enumerate() {
-        events.push(SseOut::data(&delta(json!({"tool_calls": [{
-            "index": index, "id": call_id, "type": "function",
-            "function": {"name": name, "arguments": ""}}]}))));
-        for piece in pieces(&arguments_text(input)) {
-            events.push(SseOut::data(&delta(json!({"tool_calls": [{
-                "index": index, "function": {"arguments": piece}}]}))));
+    out.extend(writer.finish(response));
+    out
+}
+
+/// Writes the `chat.completion.chunk` stream of a response while it
+/// streams in, each piece as it comes, as unnamed `data:` events.
+///
+/// [`start`](Self::start) writes the first chunk, the role (`delta:
+/// {"role": "assistant", "content": ""}`). Text then goes as `content`
+/// deltas; a tool call as a `tool_calls` delta with its index (tool calls
+/// numbered from 0 in the order they began), id, name and empty
+/// arguments, then its arguments in `tool_calls` deltas of that index.
+/// [`finish`](Self::finish) writes what the final response has that was
+/// not streamed, then the chunk with the `finish_reason`, the usage chunk
+/// (`choices: []`) when [`include_usage`](Self::include_usage) says so,
+/// and `[DONE]`. [`fail`](Self::fail) ends the stream with an error chunk
+/// instead. Every chunk has the id given; the model is the one given
+/// until the finish, the response's from then on.
+///
+/// Nothing here closes a block, so a piece of any block can be sent when
+/// it comes; final text that does not extend what was streamed cannot be
+/// corrected (the format has no closing object) and is left out.
+#[derive(Debug)]
+pub struct StreamWriter {
+    id: String,
+    model: String,
+    include_usage: bool,
+    started: bool,
+    ended: bool,
+    blocks: SentBlocks,
+}
+
+impl StreamWriter {
+    /// A writer for the completion `id`, showing `model` until the
+    /// response is known. `input_tokens` is not shown: this format reports
+    /// usage only at the end, from the response.
+    pub fn new(id: &str, model: &str, input_tokens: u64) -> Self {
+        let _ = input_tokens;
+        Self {
+            id: id.to_owned(),
+            model: model.to_owned(),
+            include_usage: false,
+            started: false,
+            ended: false,
+            blocks: SentBlocks::default(),
         }
     }
-    events.push(SseOut::data(&chunk(json!([{"index": 0, "delta": {},
-        "finish_reason": finish_reason(response.stop_reason)}]))));
-    let mut last = chunk(json!([]));
-    last["usage"] = usage(response);
-    events.push(SseOut::data(&last));
-    events.push(SseOut {
+
+    /// Whether the stream ends with a usage chunk, as the client asked
+    /// with `stream_options.include_usage` ([`Inbound::include_usage`]);
+    /// `false` by default, as OpenAI does.
+    pub fn include_usage(&mut self, include: bool) -> &mut Self {
+        self.include_usage = include;
+        self
+    }
+
+    fn chunk(&self, choices: Value) -> Value {
+        json!({"id": self.id, "object": "chat.completion.chunk", "created": 0,
+            "model": self.model, "choices": choices})
+    }
+
+    fn delta(&self, delta: Value) -> SseOut {
+        SseOut::data(&self.chunk(json!([{"index": 0, "delta": delta, "finish_reason": null}])))
+    }
+
+    /// The first chunk: the role. Once; [`event`](Self::event) and
+    /// [`finish`](Self::finish) start the stream themselves when it has
+    /// not been.
+    pub fn start(&mut self) -> Vec<SseOut> {
+        if self.started {
+            return Vec::new();
+        }
+        self.started = true;
+        vec![self.delta(json!({"role": "assistant", "content": "", "refusal": null}))]
+    }
+
+    /// The chunks for one piece of the response. Nothing after the end.
+    pub fn event(&mut self, event: &StreamEvent) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        self.piece(event, &mut out);
+        out
+    }
+
+    /// The index of the tool call at position `at` among the tool calls.
+    fn call_index(&self, at: usize) -> usize {
+        self.blocks.0[..at]
+            .iter()
+            .filter(|b| b.call.is_some())
+            .count()
+    }
+
+    fn piece(&mut self, event: &StreamEvent, out: &mut Vec<SseOut>) {
+        let (index, call, more) = match event {
+            StreamEvent::TextDelta { index, text } => (*index, None, text.as_str()),
+            StreamEvent::ToolCallStart { index, id, name } => {
+                (*index, Some((id.as_str(), name.as_str())), "")
+            }
+            StreamEvent::ToolCallDelta { index, json } => (*index, Some(("", "")), json.as_str()),
+        };
+        if call.is_none() && more.is_empty() {
+            return;
+        }
+        let at = match self.blocks.position(index) {
+            Some(at) => at,
+            None => {
+                let at = self.blocks.push(index, call);
+                if let Some((id, name)) = call {
+                    out.push(self.delta(json!({"tool_calls": [{
+                        "index": self.call_index(at), "id": id, "type": "function",
+                        "function": {"name": name, "arguments": ""}}]})));
+                }
+                at
+            }
+        };
+        if more.is_empty() || self.blocks.0[at].call.is_some() != call.is_some() {
+            return;
+        }
+        self.blocks.0[at].text.push_str(more);
+        out.push(self.more(at, more));
+    }
+
+    /// More text or arguments of the block at `at`.
+    fn more(&self, at: usize, more: &str) -> SseOut {
+        if self.blocks.0[at].call.is_some() {
+            self.delta(json!({"tool_calls": [{"index": self.call_index(at),
+                "function": {"arguments": more}}]}))
+        } else {
+            self.delta(json!({"content": more}))
+        }
+    }
+
+    /// The end of the stream for the final `response`: the rest of each
+    /// block, the blocks never streamed (a non-streaming upstream's whole
+    /// response), the `finish_reason` chunk, the usage chunk when asked
+    /// for, `[DONE]`. Nothing after the end.
+    pub fn finish(&mut self, response: &ModelResponse) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        if !response.model.is_empty() {
+            response.model.clone_into(&mut self.model);
+        }
+        let missing = self.blocks.reconcile(response);
+        for at in 0..self.blocks.0.len() {
+            if let Some(rest) = self.blocks.0[at].take_rest() {
+                out.push(self.more(at, &rest));
+            }
+        }
+        for event in &missing {
+            self.piece(event, &mut out);
+        }
+        out.push(SseOut::data(&self.chunk(json!([{"index": 0, "delta": {},
+            "finish_reason": finish_reason(response.stop_reason)}]))));
+        if self.include_usage {
+            let mut last = self.chunk(json!([]));
+            last["usage"] = usage(response);
+            out.push(SseOut::data(&last));
+        }
+        out.push(done());
+        self.ended = true;
+        out
+    }
+
+    /// The end of the stream for a failure after it began: a chunk that is
+    /// the body [`error_body`] gives (`{"error": {...}}`, which the OpenAI
+    /// SDKs raise), then `[DONE]`. Nothing after the end.
+    pub fn fail(&mut self, failure: &Failure) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.ended = true;
+        vec![SseOut::data(&error_body(failure).1), done()]
+    }
+}
+
+fn done() -> SseOut {
+    SseOut {
         event: None,
         data: "[DONE]".into(),
-    });
-    events
+    }
 }
 
 /// The status and OpenAI error body for `failure`.
@@ -499,8 +655,11 @@ pub fn error_body(failure: &Failure) -> (u16, Value) {
 mod tests {
     use super::*;
     use crate::serve::encode;
-    use crate::serve::tests::{parse_sse, rich_request, rich_response};
-    use crate::{WireOptions, chat};
+    use crate::serve::tests::{
+        merged, parse_sse, rate_limited, read_back, rich_request, rich_response, streamed_cases,
+        upstream,
+    };
+    use crate::{Api, ModelError, Usage, WireOptions, chat};
 
     #[test]
     fn a_request_round_trips_through_the_outbound_format_except_is_error() {
@@ -721,6 +880,50 @@ mod tests {
         );
     }
 
+    const DELTAS: [&str; 2] = [
+        "/choices/0/delta/content",
+        "/choices/0/delta/tool_calls/0/function/arguments",
+    ];
+
+    /// What `writer` writes for `events`, then the final `response`.
+    fn written(
+        writer: &mut StreamWriter,
+        events: &[StreamEvent],
+        response: &ModelResponse,
+    ) -> Vec<SseOut> {
+        let mut out = writer.start();
+        for event in events {
+            out.extend(writer.event(event));
+        }
+        out.extend(writer.finish(response));
+        out
+    }
+
+    /// Checks that `out` is a whole stream: chunks of the completion `id`,
+    /// the role first, one finish reason, `[DONE]` last.
+    fn check(out: &[SseOut]) {
+        assert_eq!(out.last().unwrap().data, "[DONE]");
+        let chunks: Vec<Value> = out[..out.len() - 1]
+            .iter()
+            .map(|e| {
+                assert!(e.event.is_none());
+                serde_json::from_str(&e.data).unwrap()
+            })
+            .collect();
+        assert!(chunks.iter().all(|c| c["id"] == "id"));
+        assert!(
+            chunks
+                .iter()
+                .all(|c| c["object"] == "chat.completion.chunk")
+        );
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let finishes = chunks
+            .iter()
+            .filter(|c| !c["choices"][0]["finish_reason"].is_null())
+            .count();
+        assert_eq!(finishes, 1);
+    }
+
     #[test]
     fn stream_options_say_whether_the_usage_ends_the_stream() {
         let base = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
@@ -739,5 +942,208 @@ mod tests {
             with(json!({"include_usage": "yes"})).unwrap_err().pointer,
             "/stream_options/include_usage"
         );
+        // Without it, no chunk without choices.
+        let response = rich_response(StopReason::ToolUse);
+        let mut writer = StreamWriter::new("id", "model-x", 0);
+        let out = writer.finish(&response);
+        check(&out);
+        let before_done: Value = serde_json::from_str(&out[out.len() - 2].data).unwrap();
+        assert_eq!(before_done["choices"][0]["finish_reason"], "tool_calls");
+        assert!(before_done.get("usage").is_none());
+        let back = read_back(Api::ChatCompletions, &out).unwrap();
+        assert_eq!(back.usage, Usage::default());
+        assert_eq!(back.content, response.content);
+    }
+
+    #[test]
+    fn pieces_as_they_come_give_the_stream_of_the_final_response() {
+        for (response, upstreams) in streamed_cases() {
+            for api in upstreams {
+                let (events, last) = upstream(api, &response);
+                let mut writer = StreamWriter::new("id", "shown", 0);
+                writer.include_usage(true);
+                let out = written(&mut writer, &events, &last);
+                check(&out);
+                let first: Value = serde_json::from_str(&out[0].data).unwrap();
+                assert_eq!(first["model"], "shown");
+                let expected = stream_events(&last, "id");
+                assert_eq!(
+                    merged(&out[1..], &DELTAS)
+                        .into_iter()
+                        .map(|(name, mut chunk)| {
+                            // The model given shows until the response is
+                            // known.
+                            if chunk.is_object() {
+                                chunk["model"] = json!(last.model);
+                            }
+                            (name, chunk)
+                        })
+                        .collect::<Vec<_>>(),
+                    merged(&expected[1..], &DELTAS),
+                    "{api:?} {response:?}"
+                );
+                let back = read_back(Api::ChatCompletions, &out).unwrap();
+                assert_eq!(
+                    ModelResponse {
+                        request_id: last.request_id.clone(),
+                        ..back
+                    },
+                    // One text: Chat Completions joins text blocks.
+                    chat::parse_response(&response_body(&last, "up")).unwrap()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_that_did_not_stream_is_written_whole_at_the_finish() {
+        for (response, _) in streamed_cases() {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            writer.include_usage(true);
+            let mut out = writer.start();
+            out.extend(writer.finish(&response));
+            assert_eq!(out, stream_events(&response, "id"));
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            writer.include_usage(true);
+            assert_eq!(writer.finish(&response), out);
+            check(&out);
+            let back = read_back(Api::ChatCompletions, &out).unwrap();
+            assert_eq!(
+                back,
+                chat::parse_response(&response_body(&response, "id")).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn what_did_not_stream_is_written_at_the_finish() {
+        let response = rich_response(StopReason::ToolUse);
+        let Content::Text { text } = &response.content[0] else {
+            panic!("the fixture changed");
+        };
+        let Content::ToolCall { id, name, input } = &response.content[1] else {
+            panic!("the fixture changed");
+        };
+        let arguments = arguments_text(input);
+        let half = |s: &str| s.chars().take(s.chars().count() / 2).collect::<String>();
+        let cases = [
+            vec![StreamEvent::TextDelta {
+                index: 0,
+                text: half(text),
+            }],
+            vec![
+                StreamEvent::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                StreamEvent::ToolCallStart {
+                    index: 1,
+                    id: id.clone(),
+                    name: name.clone(),
+                },
+                StreamEvent::ToolCallDelta {
+                    index: 1,
+                    json: half(&arguments),
+                },
+            ],
+            // The text's rest comes after the call began: nothing here
+            // closes a block.
+            vec![
+                StreamEvent::TextDelta {
+                    index: 0,
+                    text: half(text),
+                },
+                StreamEvent::ToolCallStart {
+                    index: 1,
+                    id: id.clone(),
+                    name: name.clone(),
+                },
+            ],
+        ];
+        for events in cases {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            writer.include_usage(true);
+            let out = written(&mut writer, &events, &response);
+            check(&out);
+            assert_eq!(read_back(Api::ChatCompletions, &out).unwrap(), response);
+        }
+    }
+
+    #[test]
+    fn a_response_that_contradicts_the_stream_still_ends_it_well() {
+        let response = rich_response(StopReason::ToolUse);
+        let text = |index, text: &str| StreamEvent::TextDelta {
+            index,
+            text: text.into(),
+        };
+        let call = |index, id: &str| StreamEvent::ToolCallStart {
+            index,
+            id: id.into(),
+            name: "other".into(),
+        };
+        let json = |index, json: &str| StreamEvent::ToolCallDelta {
+            index,
+            json: json.into(),
+        };
+        let cases = [
+            vec![text(0, "Hello wor")],
+            vec![
+                text(0, "Checking"),
+                call(1, "call_z"),
+                json(1, "{\"x\":"),
+                call(2, "call_y"),
+                call(3, "call_x"),
+            ],
+            vec![call(0, "call_a"), text(0, "late")],
+            vec![
+                text(5, "x"),
+                json(2, "{"),
+                text(5, "z"),
+                text(7, ""),
+                json(2, "}"),
+            ],
+        ];
+        for events in cases {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            writer.include_usage(true);
+            let out = written(&mut writer, &events, &response);
+            check(&out);
+            let back = read_back(Api::ChatCompletions, &out).unwrap();
+            assert_eq!(back.stop_reason, response.stop_reason);
+            assert_eq!(back.usage, response.usage);
+        }
+    }
+
+    #[test]
+    fn a_failure_after_the_start_is_an_error_chunk() {
+        let mut writer = StreamWriter::new("id", "m", 10);
+        let mut out = writer.start();
+        out.extend(writer.event(&StreamEvent::TextDelta {
+            index: 0,
+            text: "Hi".into(),
+        }));
+        let failed = writer.fail(&rate_limited());
+        assert_eq!(failed.len(), 2);
+        let error: Value = serde_json::from_str(&failed[0].data).unwrap();
+        assert_eq!(error, error_body(&rate_limited()).1);
+        assert_eq!(error["error"]["code"], "rate_limit_exceeded");
+        assert_eq!(failed[1].data, "[DONE]");
+        out.extend(failed);
+        let mut stream = chat::Stream::new(None);
+        let events = parse_sse(&encode(&out));
+        let mut result = Ok(false);
+        for event in &events {
+            result = stream.event(event);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(result, Err(ModelError::RateLimited { .. })));
+        assert!(
+            writer
+                .finish(&rich_response(StopReason::EndTurn))
+                .is_empty()
+        );
+        assert!(writer.fail(&rate_limited()).is_empty());
     }
 }

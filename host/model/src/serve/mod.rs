@@ -10,6 +10,13 @@
 //! [`InboundError`] naming the place in the body; fields that change
 //! nothing hane can honour and lose nothing the client relies on (such as
 //! `metadata`, `user`, `store`) are accepted and ignored.
+//!
+//! Each format's `StreamWriter` writes its event stream while the response
+//! streams in: [`StreamEvent`]s as the upstream produces them, then the
+//! completed response, which supplies whatever did not stream (all of it,
+//! from an upstream that does not stream) and wins over what it
+//! contradicts where the format has closing objects. `stream_events` is a
+//! writer given a whole response in pieces.
 
 pub mod anthropic;
 pub mod chat;
@@ -20,7 +27,7 @@ use std::fmt::Display;
 
 use serde_json::{Map, Value};
 
-use crate::{Content, Message, ModelError, ModelRequest, Role};
+use crate::{Content, Message, ModelError, ModelRequest, ModelResponse, Role, StreamEvent};
 
 /// A client's request, normalized.
 #[derive(Debug, Clone, PartialEq)]
@@ -449,13 +456,170 @@ pub(crate) fn pieces(text: &str) -> Vec<&str> {
     out
 }
 
+/// One block of a response as a stream writer has sent it.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    /// The upstream's index of the block.
+    pub upstream: usize,
+    /// The call's id and name, for a tool call (the final response's once
+    /// matched at the finish).
+    pub call: Option<(String, String)>,
+    /// The text or arguments sent.
+    pub text: String,
+    /// The final response's text or arguments, once matched at the finish.
+    pub last: Option<String>,
+    /// Whether the final response turned out to have no such block.
+    pub dropped: bool,
+}
+
+impl Sent {
+    /// What the closing events show: the final response's value when
+    /// there is one (it wins over what was streamed).
+    pub fn closing(&self) -> &str {
+        self.last.as_deref().unwrap_or(&self.text)
+    }
+
+    /// The final value beyond what was sent, when it extends what was
+    /// sent; counted as sent from then on.
+    pub fn take_rest(&mut self) -> Option<String> {
+        let rest = self
+            .last
+            .as_deref()?
+            .strip_prefix(self.text.as_str())
+            .filter(|rest| !rest.is_empty())?
+            .to_owned();
+        self.text.push_str(&rest);
+        Some(rest)
+    }
+}
+
+/// The blocks a stream writer has sent, in the order they began (the
+/// formats' own block and item positions follow it).
+#[derive(Debug, Default)]
+pub(crate) struct SentBlocks(pub Vec<Sent>);
+
+impl SentBlocks {
+    /// The position of the block with upstream index `upstream`.
+    pub fn position(&self, upstream: usize) -> Option<usize> {
+        self.0.iter().position(|b| b.upstream == upstream)
+    }
+
+    /// Adds a block (a tool call when `call` is given); its position.
+    pub fn push(&mut self, upstream: usize, call: Option<(&str, &str)>) -> usize {
+        self.0.push(Sent {
+            upstream,
+            call: call.map(|(id, name)| (id.to_owned(), name.to_owned())),
+            text: String::new(),
+            last: None,
+            dropped: false,
+        });
+        self.0.len() - 1
+    }
+
+    /// Matches the final response's blocks (text that is not empty, and
+    /// tool calls) to the blocks sent, in order: a text to the next sent
+    /// block when that is text; a call to the next sent call with its id,
+    /// else to the next sent block when that is a call. A matched block
+    /// learns its final value; a sent block nothing matched is dropped.
+    /// Returns the events of the final blocks nothing matched (never
+    /// streamed), at upstream indexes no block has.
+    pub fn reconcile(&mut self, response: &ModelResponse) -> Vec<StreamEvent> {
+        let fresh = self.0.iter().map(|b| b.upstream + 1).max().unwrap_or(0);
+        let mut missing = Vec::new();
+        let mut next = 0;
+        let mut matched = vec![false; self.0.len()];
+        for block in final_blocks(response) {
+            let found = match block {
+                Content::ToolCall { id, .. } => (next..self.0.len())
+                    .find(|&j| self.0[j].call.as_ref().is_some_and(|(sent, _)| sent == id))
+                    .or_else(|| self.0.get(next).filter(|b| b.call.is_some()).map(|_| next)),
+                _ => self.0.get(next).filter(|b| b.call.is_none()).map(|_| next),
+            };
+            match found {
+                Some(j) => {
+                    let sent = &mut self.0[j];
+                    match block {
+                        Content::ToolCall { id, name, input } => {
+                            sent.call = Some((id.clone(), name.clone()));
+                            sent.last = Some(crate::arguments_text(input));
+                        }
+                        Content::Text { text } => sent.last = Some(text.clone()),
+                        _ => {}
+                    }
+                    matched[j] = true;
+                    next = j + 1;
+                }
+                None => block_events(fresh + missing.len(), block, &mut missing),
+            }
+        }
+        for (sent, matched) in self.0.iter_mut().zip(matched) {
+            sent.dropped = !matched;
+        }
+        missing
+    }
+}
+
+/// The blocks of `response` a stream shows: text that is not empty, and
+/// tool calls.
+fn final_blocks(response: &ModelResponse) -> impl Iterator<Item = &Content> {
+    response.content.iter().filter(|c| match c {
+        Content::Text { text } => !text.is_empty(),
+        Content::ToolCall { .. } => true,
+        _ => false,
+    })
+}
+
+/// The events of `block` as an upstream streams it at `index`: text in
+/// pieces, or a call's start and its arguments in pieces.
+fn block_events(index: usize, block: &Content, out: &mut Vec<StreamEvent>) {
+    match block {
+        Content::Text { text } => {
+            out.extend(
+                pieces(text)
+                    .into_iter()
+                    .map(|piece| StreamEvent::TextDelta {
+                        index,
+                        text: piece.to_owned(),
+                    }),
+            )
+        }
+        Content::ToolCall { id, name, input } => {
+            out.push(StreamEvent::ToolCallStart {
+                index,
+                id: id.clone(),
+                name: name.clone(),
+            });
+            let arguments = crate::arguments_text(input);
+            out.extend(
+                pieces(&arguments)
+                    .into_iter()
+                    .map(|piece| StreamEvent::ToolCallDelta {
+                        index,
+                        json: piece.to_owned(),
+                    }),
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The events a fully streamed `response` would have given, its blocks
+/// at their indexes in its content.
+pub(crate) fn streamed(response: &ModelResponse) -> Vec<StreamEvent> {
+    let mut out = Vec::new();
+    for (index, block) in response.content.iter().enumerate() {
+        block_events(index, block, &mut out);
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::sse::{SseEvent, SseParser};
-    use crate::{StopReason, ToolChoice, ToolSpec, Usage};
+    use crate::{Api, EventSink, StopReason, ToolChoice, ToolSpec, Usage};
 
     /// A rich request: system, user text and image, assistant text and two
     /// tool calls, their results (one an error) and more user text, tools,
@@ -567,7 +731,170 @@ pub(crate) mod tests {
         events
     }
 
-    use crate::ModelResponse;
+    /// The formats, as upstreams and as clients.
+    pub const APIS: [Api; 3] = [Api::ChatCompletions, Api::Responses, Api::AnthropicMessages];
+
+    /// hane's `events` read back by the outbound parser of `api`, which
+    /// must see the stream end and nothing after it.
+    pub fn read_back(api: Api, events: &[SseOut]) -> Result<ModelResponse, ModelError> {
+        assemble(api, events, None)
+    }
+
+    fn assemble(
+        api: Api,
+        events: &[SseOut],
+        sink: Option<EventSink<'_>>,
+    ) -> Result<ModelResponse, ModelError> {
+        fn feed(
+            events: &[SseEvent],
+            mut event: impl FnMut(&SseEvent) -> Result<bool, ModelError>,
+        ) -> Result<(), ModelError> {
+            let mut done = false;
+            for e in events {
+                assert!(!done, "an event after the end: {e:?}");
+                done = event(e)?;
+            }
+            assert!(done, "the stream did not end");
+            Ok(())
+        }
+        let parsed = parse_sse(&encode(events));
+        match api {
+            Api::ChatCompletions => {
+                let mut stream = crate::chat::Stream::new(sink);
+                feed(&parsed, |e| stream.event(e))?;
+                stream.finish()
+            }
+            Api::Responses => {
+                let mut stream = crate::responses::Stream::new(sink);
+                feed(&parsed, |e| stream.event(e))?;
+                stream.finish()
+            }
+            Api::AnthropicMessages => {
+                let mut stream = crate::anthropic::Stream::new(sink);
+                feed(&parsed, |e| stream.event(e))?;
+                stream.finish()
+            }
+        }
+    }
+
+    /// What an upstream speaking `api` streams for `response`: the pieces
+    /// its parser passes on, cut again into pieces of 5 characters (not
+    /// the pieces `stream_events` cuts), and the response it assembles.
+    pub fn upstream(api: Api, response: &ModelResponse) -> (Vec<StreamEvent>, ModelResponse) {
+        let body = match api {
+            Api::ChatCompletions => chat::stream_events(response, "up"),
+            Api::Responses => responses::stream_events(response, "up"),
+            Api::AnthropicMessages => anthropic::stream_events(response, "up"),
+        };
+        let events = std::sync::Mutex::new(Vec::new());
+        let sink = |event: StreamEvent| events.lock().unwrap().push(event);
+        let assembled = assemble(api, &body, Some(&sink)).unwrap();
+        let cut = |s: &str| -> Vec<String> {
+            let chars: Vec<char> = s.chars().collect();
+            chars.chunks(5).map(|c| c.iter().collect()).collect()
+        };
+        let events = events
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .flat_map(|event| match event {
+                StreamEvent::TextDelta { index, text } => cut(&text)
+                    .into_iter()
+                    .map(|text| StreamEvent::TextDelta { index, text })
+                    .collect(),
+                StreamEvent::ToolCallDelta { index, json } => cut(&json)
+                    .into_iter()
+                    .map(|json| StreamEvent::ToolCallDelta { index, json })
+                    .collect(),
+                other => vec![other],
+            })
+            .collect();
+        (events, assembled)
+    }
+
+    /// Responses to stream, each with the upstreams that stream it without
+    /// interleaving blocks (Chat Completions has one text, so text after a
+    /// tool call goes back to it).
+    pub fn streamed_cases() -> Vec<(ModelResponse, Vec<Api>)> {
+        let rich = rich_response(StopReason::ToolUse);
+        let [text, call_a, call_b] = <[Content; 3]>::try_from(rich.content.clone()).unwrap();
+        let with = |content: Vec<Content>, stop_reason| ModelResponse {
+            content,
+            stop_reason,
+            ..rich.clone()
+        };
+        vec![
+            (
+                with(vec![text.clone(), call_a.clone()], StopReason::ToolUse),
+                APIS.to_vec(),
+            ),
+            (
+                with(vec![call_a.clone(), call_b.clone()], StopReason::ToolUse),
+                APIS.to_vec(),
+            ),
+            (rich.clone(), APIS.to_vec()),
+            (
+                with(
+                    vec![text.clone(), Content::text(" And a second text.")],
+                    StopReason::MaxTokens,
+                ),
+                APIS.to_vec(),
+            ),
+            (
+                with(
+                    vec![text, call_a, Content::text("Then more.")],
+                    StopReason::ToolUse,
+                ),
+                vec![Api::Responses, Api::AnthropicMessages],
+            ),
+        ]
+    }
+
+    /// `events` as (name, JSON) with `sequence_number` left out and the
+    /// deltas in a row merged: an event whose string at one of `pointers`
+    /// differs from the one before only there extends it.
+    pub fn merged(events: &[SseOut], pointers: &[&str]) -> Vec<(Option<String>, Value)> {
+        let mut out: Vec<(Option<String>, Value)> = Vec::new();
+        'events: for event in events {
+            let mut data: Value =
+                serde_json::from_str(&event.data).unwrap_or_else(|_| json!(event.data));
+            if let Some(map) = data.as_object_mut() {
+                map.remove("sequence_number");
+            }
+            for &pointer in pointers {
+                let Some(more) = data.pointer(pointer).and_then(Value::as_str) else {
+                    continue;
+                };
+                let blank = |value: &Value| {
+                    let mut value = value.clone();
+                    if let Some(s) = value.pointer_mut(pointer) {
+                        *s = json!("");
+                    }
+                    value
+                };
+                if let Some((name, last)) = out.last_mut()
+                    && *name == event.event
+                    && last.pointer(pointer).is_some_and(Value::is_string)
+                    && blank(last) == blank(&data)
+                {
+                    let joined =
+                        format!("{}{more}", last.pointer(pointer).unwrap().as_str().unwrap());
+                    *last.pointer_mut(pointer).unwrap() = json!(joined);
+                    continue 'events;
+                }
+            }
+            out.push((event.event.clone(), data));
+        }
+        out
+    }
+
+    /// The failure the in-stream error tests send.
+    pub fn rate_limited() -> Failure {
+        Failure::Model(ModelError::RateLimited {
+            retry_after: None,
+            message: "slow down".into(),
+        })
+    }
 
     #[test]
     fn encoding_names_events_and_splits_data_lines() {

@@ -16,10 +16,13 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    Calls, Failure, Inbound, InboundError, SseOut, array, as_object, at, data_url, ends_in_tool,
-    field, flag, object, optional_f64, optional_str, optional_u64, pieces, push, required_str,
+    Calls, Failure, Inbound, InboundError, SentBlocks, SseOut, array, as_object, at, data_url,
+    ends_in_tool, field, flag, object, optional_f64, optional_str, optional_u64, push,
+    required_str,
 };
-use crate::{Content, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec};
+use crate::{
+    Content, ModelRequest, ModelResponse, Role, StopReason, StreamEvent, ToolChoice, ToolSpec,
+};
 
 /// The normalized request for a Responses request body.
 ///
@@ -339,15 +342,34 @@ fn output(response: &ModelResponse, id: &str) -> Vec<Value> {
     items
 }
 
-/// The `response` object with `status`, `output` and `usage`.
-fn response_object(response: &ModelResponse, id: &str, done: bool) -> Value {
-    let (status, incomplete) = match response.stop_reason {
-        _ if !done => ("in_progress", Value::Null),
+/// A finished response's `status` and `incomplete_details`.
+fn status(response: &ModelResponse) -> (&'static str, Value) {
+    match response.stop_reason {
         StopReason::MaxTokens => ("incomplete", json!({"reason": "max_output_tokens"})),
         StopReason::Refusal => ("incomplete", json!({"reason": "content_filter"})),
         _ => ("completed", Value::Null),
-    };
+    }
+}
+
+fn usage(response: &ModelResponse) -> Value {
     let u = response.usage;
+    json!({
+        "input_tokens": u.input_tokens,
+        "input_tokens_details": {"cached_tokens": u.cached_tokens},
+        "output_tokens": u.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": u.total(),
+    })
+}
+
+/// A `response` object.
+fn envelope(
+    id: &str,
+    model: &str,
+    (status, incomplete): (&str, Value),
+    output: Vec<Value>,
+    usage: Value,
+) -> Value {
     json!({
         "id": id,
         "object": "response",
@@ -355,19 +377,13 @@ fn response_object(response: &ModelResponse, id: &str, done: bool) -> Value {
         "status": status,
         "error": null,
         "incomplete_details": incomplete,
-        "model": response.model,
-        "output": if done { Value::Array(output(response, id)) } else { json!([]) },
+        "model": model,
+        "output": output,
         "parallel_tool_calls": true,
         "tool_choice": "auto",
         "tools": [],
         "store": false,
-        "usage": if done { json!({
-            "input_tokens": u.input_tokens,
-            "input_tokens_details": {"cached_tokens": u.cached_tokens},
-            "output_tokens": u.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": u.total(),
-        }) } else { Value::Null },
+        "usage": usage,
     })
 }
 
@@ -376,98 +392,392 @@ fn response_object(response: &ModelResponse, id: &str, done: bool) -> Value {
 /// `content_filter` (a refusal). `created_at` is 0: these functions read
 /// no clock.
 pub fn response_body(response: &ModelResponse, id: &str) -> Value {
-    response_object(response, id, true)
+    envelope(
+        id,
+        &response.model,
+        status(response),
+        output(response, id),
+        usage(response),
+    )
 }
 
-/// The events OpenAI streams for `response`: `response.created`,
-/// `response.in_progress`, each output item (added; for a message each
-/// part added, its text deltas, text done, part done; for a call its
-/// argument deltas and arguments done; item done), then
-/// `response.completed` (or `response.incomplete`) with the whole
-/// response. Each event is named and numbered by `sequence_number`.
+/// The events OpenAI streams for `response`: what a [`StreamWriter`]
+/// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    let mut events = Vec::new();
-    let mut emit = |kind: &str, mut data: Value| {
+    let mut writer = StreamWriter::new(id, &response.model, response.usage.input_tokens);
+    let mut out = writer.start();
+    for event in super::streamed(response) {
+        out.extend(writer.event(&event));
+    }
+    out.extend(writer.finish(response));
+    out
+}
+
+/// Writes the Responses event stream of a response while it streams in,
+/// each piece as it comes; every event is named, its `type` the name,
+/// and numbered by `sequence_number` from 0.
+///
+/// [`start`](Self::start) writes `response.created` and
+/// `response.in_progress` (the response `in_progress`, no output, the
+/// model given). Text blocks in a row are the `output_text` parts of one
+/// `message` item (`msg_{id}_{output_index}`), each tool call a
+/// `function_call` item (`fc_{id}_{output_index}`, its `call_id` the
+/// upstream's call id). An item has `response.output_item.added`; a part
+/// `response.content_part.added`, its `response.output_text.delta`s,
+/// `response.output_text.done` and `response.content_part.done`; a call
+/// its `response.function_call_arguments.delta`s and `.done`; then
+/// `response.output_item.done`. A part or item is done when the next one
+/// begins or at the finish. [`finish`](Self::finish) writes what the
+/// final response has that was not streamed, closes what is open, and
+/// ends with `response.completed` (or `response.incomplete`) carrying the
+/// whole response and its usage. [`fail`](Self::fail) ends the stream
+/// with `error` and `response.failed` instead.
+///
+/// Where the final response contradicts what was streamed, the closing
+/// events (the `.done` events still to come, and `response.completed`)
+/// carry the final response's text and arguments, and leave out blocks
+/// it does not have. A piece for a part or item done already (an upstream
+/// that interleaves blocks) is not sent; `response.completed` has it.
+#[derive(Debug)]
+pub struct StreamWriter {
+    id: String,
+    model: String,
+    started: bool,
+    ended: bool,
+    sequence: usize,
+    blocks: SentBlocks,
+    /// Each block's output item and part index, by block position.
+    places: Vec<(usize, usize)>,
+    /// Each output item's blocks: a message's parts, or one call.
+    items: Vec<Vec<usize>>,
+    /// Whether the last item is open.
+    open: bool,
+}
+
+impl StreamWriter {
+    /// A writer for the response `id`, showing `model` until the response
+    /// is known. `input_tokens` is not shown: this format reports usage
+    /// only at the end, from the response.
+    pub fn new(id: &str, model: &str, input_tokens: u64) -> Self {
+        let _ = input_tokens;
+        Self {
+            id: id.to_owned(),
+            model: model.to_owned(),
+            started: false,
+            ended: false,
+            sequence: 0,
+            blocks: SentBlocks::default(),
+            places: Vec::new(),
+            items: Vec::new(),
+            open: false,
+        }
+    }
+
+    fn emit(&mut self, out: &mut Vec<SseOut>, kind: &str, mut data: Value) {
         data["type"] = json!(kind);
-        data["sequence_number"] = json!(events.len());
-        events.push(SseOut::named(kind, &data));
-    };
-    let start = response_object(response, id, false);
-    emit("response.created", json!({"response": start}));
-    emit("response.in_progress", json!({"response": start}));
-    for (index, item) in output(response, id).into_iter().enumerate() {
-        let item_id = item["id"].clone();
-        let mut added = item.clone();
-        added["status"] = json!("in_progress");
-        if item["type"] == "message" {
-            added["content"] = json!([]);
-            emit(
-                "response.output_item.added",
-                json!({"output_index": index, "item": added}),
-            );
-            for (part_index, part) in item["content"].as_array().into_iter().flatten().enumerate() {
-                let at = json!({"item_id": item_id, "output_index": index,
-                    "content_index": part_index});
-                let with = |mut value: Value, extra: Value| {
-                    if let (Some(value), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
-                        value.extend(extra.clone());
-                    }
-                    value
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        out.push(SseOut::named(kind, &data));
+    }
+
+    /// The events that open the stream: `response.created` and
+    /// `response.in_progress`. Once; [`event`](Self::event) and
+    /// [`finish`](Self::finish) start the stream themselves when it has
+    /// not been.
+    pub fn start(&mut self) -> Vec<SseOut> {
+        if self.started {
+            return Vec::new();
+        }
+        self.started = true;
+        let response = envelope(
+            &self.id,
+            &self.model,
+            ("in_progress", Value::Null),
+            Vec::new(),
+            Value::Null,
+        );
+        let mut out = Vec::new();
+        self.emit(
+            &mut out,
+            "response.created",
+            json!({"response": response.clone()}),
+        );
+        self.emit(
+            &mut out,
+            "response.in_progress",
+            json!({"response": response}),
+        );
+        out
+    }
+
+    /// The events for one piece of the response: an item or part added
+    /// (and the one before done) when the piece begins a block, then its
+    /// delta. Nothing after the end.
+    pub fn event(&mut self, event: &StreamEvent) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        self.piece(event, &mut out);
+        out
+    }
+
+    fn is_call(&self, item: usize) -> bool {
+        self.blocks.0[self.items[item][0]].call.is_some()
+    }
+
+    fn item_id(&self, item: usize) -> String {
+        let kind = if self.is_call(item) { "fc" } else { "msg" };
+        format!("{kind}_{}_{item}", self.id)
+    }
+
+    /// Item `item`, as added (in progress, empty) or done (its blocks the
+    /// final response has, with their closing values).
+    fn item(&self, item: usize, done: bool) -> Value {
+        let status = if done { "completed" } else { "in_progress" };
+        let id = self.item_id(item);
+        let live = || {
+            self.items[item]
+                .iter()
+                .map(|&at| &self.blocks.0[at])
+                .filter(|b| !b.dropped)
+        };
+        match &self.blocks.0[self.items[item][0]].call {
+            Some((call_id, name)) => json!({"type": "function_call", "id": id,
+                "call_id": call_id, "name": name,
+                "arguments": if done { self.blocks.0[self.items[item][0]].closing() } else { "" },
+                "status": status}),
+            None => {
+                let parts: Vec<Value> = if done {
+                    live()
+                        .map(|b| json!({"type": "output_text", "text": b.closing(), "annotations": []}))
+                        .collect()
+                } else {
+                    Vec::new()
                 };
-                emit(
-                    "response.content_part.added",
-                    with(
-                        at.clone(),
-                        json!({"part": {"type": "output_text", "text": "", "annotations": []}}),
-                    ),
-                );
-                let text = part["text"].as_str().unwrap_or_default();
-                for piece in pieces(text) {
-                    emit(
-                        "response.output_text.delta",
-                        with(at.clone(), json!({"delta": piece, "logprobs": []})),
-                    );
-                }
-                emit(
-                    "response.output_text.done",
-                    with(at.clone(), json!({"text": text, "logprobs": []})),
-                );
-                emit(
-                    "response.content_part.done",
-                    with(at.clone(), json!({"part": part})),
-                );
+                json!({"type": "message", "id": id, "status": status, "role": "assistant",
+                    "content": parts})
             }
-        } else {
-            added["arguments"] = json!("");
-            emit(
-                "response.output_item.added",
-                json!({"output_index": index, "item": added}),
+        }
+    }
+
+    /// Whether the block at `at` is the one open now.
+    fn is_open(&self, at: usize) -> bool {
+        self.open && self.items.last().and_then(|item| item.last()) == Some(&at)
+    }
+
+    fn piece(&mut self, event: &StreamEvent, out: &mut Vec<SseOut>) {
+        let (index, call, more) = match event {
+            StreamEvent::TextDelta { index, text } => (*index, None, text.as_str()),
+            StreamEvent::ToolCallStart { index, id, name } => {
+                (*index, Some((id.as_str(), name.as_str())), "")
+            }
+            StreamEvent::ToolCallDelta { index, json } => (*index, Some(("", "")), json.as_str()),
+        };
+        if call.is_none() && more.is_empty() {
+            return;
+        }
+        let at = match self.blocks.position(index) {
+            Some(at) => at,
+            None => self.open_block(index, call, out),
+        };
+        // A piece of a closed block, or of another kind, cannot be sent.
+        if more.is_empty()
+            || !self.is_open(at)
+            || self.blocks.0[at].call.is_some() != call.is_some()
+        {
+            return;
+        }
+        self.blocks.0[at].text.push_str(more);
+        self.more(at, more, out);
+    }
+
+    /// The delta of more text or arguments of the block at `at`.
+    fn more(&mut self, at: usize, more: &str, out: &mut Vec<SseOut>) {
+        let (item, part) = self.places[at];
+        let item_id = self.item_id(item);
+        if self.is_call(item) {
+            self.emit(
+                out,
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": item, "delta": more}),
             );
-            let arguments = item["arguments"].as_str().unwrap_or_default();
-            for piece in pieces(arguments) {
-                emit(
-                    "response.function_call_arguments.delta",
-                    json!({"item_id": item_id, "output_index": index, "delta": piece}),
-                );
-            }
-            emit(
-                "response.function_call_arguments.done",
-                json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
+        } else {
+            self.emit(
+                out,
+                "response.output_text.delta",
+                json!({"item_id": item_id, "output_index": item, "content_index": part,
+                    "delta": more, "logprobs": []}),
             );
         }
-        emit(
-            "response.output_item.done",
-            json!({"output_index": index, "item": item}),
+    }
+
+    fn open_block(
+        &mut self,
+        upstream: usize,
+        call: Option<(&str, &str)>,
+        out: &mut Vec<SseOut>,
+    ) -> usize {
+        let joins = call.is_none() && self.open && !self.is_call(self.items.len() - 1);
+        if joins {
+            let previous = *self.items[self.items.len() - 1].last().unwrap_or(&0);
+            self.close_part(previous, out);
+        } else {
+            self.close_item(out);
+        }
+        let at = self.blocks.push(upstream, call);
+        if !joins {
+            self.items.push(Vec::new());
+            self.open = true;
+        }
+        let item = self.items.len() - 1;
+        self.items[item].push(at);
+        self.places.push((item, self.items[item].len() - 1));
+        if !joins {
+            let added = self.item(item, false);
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": item, "item": added}),
+            );
+        }
+        if call.is_none() {
+            let item_id = self.item_id(item);
+            self.emit(
+                out,
+                "response.content_part.added",
+                json!({"item_id": item_id, "output_index": item,
+                    "content_index": self.places[at].1,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+            );
+        }
+        at
+    }
+
+    fn close_part(&mut self, at: usize, out: &mut Vec<SseOut>) {
+        let (item, part) = self.places[at];
+        let item_id = self.item_id(item);
+        let text = self.blocks.0[at].closing().to_owned();
+        self.emit(
+            out,
+            "response.output_text.done",
+            json!({"item_id": item_id, "output_index": item, "content_index": part,
+                "text": text, "logprobs": []}),
+        );
+        self.emit(
+            out,
+            "response.content_part.done",
+            json!({"item_id": item_id, "output_index": item, "content_index": part,
+                "part": {"type": "output_text", "text": text, "annotations": []}}),
         );
     }
-    let done = response_object(response, id, true);
-    let kind = if done["status"] == "incomplete" {
-        "response.incomplete"
-    } else {
-        "response.completed"
-    };
-    emit(kind, json!({"response": done}));
-    events
+
+    fn close_item(&mut self, out: &mut Vec<SseOut>) {
+        if !std::mem::take(&mut self.open) {
+            return;
+        }
+        let item = self.items.len() - 1;
+        let last = *self.items[item].last().unwrap_or(&0);
+        if self.is_call(item) {
+            let item_id = self.item_id(item);
+            let arguments = self.blocks.0[last].closing().to_owned();
+            self.emit(
+                out,
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": item, "arguments": arguments}),
+            );
+        } else {
+            self.close_part(last, out);
+        }
+        let done = self.item(item, true);
+        self.emit(
+            out,
+            "response.output_item.done",
+            json!({"output_index": item, "item": done}),
+        );
+    }
+
+    /// The end of the stream for the final `response`: the rest of the
+    /// open block, the blocks never streamed (a non-streaming upstream's
+    /// whole response), the open part and item done, then
+    /// `response.completed` (`response.incomplete` for the token cap or a
+    /// refusal) with the output, the response's model and usage. Nothing
+    /// after the end.
+    pub fn finish(&mut self, response: &ModelResponse) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.start();
+        let missing = self.blocks.reconcile(response);
+        if let Some(&at) = self.items.last().and_then(|item| item.last())
+            && self.open
+            && let Some(rest) = self.blocks.0[at].take_rest()
+        {
+            self.more(at, &rest, &mut out);
+        }
+        for event in &missing {
+            self.piece(event, &mut out);
+        }
+        self.close_item(&mut out);
+        let output = (0..self.items.len())
+            .filter(|&item| {
+                self.items[item]
+                    .iter()
+                    .any(|&at| !self.blocks.0[at].dropped)
+            })
+            .map(|item| self.item(item, true))
+            .collect();
+        let (status, incomplete) = status(response);
+        let kind = if status == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        let done = envelope(
+            &self.id,
+            &response.model,
+            (status, incomplete),
+            output,
+            usage(response),
+        );
+        self.emit(&mut out, kind, json!({"response": done}));
+        self.ended = true;
+        out
+    }
+
+    /// The end of the stream for a failure after it began: an `error`
+    /// event (the error both nested, as OpenAI sends it and its SDKs
+    /// raise it, and flat, as its reference documents it), then
+    /// `response.failed` with the response `failed` and its `error` (which
+    /// Codex reads). The error is [`error_body`]'s. Nothing after the end.
+    pub fn fail(&mut self, failure: &Failure) -> Vec<SseOut> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.ended = true;
+        let error = error_body(failure).1["error"].take();
+        let code = match &error["code"] {
+            Value::Null => error["type"].clone(),
+            code => code.clone(),
+        };
+        let mut out = Vec::new();
+        self.emit(
+            &mut out,
+            "error",
+            json!({"code": error["code"], "message": error["message"],
+                "param": error["param"], "error": error}),
+        );
+        let mut response = envelope(
+            &self.id,
+            &self.model,
+            ("failed", Value::Null),
+            Vec::new(),
+            Value::Null,
+        );
+        response["error"] = json!({"code": code, "message": error["message"]});
+        self.emit(&mut out, "response.failed", json!({"response": response}));
+        out
+    }
 }
 
 /// The status and OpenAI error body for `failure`.
@@ -479,8 +789,11 @@ pub fn error_body(failure: &Failure) -> (u16, Value) {
 mod tests {
     use super::*;
     use crate::serve::encode;
-    use crate::serve::tests::{parse_sse, rich_request, rich_response};
-    use crate::{WireOptions, responses};
+    use crate::serve::tests::{
+        merged, parse_sse, rate_limited, read_back, rich_request, rich_response, streamed_cases,
+        upstream,
+    };
+    use crate::{Api, ModelError, WireOptions, arguments_text, responses};
 
     #[test]
     fn a_request_round_trips_through_the_outbound_format_except_is_error() {
@@ -688,5 +1001,335 @@ mod tests {
             }
             assert_eq!(back, response, "{reason:?}");
         }
+    }
+
+    const DELTAS: [&str; 1] = ["/delta"];
+
+    /// What `writer` writes for `events`, then the final `response`.
+    fn written(
+        writer: &mut StreamWriter,
+        events: &[StreamEvent],
+        response: &ModelResponse,
+    ) -> Vec<SseOut> {
+        let mut out = writer.start();
+        for event in events {
+            out.extend(writer.event(event));
+        }
+        out.extend(writer.finish(response));
+        out
+    }
+
+    /// Checks that `out` is a whole stream: numbered, started, items and
+    /// parts one at a time and numbered from 0, deltas inside them, ended
+    /// by the response whose items are the ones streamed. Returns that
+    /// response.
+    fn check(out: &[SseOut]) -> Value {
+        let data: Vec<Value> = out
+            .iter()
+            .map(|e| serde_json::from_str(&e.data).unwrap())
+            .collect();
+        for (n, (event, data)) in out.iter().zip(&data).enumerate() {
+            assert_eq!(data["sequence_number"], n);
+            assert_eq!(Some(data["type"].as_str().unwrap()), event.event.as_deref());
+        }
+        assert_eq!(data[0]["type"], "response.created");
+        assert_eq!(data[1]["type"], "response.in_progress");
+        let last = &data[data.len() - 1];
+        assert!(
+            last["type"] == "response.completed" || last["type"] == "response.incomplete",
+            "{last}"
+        );
+        let mut ids = Vec::new();
+        let mut item: Option<(u64, String, bool)> = None;
+        let mut part: Option<u64> = None;
+        let mut parts = 0;
+        for data in &data[2..data.len() - 1] {
+            let kind = data["type"].as_str().unwrap();
+            let at = |item: &Option<(u64, String, bool)>, call: bool| {
+                let (index, id, is_call) = item.as_ref().expect("an event outside an item");
+                assert_eq!(data["output_index"], *index);
+                if kind != "response.output_item.done" {
+                    assert_eq!(data["item_id"], id.as_str());
+                }
+                assert_eq!(*is_call, call, "{kind} in the wrong item");
+            };
+            match kind {
+                "response.output_item.added" => {
+                    assert!(item.is_none(), "an item added inside another");
+                    assert_eq!(data["output_index"], ids.len());
+                    let id = data["item"]["id"].as_str().unwrap().to_owned();
+                    ids.push(id.clone());
+                    item = Some((
+                        ids.len() as u64 - 1,
+                        id,
+                        data["item"]["type"] == "function_call",
+                    ));
+                    parts = 0;
+                }
+                "response.content_part.added" => {
+                    at(&item, false);
+                    assert!(part.is_none());
+                    assert_eq!(data["content_index"], parts);
+                    part = Some(parts);
+                    parts += 1;
+                }
+                "response.output_text.delta" | "response.output_text.done" => {
+                    at(&item, false);
+                    assert_eq!(data["content_index"], part.expect("text outside a part"));
+                }
+                "response.content_part.done" => {
+                    at(&item, false);
+                    assert_eq!(data["content_index"], part.take().expect("no part open"));
+                }
+                "response.function_call_arguments.delta"
+                | "response.function_call_arguments.done" => at(&item, true),
+                "response.output_item.done" => {
+                    let call = data["item"]["type"] == "function_call";
+                    at(&item, call);
+                    assert!(part.is_none(), "an item done with a part open");
+                    assert_eq!(data["item"]["id"], item.take().unwrap().1.as_str());
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        assert!(item.is_none(), "an item left open");
+        let response = last["response"].clone();
+        for output in response["output"].as_array().unwrap() {
+            assert!(ids.iter().any(|id| output["id"] == id.as_str()), "{output}");
+        }
+        response
+    }
+
+    #[test]
+    fn pieces_as_they_come_give_the_stream_of_the_final_response() {
+        for (response, upstreams) in streamed_cases() {
+            for api in upstreams {
+                let (events, last) = upstream(api, &response);
+                let mut writer = StreamWriter::new("id", "shown", 0);
+                let out = written(&mut writer, &events, &last);
+                let done = check(&out);
+                assert_eq!(done, response_body(&last, "id"));
+                let expected = stream_events(&last, "id");
+                // The model given shows until the response is known.
+                assert_eq!(
+                    merged(&out[2..], &DELTAS),
+                    merged(&expected[2..], &DELTAS),
+                    "{api:?} {response:?}"
+                );
+                let back = read_back(Api::Responses, &out).unwrap();
+                assert_eq!(
+                    ModelResponse {
+                        request_id: last.request_id.clone(),
+                        ..back
+                    },
+                    last
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_that_did_not_stream_is_written_whole_at_the_finish() {
+        for (response, _) in streamed_cases() {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            let mut out = writer.start();
+            out.extend(writer.finish(&response));
+            assert_eq!(out, stream_events(&response, "id"));
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            assert_eq!(writer.finish(&response), out);
+            check(&out);
+            assert_eq!(read_back(Api::Responses, &out).unwrap(), response);
+        }
+    }
+
+    #[test]
+    fn what_did_not_stream_is_written_at_the_finish() {
+        let response = rich_response(StopReason::ToolUse);
+        let Content::Text { text } = &response.content[0] else {
+            panic!("the fixture changed");
+        };
+        let Content::ToolCall { id, name, input } = &response.content[1] else {
+            panic!("the fixture changed");
+        };
+        let arguments = arguments_text(input);
+        let half = |s: &str| s.chars().take(s.chars().count() / 2).collect::<String>();
+        let cases = [
+            vec![StreamEvent::TextDelta {
+                index: 0,
+                text: half(text),
+            }],
+            vec![
+                StreamEvent::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                StreamEvent::ToolCallStart {
+                    index: 1,
+                    id: id.clone(),
+                    name: name.clone(),
+                },
+                StreamEvent::ToolCallDelta {
+                    index: 1,
+                    json: half(&arguments),
+                },
+            ],
+        ];
+        for events in cases {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            let out = written(&mut writer, &events, &response);
+            check(&out);
+            assert_eq!(
+                merged(&out, &DELTAS),
+                merged(&stream_events(&response, "id"), &DELTAS)
+            );
+            assert_eq!(read_back(Api::Responses, &out).unwrap(), response);
+        }
+    }
+
+    #[test]
+    fn a_response_that_contradicts_the_stream_still_ends_it_well() {
+        let response = rich_response(StopReason::ToolUse);
+        let final_output = response_body(&response, "id")["output"].clone();
+        let text = |index, text: &str| StreamEvent::TextDelta {
+            index,
+            text: text.into(),
+        };
+        let call = |index, id: &str| StreamEvent::ToolCallStart {
+            index,
+            id: id.into(),
+            name: "other".into(),
+        };
+        let json = |index, json: &str| StreamEvent::ToolCallDelta {
+            index,
+            json: json.into(),
+        };
+        // The final response wins in what closes the stream, where the
+        // streamed blocks line up with its blocks.
+        let lined_up = [
+            // Text the final text does not extend.
+            vec![text(0, "Hello wor")],
+            // Calls with other ids, names and arguments.
+            vec![
+                text(0, "Checking"),
+                call(1, "call_z"),
+                json(1, "{\"x\":"),
+                call(2, "call_y"),
+            ],
+        ];
+        for (n, events) in lined_up.into_iter().enumerate() {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            let out = written(&mut writer, &events, &response);
+            let done = check(&out);
+            assert_eq!(done["output"], final_output);
+            if n == 0 {
+                // The text was still open: its done event has the final
+                // text (the second case's was done when the call began).
+                let text_done = out
+                    .iter()
+                    .find(|e| e.event.as_deref() == Some("response.output_text.done"))
+                    .unwrap();
+                let text_done: Value = serde_json::from_str(&text_done.data).unwrap();
+                assert_eq!(text_done["text"], final_output[0]["content"][0]["text"]);
+            }
+            read_back(Api::Responses, &out).unwrap();
+        }
+        let others = [
+            // More calls than the final response has.
+            vec![
+                text(0, "Checking"),
+                call(1, "call_a"),
+                call(2, "call_b"),
+                call(3, "call_x"),
+            ],
+            // A call where the final response has text, and text for it.
+            vec![call(0, "call_a"), text(0, "late")],
+            // Blocks interleaved, and arguments with no start.
+            vec![
+                text(5, "x"),
+                json(2, "{"),
+                text(5, "z"),
+                text(7, ""),
+                json(2, "}"),
+            ],
+        ];
+        for events in others {
+            let mut writer = StreamWriter::new("id", "model-x", 0);
+            let out = written(&mut writer, &events, &response);
+            let done = check(&out);
+            // Only blocks the final response has.
+            assert_eq!(done["output"].as_array().unwrap().len(), 3, "{done}");
+            let back = read_back(Api::Responses, &out).unwrap();
+            assert_eq!(back.usage, response.usage);
+        }
+    }
+
+    #[test]
+    fn a_piece_of_an_item_done_already_is_in_the_completed_response() {
+        // Chat Completions has one text: text after a tool call extends
+        // the first block, whose item is done by then.
+        let mut response = rich_response(StopReason::ToolUse);
+        response.content.truncate(2);
+        response.content.push(Content::text(" Then more."));
+        let (events, last) = upstream(Api::ChatCompletions, &response);
+        assert_eq!(last.content.len(), 2);
+        let mut writer = StreamWriter::new("id", "model-x", 0);
+        let out = written(&mut writer, &events, &last);
+        let done = check(&out);
+        assert_eq!(done, response_body(&last, "id"));
+    }
+
+    #[test]
+    fn a_failure_after_the_start_is_an_error_and_a_failed_response() {
+        let mut writer = StreamWriter::new("resp_1", "m", 10);
+        let mut out = writer.start();
+        out.extend(writer.event(&StreamEvent::TextDelta {
+            index: 0,
+            text: "Hi".into(),
+        }));
+        let failed = writer.fail(&rate_limited());
+        let names: Vec<_> = failed.iter().map(|e| e.event.as_deref().unwrap()).collect();
+        assert_eq!(names, ["error", "response.failed"]);
+        let error: Value = serde_json::from_str(&failed[0].data).unwrap();
+        // What the openai SDK raises: an `error` event with an `error`
+        // object that has a message.
+        assert_eq!(error["error"], error_body(&rate_limited()).1["error"]);
+        assert_eq!(
+            error["error"]["message"],
+            "rate limited by the provider: slow down"
+        );
+        assert_eq!(error["message"], error["error"]["message"]);
+        assert_eq!(error["code"], "rate_limit_exceeded");
+        // What Codex reads: the failed response's error.
+        let failed_response: Value = serde_json::from_str(&failed[1].data).unwrap();
+        assert_eq!(failed_response["response"]["status"], "failed");
+        assert_eq!(failed_response["response"]["id"], "resp_1");
+        assert_eq!(
+            failed_response["response"]["error"]["code"],
+            "rate_limit_exceeded"
+        );
+        out.extend(failed);
+        for (n, event) in out.iter().enumerate() {
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            assert_eq!(data["sequence_number"], n);
+        }
+        assert!(matches!(
+            read_back(Api::Responses, &out),
+            Err(ModelError::RateLimited { .. })
+        ));
+        // Each of the two events alone reads as the error.
+        for one in &out[out.len() - 2..] {
+            let mut stream = responses::Stream::new(None);
+            let event = &parse_sse(&encode(std::slice::from_ref(one)))[0];
+            assert!(matches!(
+                stream.event(event),
+                Err(ModelError::RateLimited { .. })
+            ));
+        }
+        assert!(
+            writer
+                .finish(&rich_response(StopReason::EndTurn))
+                .is_empty()
+        );
+        assert!(writer.fail(&rate_limited()).is_empty());
     }
 }
