@@ -63,9 +63,9 @@ impl RetryPolicy {
 /// next attempt would pass the deadline the last error is returned at once.
 /// A wait is at least the provider's `Retry-After`.
 ///
-/// A streamed attempt that fails may already have passed some
-/// [`crate::StreamEvent`]s to `events`; the next attempt's start again at
-/// index 0.
+/// A streamed attempt that fails after it passed [`crate::StreamEvent`]s
+/// to `events` is not retried: whoever reads the events has seen part of
+/// an answer that a second attempt would not continue.
 ///
 /// # Errors
 ///
@@ -80,9 +80,17 @@ pub async fn send_with_retry(
     let deadline = Instant::from_std(deadline);
     let started = Instant::now();
     let mut attempt = 0;
+    let delivered = std::sync::atomic::AtomicBool::new(false);
+    let forward = |event: crate::StreamEvent| {
+        delivered.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(events) = events {
+            events(event);
+        }
+    };
+    let forward: Option<EventSink<'_>> = events.map(|_| &forward as EventSink<'_>);
     loop {
         attempt += 1;
-        let result = match tokio::time::timeout_at(deadline, adapter.send(request, events)).await {
+        let result = match tokio::time::timeout_at(deadline, adapter.send(request, forward)).await {
             Ok(result) => result,
             Err(_) => Err(ModelError::Timeout(started.elapsed())),
         };
@@ -90,7 +98,10 @@ pub async fn send_with_retry(
             Ok(response) => return Ok(response),
             Err(error) => error,
         };
-        if !error.is_retryable() || attempt >= policy.max_attempts.max(1) {
+        if !error.is_retryable()
+            || attempt >= policy.max_attempts.max(1)
+            || delivered.load(std::sync::atomic::Ordering::Relaxed)
+        {
             return Err(error);
         }
         let wait = policy.wait(attempt, &error);
@@ -236,6 +247,47 @@ mod tests {
         assert!(matches!(error, Err(ModelError::Overloaded { .. })));
         assert_eq!(Instant::now(), start);
         assert_eq!(adapter.calls.lock().unwrap().len(), 1);
+    }
+
+    /// Streams a piece of text, then fails as an overloaded provider does.
+    #[derive(Debug, Default)]
+    struct FailsMidway {
+        calls: Mutex<u32>,
+    }
+
+    impl ModelAdapter for FailsMidway {
+        fn send<'a>(
+            &'a self,
+            _: &'a ModelRequest,
+            events: Option<EventSink<'a>>,
+        ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+            *self.calls.lock().unwrap() += 1;
+            if let Some(events) = events {
+                events(crate::StreamEvent::TextDelta {
+                    index: 0,
+                    text: "Hel".into(),
+                });
+            }
+            Box::pin(async { overloaded(None) })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_streamed_part_of_an_answer_is_not_retried() {
+        let request = ModelRequest::new("m");
+        let adapter = FailsMidway::default();
+        let seen = Mutex::new(Vec::new());
+        let sink = |event| seen.lock().unwrap().push(event);
+        let error = send_with_retry(&adapter, &request, Some(&sink), in_secs(60), &EXACT).await;
+        assert!(matches!(error, Err(ModelError::Overloaded { .. })));
+        assert_eq!(*adapter.calls.lock().unwrap(), 1);
+        assert_eq!(seen.lock().unwrap().len(), 1);
+
+        // Without a reader of the pieces, the same failure is retried.
+        let adapter = FailsMidway::default();
+        let error = send_with_retry(&adapter, &request, None, in_secs(60), &EXACT).await;
+        assert!(matches!(error, Err(ModelError::Overloaded { .. })));
+        assert_eq!(*adapter.calls.lock().unwrap(), 4);
     }
 
     #[tokio::test(start_paused = true)]
