@@ -204,7 +204,7 @@ fn model(c: &mut Criterion) {
             input_tokens: 700,
             context: context.clone(),
         };
-        rt.block_on(gateway.call_model(&token, &info, &recorded, &retry, call))
+        rt.block_on(gateway.call_model(&token, &info, &recorded, &retry, call, None))
             .unwrap()
     };
     group.bench_function("gateway", |b| {

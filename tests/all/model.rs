@@ -21,7 +21,7 @@ use crate::harness;
 const FOUND: &str = "架空 300 あ 10-02";
 const MISSING: &str = "架空 999 ん 00-00";
 
-fn start(agent: &str, input: Value) -> StartRun {
+pub(crate) fn start(agent: &str, input: Value) -> StartRun {
     StartRun {
         agent: agent.to_owned(),
         input,
@@ -29,7 +29,7 @@ fn start(agent: &str, input: Value) -> StartRun {
     }
 }
 
-fn runtime_with(dir: &Path, model: ModelConfig) -> AgentRuntime {
+pub(crate) fn runtime_with(dir: &Path, model: ModelConfig) -> AgentRuntime {
     let mut config = config();
     config.model(model);
     AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
@@ -131,7 +131,7 @@ async fn replaying(dir: &Path, release: &Path, turns: Vec<hane_model::Turn>) -> 
 }
 
 /// Writes a recorded provider `name` replaying `turns` into `release`.
-fn recorded_provider(release: &Path, name: &str, turns: Vec<hane_model::Turn>) {
+pub(crate) fn recorded_provider(release: &Path, name: &str, turns: Vec<hane_model::Turn>) {
     let recording = hane_model::Recording {
         format: hane_model::RECORDING_FORMAT.to_owned(),
         version: hane_model::RECORDING_VERSION,
@@ -152,7 +152,7 @@ fn recorded_provider(release: &Path, name: &str, turns: Vec<hane_model::Turn>) {
 
 /// An `llm` agent `name` with `tools`, `limits` (YAML lines under
 /// `limits:`) and a `{status, vehicle}` result.
-fn llm_agent(name: &str, tools: &[&str], limits: &str) -> String {
+pub(crate) fn llm_agent(name: &str, tools: &[&str], limits: &str) -> String {
     format!(
         "apiVersion: agents/v1alpha1
 kind: Agent
@@ -454,8 +454,9 @@ async fn a_stopped_runs_next_model_call_is_refused_at_once() {
 
     let run = RunId::new();
     let token = gateway.open(&run, agent.clone());
-    let admitted = gateway.admit_model(&token, 500, 1024).unwrap();
+    let (admitted, mut hold) = gateway.admit_model(&token, 500, 1024).unwrap();
     assert_eq!((admitted.turn, admitted.max_output_tokens), (1, 1024));
+    hold.end(700);
     gateway.stop(&run, Stop::Cancelled);
     assert_eq!(
         gateway.admit_model(&token, 500, 1024).unwrap_err(),
@@ -467,17 +468,35 @@ async fn a_stopped_runs_next_model_call_is_refused_at_once() {
         GatewayError::NotRunning(run)
     );
 
-    // The output cap is what the run has left after the input; a request
-    // the rest cannot cover stops the run, tools included.
+    // The output cap is what the run has left after the input and its
+    // slack; calls in flight hold theirs, so a second call at once gets
+    // only what the first left, and one the rest cannot cover waits for
+    // them; once none is in flight, such a request stops the run, tools
+    // included.
     let run = RunId::new();
     let token = gateway.open(&run, agent);
     assert_eq!(gateway.count_model_tokens(&run, 7000), Some(7000));
-    let admitted = gateway.admit_model(&token, 600, 1024).unwrap();
-    assert_eq!(admitted.max_output_tokens, 400);
-    let refused = gateway.admit_model(&token, 1000, 1024).unwrap_err();
+    let (admitted, mut first) = gateway.admit_model(&token, 400, 284).unwrap();
+    assert_eq!(admitted.max_output_tokens, 284);
+    let (admitted, mut second) = gateway.admit_model(&token, 40, 1024).unwrap();
+    assert_eq!(
+        admitted.max_output_tokens,
+        1000 - (400 + 116 + 284) - (40 + 26)
+    );
+    let refused = gateway.admit_model(&token, 40, 1024).unwrap_err();
     assert!(
         matches!(&refused, GatewayError::LimitExceeded { message, .. }
-            if message.starts_with("maxModelTokens: 7000 of 8000 used")),
+            if message.contains("held by 2 model calls in flight")),
+        "{refused:?}"
+    );
+    assert!(gateway.stopped(&run).is_none());
+    first.end(500);
+    second.end(60);
+    assert_eq!(gateway.model_tokens_used(&run), Some(7560));
+    let refused = gateway.admit_model(&token, 400, 1024).unwrap_err();
+    assert!(
+        matches!(&refused, GatewayError::LimitExceeded { message, .. }
+            if message.starts_with("maxModelTokens: 7560 of 8000 used")),
         "{refused:?}"
     );
     assert!(matches!(

@@ -38,7 +38,7 @@ pub use drivers::{
     BoxFuture, Driver, Llm, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd,
     ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
 };
-pub use gateway::model::{ModelAdmitted, ModelCallError};
+pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};
 pub use gateway::{
     Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
 };
@@ -47,7 +47,9 @@ pub use release::{
     ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
     MAX_RECORDING_BYTES, ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
-pub use runtime::{AgentRuntime, ModelConfig, OpenError, RunError, RuntimeConfig, StartRun};
+pub use runtime::{
+    AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RuntimeConfig, StartRun,
+};
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
     format, translate,

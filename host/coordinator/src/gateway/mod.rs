@@ -69,8 +69,14 @@ struct Gate {
     max_calls: u32,
     calls: AtomicU32,
     stop: Mutex<Option<Stop>>,
-    /// Model tokens used so far and model calls admitted.
+    /// Model tokens used and reserved so far, model calls admitted and in
+    /// flight.
     model: Mutex<model::ModelUse>,
+    /// Turns `true` when the run is stopped or its end is being recorded:
+    /// model calls in flight end at once.
+    ending: tokio::sync::watch::Sender<bool>,
+    /// Changes when a model call in flight ends.
+    settled: tokio::sync::watch::Sender<()>,
 }
 
 /// A call the gateway let through.
@@ -82,6 +88,16 @@ pub struct Admitted {
     pub tool: Tool,
     /// Which call of the run this is, from 1.
     pub number: u32,
+}
+
+impl GatewayError {
+    /// The refusal of a call of `run`, stopped for `stop`.
+    pub fn from_stop(run: RunId, stop: Stop) -> Self {
+        match stop {
+            Stop::Cancelled => GatewayError::Cancelled(run),
+            Stop::LimitExceeded(message) => GatewayError::LimitExceeded { run, message },
+        }
+    }
 }
 
 /// Checks every call: a valid [`RunToken`] for a running run, a tool in
@@ -123,6 +139,8 @@ impl ToolGateway {
             calls: AtomicU32::new(0),
             stop: Mutex::new(None),
             model: Mutex::new(model::ModelUse::default()),
+            ending: tokio::sync::watch::Sender::new(false),
+            settled: tokio::sync::watch::Sender::new(()),
             agent,
         };
         self.gates().insert(run.clone(), Arc::new(gate));
@@ -218,7 +236,18 @@ impl ToolGateway {
         };
         let mut stop = gate.stop.lock().unwrap_or_else(|e| e.into_inner());
         stop.get_or_insert(why);
+        drop(stop);
+        gate.ending.send_replace(true);
         true
+    }
+
+    /// Waits until `run` is stopped (cancelled or over a limit), and says
+    /// why; at once when it already is, or when it has no gate (it ended).
+    pub async fn wait_stopped(&self, run: &RunId) -> Option<Stop> {
+        let gate = self.gates().get(run).cloned()?;
+        let mut ending = gate.ending.subscribe();
+        let _ = ending.wait_for(|ending| *ending).await;
+        gate.stop.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Why `run` was stopped, if it was.

@@ -97,6 +97,16 @@ pub enum RunError {
         /// How it ended.
         status: RunStatus,
     },
+    /// An attached run ended before its gate opened.
+    #[error("run `{run}` ended as {status} before it could be attached: {error}")]
+    EndedAtStart {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
+        /// Why.
+        error: String,
+    },
     /// The run has not ended, but no driver in this process runs it: another
     /// hane process started it, or the process that did stopped.
     #[error(
@@ -130,6 +140,7 @@ impl RunError {
             RunError::NoRelease
             | RunError::Finished { .. }
             | RunError::NotHere { .. }
+            | RunError::EndedAtStart { .. }
             | RunError::ModelUnavailable { .. } => ErrorKind::Conflict,
             RunError::Budget(_) => ErrorKind::LimitExceeded,
             RunError::Store(_) | RunError::Coordinator(_) | RunError::Corrupt(_) => {
@@ -148,6 +159,16 @@ pub struct StartRun {
     pub input: Value,
     /// Skip handovers and outbound actions; only keep a record.
     pub shadow: bool,
+}
+
+/// A run driven from outside, by whoever holds its token
+/// ([`AgentRuntime::start_attached`]).
+#[derive(Debug, Clone)]
+pub struct AttachedRun {
+    /// The run, as it started.
+    pub run: AgentRun,
+    /// Its token: every tool call and model call of the run carries it.
+    pub token: RunToken,
 }
 
 /// A run in progress in this process.
@@ -170,6 +191,11 @@ pub(crate) struct LiveRun {
     /// Set when the run's end is being recorded, so it is recorded once.
     pub(crate) ending: AtomicBool,
     pub(crate) submitted: Mutex<Option<Value>>,
+    /// Told when `submit_result` (or `submit_review`) accepted a result.
+    pub(crate) result_ready: tokio::sync::Notify,
+    /// For a run driven from outside ([`AgentRuntime::start_attached`]):
+    /// where its token goes once its gate is open.
+    pub(crate) attached: Mutex<Option<tokio::sync::oneshot::Sender<RunToken>>>,
     pub(crate) changes: watch::Sender<AgentRun>,
 }
 
@@ -544,6 +570,45 @@ impl AgentRuntime {
     /// No release, unknown agent, input not valid against the agent's
     /// input schema, a driver this build cannot run, or the store failed.
     pub async fn start(&self, request: StartRun) -> Result<AgentRun, RunError> {
+        self.start_with(request, None).await
+    }
+
+    /// Starts a run of `request.agent` that is driven from outside — by a
+    /// CLI in a container, or any client the host hands the token to —
+    /// instead of by the agent's driver, and returns its token once its
+    /// gate is open. Everything else is as for [`AgentRuntime::start`]:
+    /// the input is checked, the day's budget charged, and each tool call
+    /// ([`AgentRuntime::call_tool`]) and model call
+    /// ([`AgentRuntime::call_model`]) with the token passes the gateways.
+    /// The run ends when `submit_result` accepts its result, when it is
+    /// cancelled, or when `maxSeconds` pass.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentRuntime::start`] (any driver may be attached), or the run
+    /// ended before its gate opened (its session could not be made, or it
+    /// was cancelled at once).
+    pub async fn start_attached(&self, request: StartRun) -> Result<AttachedRun, RunError> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let run = self.start_with(request, Some(sender)).await?;
+        match receiver.await {
+            Ok(token) => Ok(AttachedRun { run, token }),
+            Err(_) => {
+                let ended = self.wait(&run.id).await?;
+                Err(RunError::EndedAtStart {
+                    run: ended.id,
+                    status: ended.status,
+                    error: ended.error.unwrap_or_default(),
+                })
+            }
+        }
+    }
+
+    async fn start_with(
+        &self,
+        request: StartRun,
+        attached: Option<tokio::sync::oneshot::Sender<RunToken>>,
+    ) -> Result<AgentRun, RunError> {
         let release = self.release().await?;
         let Some(agent) = release.agents.get(&request.agent).cloned() else {
             return Err(RunError::UnknownAgent {
@@ -579,7 +644,7 @@ impl AgentRuntime {
         } else {
             agent.manifest.spec.limits.max_model_tokens
         };
-        if !driver.is_available_in_this_build() {
+        if attached.is_none() && !driver.is_available_in_this_build() {
             // The budget answers first: a run it cannot cover is refused
             // as such. Nothing is kept of a run that never starts.
             let day = self.charge_run(&release, tokens, None).await?;
@@ -624,6 +689,8 @@ impl AgentRuntime {
             cancelled: AtomicBool::new(false),
             ending: AtomicBool::new(false),
             submitted: Mutex::new(None),
+            result_ready: tokio::sync::Notify::new(),
+            attached: Mutex::new(attached),
             changes,
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
@@ -849,6 +916,10 @@ impl AgentRuntime {
             Some(Stop::LimitExceeded(message)) => (RunStatus::LimitExceeded, Some(message)),
             None => (status, error),
         };
+        // Model calls still in flight end now, and what they used counts.
+        if let Some(used) = self.inner.gateway.end_model_calls(&id).await {
+            self.update(live, |r| r.tokens_used = used);
+        }
         self.inner.gateway.close(&id);
         // What the run did is stored before its end is.
         let (status, error) = match live.journal.get() {
@@ -984,6 +1055,15 @@ impl AgentRuntime {
         input: Value,
     ) -> Result<(), RunEnd> {
         let run = live.snapshot().id;
+        let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
+        let attached = lock(&live.attached).take();
+        if let Some(sender) = attached {
+            let _ = sender.send(token.clone());
+            return match tokio::time::timeout(max, self.attached_until_end(live, &run)).await {
+                Ok(ended) => ended,
+                Err(_) => Err(self.out_of_time(&run, max)),
+            };
+        }
         let Some(driver) = drivers::for_agent(&live.agent) else {
             return Err(RunEnd::Failed(format!(
                 "driver `{}` is not available in this build",
@@ -1000,20 +1080,38 @@ impl AgentRuntime {
             info: model.info.clone(),
         });
         let models = models.as_ref().map(|m| m as &dyn drivers::ModelCaller);
-        let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
         match tokio::time::timeout(max, driver.drive(&tools, models, input)).await {
             Ok(result) => result,
-            Err(_) => {
-                let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
-                tracing::warn!(run = %run, "{message}");
-                self.inner
-                    .gateway
-                    .stop(&run, Stop::LimitExceeded(message.clone()));
-                Err(RunEnd::Gateway(GatewayError::LimitExceeded {
-                    run,
+            Err(_) => Err(self.out_of_time(&run, max)),
+        }
+    }
+
+    /// Stops `run` for running longer than `max`.
+    fn out_of_time(&self, run: &RunId, max: Duration) -> RunEnd {
+        let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
+        tracing::warn!(run = %run, "{message}");
+        self.inner
+            .gateway
+            .stop(run, Stop::LimitExceeded(message.clone()));
+        RunEnd::Gateway(GatewayError::LimitExceeded {
+            run: run.clone(),
+            message,
+        })
+    }
+
+    /// An attached run, until `submit_result` accepts its result or the
+    /// gateway stops it.
+    async fn attached_until_end(&self, live: &LiveRun, run: &RunId) -> Result<(), RunEnd> {
+        tokio::select! {
+            () = live.result_ready.notified() => Ok(()),
+            stop = self.inner.gateway.wait_stopped(run) => Err(match stop {
+                Some(Stop::Cancelled) => RunEnd::Gateway(GatewayError::Cancelled(run.clone())),
+                Some(Stop::LimitExceeded(message)) => RunEnd::Gateway(GatewayError::LimitExceeded {
+                    run: run.clone(),
                     message,
-                }))
-            }
+                }),
+                None => RunEnd::Failed("the run's gate closed while it was attached".to_owned()),
+            }),
         }
     }
 

@@ -4,7 +4,7 @@
 //! the LLM turn in the run's session.
 
 use hane_core::{LlmTurn, ModelApi, Secret, SessionEvent};
-use hane_model::{AdapterConfig, Api, ModelAdapter, ModelResponse, RetryPolicy};
+use hane_model::{AdapterConfig, Api, EventSink, ModelAdapter, ModelResponse, RetryPolicy};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -171,12 +171,41 @@ impl AgentRuntime {
         })
     }
 
+    /// The model of the run `token` is for, as its release defines it.
+    ///
+    /// # Errors
+    ///
+    /// The token is bad, the run is not running in this process or was
+    /// stopped, or it has no model.
+    pub fn run_model_info(&self, token: &RunToken) -> Result<ModelInfo, ModelCallError> {
+        let run = self.inner.gateway.key().verify(token)?;
+        if let Some(stop) = self.inner.gateway.stopped(&run) {
+            return Err(crate::gateway::GatewayError::from_stop(run, stop).into());
+        }
+        let live = lock(&self.inner.live).get(&run).cloned();
+        let Some(live) = live else {
+            return Err(crate::gateway::GatewayError::NotRunning(run).into());
+        };
+        match &live.model {
+            Some(model) => Ok(model.info.clone()),
+            None => Err(ModelCallError::Unavailable(format!(
+                "run `{run}` has no model: its agent `{}` names none",
+                live.agent.manifest.metadata.name
+            ))),
+        }
+    }
+
     /// Sends one model call of the run `token` is for through the Model
     /// Gateway: admitted against the run's gate (open, within its time,
     /// with enough of `maxModelTokens` left for the request's input), its
     /// output capped by what is left, retried within the run's time when
     /// the provider fails in a way that may pass, counted, and recorded
-    /// as an LLM turn of the run's session.
+    /// as an LLM turn of the run's session. Each piece of the answer goes
+    /// to `events` as it arrives, when given.
+    ///
+    /// A call its caller drops (a client that went away) is cancelled
+    /// upstream; its input and what streamed are counted, and no turn is
+    /// recorded.
     ///
     /// # Errors
     ///
@@ -187,6 +216,7 @@ impl AgentRuntime {
         &self,
         token: &RunToken,
         call: ModelCall,
+        events: Option<EventSink<'_>>,
     ) -> Result<ModelResponse, ModelCallError> {
         let run = self.inner.gateway.key().verify(token)?;
         tracing::Span::current().record("run", tracing::field::display(&run));
@@ -208,6 +238,7 @@ impl AgentRuntime {
                 model.adapter.as_ref(),
                 &self.inner.model_config.retry,
                 call,
+                events,
             )
             .await?;
         let used = self
@@ -269,6 +300,6 @@ impl ModelCaller for RunModels<'_> {
     }
 
     fn call<'a>(&'a self, call: ModelCall) -> BoxFuture<'a, Result<ModelResponse, ModelCallError>> {
-        Box::pin(self.runtime.call_model(self.token, call))
+        Box::pin(self.runtime.call_model(self.token, call, None))
     }
 }

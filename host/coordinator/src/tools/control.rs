@@ -94,6 +94,7 @@ fn submit_result(live: &LiveRun, input: &Value) -> ToolResult {
         return ToolResult::error("invalid_input", "the result must have a `status` string");
     }
     *lock(&live.submitted) = Some(input.clone());
+    live.result_ready.notify_one();
     ToolResult::Output(json!({"accepted": true}))
 }
 
@@ -105,6 +106,7 @@ fn submit_review(live: &LiveRun, input: &Value) -> ToolResult {
         "decision": decision,
         "reason": input.get("reason").cloned().unwrap_or(Value::Null),
     }));
+    live.result_ready.notify_one();
     ToolResult::Output(json!({"accepted": true}))
 }
 
