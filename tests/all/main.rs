@@ -13,3 +13,4 @@ mod model;
 mod programs;
 mod recovery;
 mod sandbox;
+mod served;

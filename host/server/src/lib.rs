@@ -14,6 +14,13 @@
 //! - An approval or rejection names the digest of the content the person
 //!   saw (`{"digest": "sha256:…"}`); it is refused (409) when that is not
 //!   the action's digest. It is recorded as by `key:NAME`, the key's name.
+//! - The Model Gateway is served in three wire formats for the clients a
+//!   run hands its token to (a coding CLI in a container, any OpenAI or
+//!   Anthropic client): `POST /v1/chat/completions`, `POST /v1/responses`,
+//!   `POST /v1/messages` (and `/v1/messages/count_tokens`), `GET
+//!   /v1/models` and `HEAD /`. They take the run's token, as
+//!   `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`, not an API key;
+//!   errors are in each format's own shape.
 //! - `GET /v1/openapi.json` ([`openapi`]) describes every route, and
 //!   `GET /healthz` says the server is up; neither needs a key.
 //! - Every error is `{"error": {"code", "message", "path"?}}`, where `path`
@@ -39,6 +46,7 @@
 mod actions;
 mod error;
 mod keys;
+mod model;
 mod openapi;
 mod routes;
 
@@ -46,5 +54,6 @@ pub use keys::{
     KEY_PREFIX, KeyError, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key,
     key_groups,
 };
+pub use model::MAX_MODEL_BODY_BYTES;
 pub use openapi::openapi;
 pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, router, serve};

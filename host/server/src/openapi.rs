@@ -154,6 +154,40 @@ fn operation(route: &Route) -> Value {
             "Remove a decider override",
             "From the next action on, the agents' decider policies choose again.",
         ),
+        Endpoint::ChatCompletions => (
+            "createChatCompletion",
+            "A model call of a run, in the OpenAI Chat Completions format",
+            "Served by the run's provider whatever its own format, through the Model Gateway: \
+             admitted against the run's state and `maxModelTokens`, counted, and recorded as \
+             an LLM turn of the run.",
+        ),
+        Endpoint::Responses => (
+            "createResponse",
+            "A model call of a run, in the OpenAI Responses format",
+            "As `POST /v1/chat/completions`; stateless: `previous_response_id` and stored \
+             responses are refused.",
+        ),
+        Endpoint::Messages => (
+            "createMessage",
+            "A model call of a run, in the Anthropic Messages format",
+            "As `POST /v1/chat/completions`.",
+        ),
+        Endpoint::CountTokens => (
+            "countMessageTokens",
+            "The input tokens of a Messages request, as the Model Gateway counts them",
+            "",
+        ),
+        Endpoint::Models => (
+            "listModels",
+            "The run's model",
+            "In the OpenAI list shape, or Anthropic's when the request has an \
+             `anthropic-version` header.",
+        ),
+        Endpoint::Root => (
+            "root",
+            "Answers 200, for the clients that probe the server before a model call",
+            "",
+        ),
         Endpoint::Budget => (
             "getBudget",
             "Today's usage, with the budget that limits it",
@@ -165,6 +199,11 @@ fn operation(route: &Route) -> Value {
     };
     let role = match route.access {
         Access::Public => "Needs no API key.".to_owned(),
+        Access::RunToken => format!(
+            "Needs {}. Requests and answers (JSON, or Server-Sent Events with `stream: true`) are in the provider's own format; so are errors. Bodies are at most {} bytes.",
+            route.access.needs(),
+            crate::MAX_MODEL_BODY_BYTES
+        ),
         access => format!("Needs {}.", access.needs()),
     };
     let description = if description.is_empty() {
@@ -179,6 +218,9 @@ fn operation(route: &Route) -> Value {
     });
     if route.access == Access::Public {
         op["security"] = json!([]);
+    }
+    if route.access == Access::RunToken {
+        op["security"] = json!([{ "runToken": [] }, { "runTokenKey": [] }]);
     }
     let run_id = json!([{ "$ref": "#/components/parameters/RunId" }]);
     let action_id = json!([{ "$ref": "#/components/parameters/ActionId" }]);
@@ -392,8 +434,36 @@ fn operation(route: &Route) -> Value {
         Endpoint::Budget => {
             responses["200"] = ok("Today's usage and budget", "BudgetReport");
         }
+        Endpoint::ChatCompletions
+        | Endpoint::Responses
+        | Endpoint::Messages
+        | Endpoint::CountTokens
+        | Endpoint::Models => {
+            let provider = json!({
+                "description": "In the provider's own format",
+                "content": {
+                    "application/json": { "schema": { "type": "object" } },
+                    "text/event-stream": { "schema": { "type": "string" } }
+                }
+            });
+            if route.method == axum::http::Method::POST {
+                op["requestBody"] = json!({
+                    "required": true,
+                    "content": { "application/json": { "schema": { "type": "object" } } }
+                });
+            }
+            responses["200"] = provider.clone();
+            for status in ["400", "403", "413", "429", "502", "503", "504"] {
+                responses[status] = provider.clone();
+            }
+            responses["401"] = provider;
+        }
+        Endpoint::Root => {
+            responses["200"] = json!({ "description": "The server is up" });
+        }
     }
-    if route.access != Access::Public {
+    let responses_have_401 = responses.get("401").is_some();
+    if route.access != Access::Public && !responses_have_401 {
         responses["401"] = response("Unauthorized");
     }
     if matches!(route.access, Access::Approve | Access::Operate) {
@@ -427,6 +497,17 @@ fn components() -> Value {
                 "type": "http",
                 "scheme": "bearer",
                 "description": "An API key from `hane keys create NAME --role ROLE`: `hane_` and 40 hex characters"
+            },
+            "runToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A run's token, which hane gives the driver of an attached run"
+            },
+            "runTokenKey": {
+                "type": "apiKey",
+                "in": "header",
+                "name": "x-api-key",
+                "description": "A run's token, as Anthropic clients send a key"
             }
         },
         "parameters": {

@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::actions;
 use crate::error::{ApiError, Checked, ErrorCode};
 use crate::keys::{Role, hash_key};
+use crate::model;
 
 /// The largest request body accepted, in bytes; a larger one is answered
 /// `413`. A run's input is a few fields, so 1 MiB is far more than enough.
@@ -42,6 +43,9 @@ pub(crate) enum Access {
     Approve,
     /// A key with the `operator` role.
     Operate,
+    /// A run's token, not an API key: the Model Gateway's routes, which
+    /// check it themselves.
+    RunToken,
 }
 
 impl Access {
@@ -50,6 +54,7 @@ impl Access {
             Access::Public | Access::Read => true,
             Access::Approve => matches!(role, Role::Approver | Role::Operator),
             Access::Operate => role == Role::Operator,
+            Access::RunToken => false,
         }
     }
 
@@ -60,6 +65,9 @@ impl Access {
             Access::Read => "an API key with any role (viewer, approver or operator)",
             Access::Approve => "an API key with the approver or operator role",
             Access::Operate => "an API key with the operator role",
+            Access::RunToken => {
+                "a run's token (`Authorization: Bearer TOKEN` or `x-api-key: TOKEN`), not an API key"
+            }
         }
     }
 }
@@ -84,6 +92,12 @@ pub(crate) enum Endpoint {
     AddOverride,
     RemoveOverride,
     Budget,
+    ChatCompletions,
+    Responses,
+    Messages,
+    CountTokens,
+    Models,
+    Root,
 }
 
 /// One route of the API.
@@ -97,7 +111,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 17] = [
+pub(crate) const ROUTES: [Route; 23] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -200,6 +214,42 @@ pub(crate) const ROUTES: [Route; 17] = [
         path: "/v1/agents/budget",
         access: Access::Read,
     },
+    Route {
+        endpoint: Endpoint::ChatCompletions,
+        method: Method::POST,
+        path: "/v1/chat/completions",
+        access: Access::RunToken,
+    },
+    Route {
+        endpoint: Endpoint::Responses,
+        method: Method::POST,
+        path: "/v1/responses",
+        access: Access::RunToken,
+    },
+    Route {
+        endpoint: Endpoint::Messages,
+        method: Method::POST,
+        path: "/v1/messages",
+        access: Access::RunToken,
+    },
+    Route {
+        endpoint: Endpoint::CountTokens,
+        method: Method::POST,
+        path: "/v1/messages/count_tokens",
+        access: Access::RunToken,
+    },
+    Route {
+        endpoint: Endpoint::Models,
+        method: Method::GET,
+        path: "/v1/models",
+        access: Access::RunToken,
+    },
+    Route {
+        endpoint: Endpoint::Root,
+        method: Method::GET,
+        path: "/",
+        access: Access::Public,
+    },
 ];
 
 /// The API over `runtime`: every route in the OpenAPI document (served at
@@ -229,9 +279,15 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::AddOverride => on(filter, actions::add_override),
             Endpoint::RemoveOverride => on(filter, actions::remove_override),
             Endpoint::Budget => on(filter, actions::budget),
+            Endpoint::ChatCompletions => on(filter, model::chat),
+            Endpoint::Responses => on(filter, model::responses),
+            Endpoint::Messages => on(filter, model::messages),
+            Endpoint::CountTokens => on(filter, model::count_tokens),
+            Endpoint::Models => on(filter, model::models),
+            Endpoint::Root => on(filter, model::root),
         };
         let handler = match route.access {
-            Access::Public => handler,
+            Access::Public | Access::RunToken => handler,
             _ => handler.route_layer(middleware::from_fn_with_state(
                 Guard {
                     runtime: runtime.clone(),

@@ -19,6 +19,7 @@
 //! assert!(hane_test_support::examples().join("agents").is_dir());
 //! ```
 
+mod clients;
 pub mod llama;
 mod python;
 mod smtp;
@@ -28,6 +29,7 @@ use std::sync::OnceLock;
 
 use hane_sandbox::{Sandbox, SandboxConfig};
 
+pub use clients::model_client;
 pub use llama::LlamaServer;
 pub use smtp::SmtpServer;
 
