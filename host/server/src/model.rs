@@ -204,7 +204,7 @@ impl Refusal {
             ),
             ModelCallError::Model { error, .. } => {
                 let after = error.retry_after().map(|d| d.as_secs().max(1));
-                (Failure::Model(error), after)
+                (Failure::Model(*error), after)
             }
             // A credential missing from the host, a recording that does
             // not read: trying again changes nothing, so not a 5xx.

@@ -77,8 +77,9 @@ pub enum ModelCallError {
         provider: String,
         /// The model.
         model: String,
-        /// What went wrong.
-        error: ModelError,
+        /// What went wrong (boxed: a recording mismatch is large, and
+        /// most results are not errors).
+        error: Box<ModelError>,
     },
     /// The run's model is not usable in this process; the message says
     /// why (a credential missing from the environment, a recording that
@@ -312,7 +313,7 @@ impl ToolGateway {
                 return Err(ModelCallError::Model {
                     provider: model.provider.clone(),
                     model: model.name.clone(),
-                    error,
+                    error: Box::new(error),
                 });
             }
         };
