@@ -673,3 +673,80 @@ async fn bad_requests_get_the_formats_own_error_and_change_nothing() {
         Some(0)
     );
 }
+
+/// One HTTP/1.1 request on its own connection: the status, the headers
+/// (names lower-cased) and the body.
+async fn raw_with_headers(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String, Value) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{head}\r\nHost: hane\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        head.to_ascii_lowercase(),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn an_operator_starts_an_attached_run_over_http_and_a_client_drives_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = recorded(dir.path(), "    maxModelTokens: 20000", &[]).await;
+    let addr = serve(&runtime).await;
+    let key = hane_server::create_key(runtime.registry(), "ops", hane_server::Role::Operator, None)
+        .await
+        .unwrap();
+    let auth = format!("Authorization: Bearer {key}");
+    let body =
+        json!({"agent": "client", "input": {"vehicle": "ABC-123"}, "attach": true, "wait": true});
+    let (status, _, answer) = raw_with_headers(
+        addr,
+        &format!("POST /v1/agents/runs HTTP/1.1\r\n{auth}"),
+        body.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["path"], "/attach", "{answer}");
+
+    let body = json!({"agent": "client", "input": {"vehicle": "ABC-123"}, "attach": true});
+    let (status, head, run) = raw_with_headers(
+        addr,
+        &format!("POST /v1/agents/runs HTTP/1.1\r\n{auth}"),
+        body.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 201, "{run}");
+    let header = format!("{}: ", hane_server::RUN_TOKEN_HEADER);
+    let token = head
+        .lines()
+        .find_map(|l| l.strip_prefix(&header))
+        .expect("the run's token")
+        .trim()
+        .to_owned();
+    // Header names were lower-cased with the rest; the token's own text
+    // is lower-case already.
+    let out = model_client(&spec("conversation", "chat", true, addr, &[token.as_str()]))
+        .await
+        .unwrap();
+    assert_eq!(out["turns"][1]["text"], "ABC-123 is a Volvo V70.", "{out}");
+    let id = run["id"].as_str().unwrap();
+    let (status, _, _) = raw_with_headers(
+        addr,
+        &format!("POST /v1/agents/runs/{id}/cancel HTTP/1.1\r\n{auth}"),
+        b"",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let run = runtime.wait(&id.parse().unwrap()).await.unwrap();
+    assert_eq!(run.status, RunStatus::Cancelled);
+    assert_eq!(run.tokens_used, 40 + 12 + 70 + 9);
+}

@@ -56,4 +56,4 @@ pub use keys::{
 };
 pub use model::MAX_MODEL_BODY_BYTES;
 pub use openapi::openapi;
-pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, router, serve};
+pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, RUN_TOKEN_HEADER, router, serve};

@@ -74,7 +74,11 @@ fn operation(route: &Route) -> Value {
             "Start a run of an agent",
             "Starts a run of `agent` from the active release with `input`, which must be valid \
              against the agent's input schema. The run is `queued` when this answers, unless \
-             `wait` is true (in the body or the query), when it answers once the run has ended.",
+             `wait` is true (in the body or the query), when it answers once the run has ended. \
+             With `attach: true` the run is driven by the caller instead of the agent's driver: \
+             the answer's `Hane-Run-Token` header carries the run's token, for the Model \
+             Gateway's routes and the run's tool calls; the run ends when `submit_result` \
+             accepts its result, when it is cancelled, or at `maxSeconds`.",
         ),
         Endpoint::ListRuns => ("listRuns", "List runs, newest first", ""),
         Endpoint::GetRun => ("getRun", "Get a run", ""),
@@ -249,6 +253,10 @@ fn operation(route: &Route) -> Value {
             responses["201"]["headers"] = json!({
                 "Location": {
                     "description": "The run's URL",
+                    "schema": { "type": "string" }
+                },
+                "Hane-Run-Token": {
+                    "description": "With `attach: true`: the run's token",
                     "schema": { "type": "string" }
                 }
             });
@@ -573,7 +581,8 @@ fn components() -> Value {
                     "agent": { "type": "string", "minLength": 1, "description": "The agent's name in the active release" },
                     "input": { "type": "object", "description": "The run's input, valid against the agent's input schema" },
                     "shadow": { "type": "boolean", "default": false, "description": "Skip outbound actions and handovers; only keep a record" },
-                    "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" }
+                    "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" },
+                    "attach": { "type": "boolean", "default": false, "description": "Drive the run from outside: the answer's Hane-Run-Token header carries its token" }
                 }
             },
             "RunStatus": {

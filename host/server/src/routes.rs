@@ -461,12 +461,16 @@ async fn openapi() -> axum::Json<&'static Value> {
 }
 
 /// The fields of a start request's body.
-const START_FIELDS: [&str; 4] = ["agent", "input", "shadow", "wait"];
+const START_FIELDS: [&str; 5] = ["agent", "input", "shadow", "wait", "attach"];
+
+/// The response header that carries an attached run's token.
+pub const RUN_TOKEN_HEADER: &str = "hane-run-token";
 
 /// A checked start request.
 struct StartBody {
     run: StartRun,
     wait: bool,
+    attach: bool,
 }
 
 /// The fields of a request body that must be a JSON object of `known`
@@ -528,8 +532,17 @@ fn start_body(body: Value) -> Result<StartBody, ApiError> {
         Some(Value::Bool(b)) => Ok(*b),
         Some(_) => Err(invalid(format!("`{name}` must be true or false")).at(format!("/{name}"))),
     };
+    let wait = flag(&fields, "wait")?;
+    let attach = flag(&fields, "attach")?;
+    if wait && attach {
+        return Err(invalid(
+            "`wait` and `attach` cannot both be true: an attached run ends only when the client driving it submits a result".to_owned(),
+        )
+        .at("/attach"));
+    }
     Ok(StartBody {
-        wait: flag(&fields, "wait")?,
+        wait,
+        attach,
         run: StartRun {
             agent,
             input,
@@ -556,18 +569,36 @@ async fn start_run(
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let body = start_body(body)?;
-    let mut run = runtime.start(body.run).await?;
+    if body.attach && query.wait {
+        return Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            "`wait` and `attach` cannot both be true: an attached run ends only when the client driving it submits a result",
+        ));
+    }
+    let (mut run, token) = if body.attach {
+        let attached = runtime.start_attached(body.run).await?;
+        (attached.run, Some(attached.token))
+    } else {
+        (runtime.start(body.run).await?, None)
+    };
     if body.wait || query.wait {
         run = runtime.wait(&run.id).await?;
     }
     let location = HeaderValue::try_from(format!("/v1/agents/runs/{}", run.id))
         .expect("a run id is a valid header value");
-    Ok((
+    let mut response = (
         StatusCode::CREATED,
         [(header::LOCATION, location)],
         axum::Json(run),
     )
-        .into_response())
+        .into_response();
+    if let Some(token) = token {
+        let mut value =
+            HeaderValue::try_from(token.as_str()).expect("a run token is a valid header value");
+        value.set_sensitive(true);
+        response.headers_mut().insert(RUN_TOKEN_HEADER, value);
+    }
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
