@@ -750,3 +750,40 @@ async fn an_operator_starts_an_attached_run_over_http_and_a_client_drives_its_mo
     assert_eq!(run.status, RunStatus::Cancelled);
     assert_eq!(run.tokens_used, 40 + 12 + 70 + 9);
 }
+
+#[tokio::test]
+async fn an_upstreams_refusal_reaches_the_client_in_its_own_format_as_a_4xx() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = on_llama(
+        dir.path(),
+        "    maxModelTokens: 500000\n    maxSeconds: 600",
+        &[],
+    )
+    .await;
+    let addr = serve(&runtime).await;
+    // Far more than the server's 4096-token context: it refuses the
+    // request, whichever format it was sent in and whichever the
+    // upstream speaks.
+    let question = "vehicle ".repeat(6000);
+    for (format, upstream) in [
+        ("chat", "anthropic"),
+        ("responses", "chat"),
+        ("anthropic", "responses"),
+    ] {
+        let attached = attach(&runtime, &format!("via-{upstream}")).await;
+        let mut spec = spec("refused", format, false, addr, &[attached.token.as_str()]);
+        spec["model"] = json!(LlamaServer::shared().model());
+        spec["question"] = json!(question);
+        let out = model_client(&spec).await.unwrap();
+        assert_eq!(out["status"], 400, "{format} via {upstream}: {out}");
+        assert_eq!(out["class"], "BadRequestError", "{out}");
+        assert_eq!(out["type"], "invalid_request_error", "{out}");
+        assert!(
+            out["message"].as_str().unwrap().contains("context"),
+            "{format} via {upstream}: {out}"
+        );
+        runtime.cancel(&attached.run.id).await.unwrap();
+        let run = runtime.wait(&attached.run.id).await.unwrap();
+        assert!(runtime.llm_turns(&run.id).await.unwrap().is_empty());
+    }
+}

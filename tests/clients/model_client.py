@@ -13,7 +13,8 @@ Usage: model_client.py SPEC, where SPEC is JSON:
    "force_tool": true | false, # a small local model needs the call forced
    "stop": true | false,       # with force_tool: end the call at </tool_call>
    "max_tokens": 64,
-   "requests": 50}             # "concurrent" only
+   "requests": 50,             # "concurrent" only
+   "question": "..."}          # instead of the vehicle question
 
 - conversation: asks for a vehicle with a `find_record` tool offered, then
   answers the first tool call with a result and asks again: two turns,
@@ -71,7 +72,8 @@ def anthropic_client(spec, token):
 
 
 def chat_request(spec, history):
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": spec.get("question", QUESTION)}]
     messages += history
     args = {
         "model": spec["model"],
@@ -170,7 +172,7 @@ def chat_follow_up(turn):
 
 
 def responses_request(spec, history):
-    items = [{"role": "user", "content": QUESTION}] + history
+    items = [{"role": "user", "content": spec.get("question", QUESTION)}] + history
     args = {
         "model": spec["model"],
         "instructions": SYSTEM,
@@ -258,7 +260,7 @@ def responses_follow_up(turn):
 
 
 def anthropic_request(spec, history):
-    messages = [{"role": "user", "content": QUESTION}] + history
+    messages = [{"role": "user", "content": spec.get("question", QUESTION)}] + history
     args = {
         "model": spec["model"],
         "system": SYSTEM,
