@@ -530,6 +530,19 @@ fn context_summary(context: &hane_core::JsonText) -> String {
     let Ok(report) = context.to_value() else {
         return "(unreadable report)".to_owned();
     };
+    // A call a client made over HTTP brought its own context.
+    if let Some(format) = report["served"].as_str() {
+        return format!(
+            "sent by a client in the {format} format{}, about {} input tokens ({})",
+            if report["stream"] == true {
+                ", streamed"
+            } else {
+                ""
+            },
+            report["inputTokens"],
+            report["tokenizer"].as_str().unwrap_or("?"),
+        );
+    }
     let items = report["items"].as_array().map_or(0, Vec::len);
     let left_out = if items == 0 {
         "nothing omitted, truncated or compacted".to_owned()
@@ -565,6 +578,17 @@ pub(crate) fn time(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_served_turns_context_says_who_sent_it() {
+        let served = hane_core::JsonText::from_value(&serde_json::json!({
+            "served": "responses", "stream": true, "tokenizer": "estimate", "inputTokens": 42
+        }));
+        assert_eq!(
+            context_summary(&served),
+            "sent by a client in the responses format, streamed, about 42 input tokens (estimate)"
+        );
+    }
 
     #[test]
     fn input_is_json_or_a_file() {
