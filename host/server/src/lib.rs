@@ -21,6 +21,10 @@
 //!   /v1/models` and `HEAD /`. They take the run's token, as
 //!   `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`, not an API key;
 //!   errors are in each format's own shape.
+//! - The MCP server ([`mcp_router`]): `/mcp`, a run's tools for the
+//!   holder of its token, every call through the Tool Gateway; and
+//!   `/mcp/release`, the active release's operations for an operator's
+//!   API key, each call run in the sandbox with its receipt.
 //! - `GET /v1/openapi.json` ([`openapi`]) describes every route, and
 //!   `GET /healthz` says the server is up; neither needs a key.
 //! - Every error is `{"error": {"code", "message", "path"?}}`, where `path`
@@ -46,6 +50,7 @@
 mod actions;
 mod error;
 mod keys;
+mod mcp;
 mod model;
 mod openapi;
 mod routes;
@@ -53,6 +58,10 @@ mod routes;
 pub use keys::{
     KEY_PREFIX, KeyError, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key,
     key_groups,
+};
+pub use mcp::{
+    DEFAULT_APPROVAL_WAIT, MAX_MCP_MESSAGE_BYTES, MCP_PATH, MCP_RELEASE_PATH, McpConfig,
+    mcp_router, mcp_router_with,
 };
 pub use model::MAX_MODEL_BODY_BYTES;
 pub use openapi::openapi;
