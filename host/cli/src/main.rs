@@ -3,6 +3,7 @@
 mod agents;
 mod approvals;
 mod keys;
+mod mcp;
 mod op;
 mod runtime;
 mod scaffold;
@@ -77,6 +78,9 @@ enum Command {
     /// List, show and decide the outbound actions agents propose (emails,
     /// text messages, calls, customer API calls).
     Approvals(approvals::ApprovalsArgs),
+    /// Serve a run's tools over MCP on stdin and stdout, relayed to a
+    /// `hane serve` (for MCP clients that spawn their servers).
+    Mcp(mcp::McpArgs),
 }
 
 /// The crates whose spans and events `-v` shows.
@@ -134,5 +138,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::main(args),
         Command::Keys(args) => keys::main(args),
         Command::Approvals(args) => approvals::main(args),
+        Command::Mcp(args) => mcp::main(args),
     }
 }

@@ -139,7 +139,8 @@ impl RunTools {
         Ok(agent)
     }
 
-    /// Calls `tool` for `caller`'s run.
+    /// Calls `name` (as listed) for `caller`'s run.
+    #[tracing::instrument(name = "mcp_call", skip_all, fields(run = %caller.run, tool = name))]
     async fn call(&self, caller: RunCaller, name: &str, input: Value) -> CallToolResult {
         let agent = self.agent_of(&caller.run).await;
         let (tool, outbound) = match &agent {
@@ -155,25 +156,31 @@ impl RunTools {
                 (name.replace('-', "."), None)
             }
         };
-        let result = match outbound {
-            None => self.spawn_call(&caller, &tool, input).await,
-            Some(kind) => return self.call_outbound(caller, tool, input, kind).await,
-        };
-        match result {
-            Err(GatewayError::NotRunning(run)) => self.not_running(&run).await,
-            result => answer(result),
+        match outbound {
+            None => {
+                let result = self.spawn_call(&caller, &tool, input).await;
+                self.respond(result).await
+            }
+            Some(kind) => self.call_outbound(caller, tool, input, kind).await,
         }
     }
 
-    /// The refusal of a call of a run that is not running, saying how it
-    /// ended when it did.
-    async fn not_running(&self, run: &RunId) -> CallToolResult {
+    /// A call's result as MCP has it (see [`answer`]); the refusal of a
+    /// run that is not running says how it ended.
+    async fn respond(&self, result: Result<ToolResult, GatewayError>) -> CallToolResult {
+        let Err(GatewayError::NotRunning(run)) = result else {
+            return answer(result);
+        };
         let mut why = refusal(&GatewayError::NotRunning(run.clone()));
-        if let Ok(ended) = self.inner.runtime.get(run).await
+        if let Ok(ended) = self.inner.runtime.get(&run).await
             && ended.status.is_final()
         {
-            why.push_str(&format!(": it ended {}", ended.status));
-            if let Some(error) = ended.error.filter(|e| !e.is_empty()) {
+            let status = ended.status;
+            why.push_str(&format!(": it ended {status}"));
+            if let Some(error) = ended
+                .error
+                .filter(|e| !e.is_empty() && e != status.as_str())
+            {
                 why.push_str(&format!(" ({error})"));
             }
         }
@@ -244,7 +251,7 @@ impl RunTools {
             Some(result) => {
                 // Answered: the same call made again proposes anew.
                 self.forget(&key, &call);
-                answer(result)
+                self.respond(result).await
             }
             None => self.pending(&call, &tool, kind).await,
         }
