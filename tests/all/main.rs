@@ -9,6 +9,7 @@ mod harness;
 mod hostile;
 mod ledger;
 mod manager;
+mod mcp;
 mod model;
 mod programs;
 mod recovery;

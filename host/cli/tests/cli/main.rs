@@ -1,11 +1,12 @@
 //! The `hane` binary run as a real process, one test binary so that it
 //! links once: `op` (operations, outputs, receipts and exit codes),
-//! `agents` (releases, runs, the demo, keys), `approvals`, `session` and
-//! `worker`.
+//! `agents` (releases, runs, the demo, keys), `approvals`, `mcp` (the stdio
+//! relay), `session` and `worker`.
 
 mod agents;
 mod approvals;
 mod common;
+mod mcp;
 mod op;
 mod session;
 mod worker;

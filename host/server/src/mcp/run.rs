@@ -28,6 +28,10 @@ use super::{McpConfig, RunCaller, annotations, caller, object_schema, schema_obj
 /// from the run's others.
 const PROPOSAL_POLL: Duration = Duration::from_millis(20);
 
+/// How long the refusal of a call of a run that is ending waits to say
+/// how it ended.
+const ENDING_WAIT: Duration = Duration::from_secs(1);
+
 /// What the server says of itself at `initialize`.
 const INSTRUCTIONS: &str = "These are the tools of one hane agent run. Every call goes through hane's Tool Gateway, which checks it against the run's tools and limits. Outbound tools (email, text messages, calls, customer APIs) only propose an action: a person, a review agent or a policy decides it, and it is sent at most once. When a result says an action is pending, carry on or call the same tool with the same input later to learn its state; never propose it again in other words. End the run with submit_result.";
 
@@ -172,7 +176,9 @@ impl RunTools {
             return answer(result);
         };
         let mut why = refusal(&GatewayError::NotRunning(run.clone()));
-        if let Ok(ended) = self.inner.runtime.get(&run).await
+        // A run whose gate closed is ending, or ended.
+        let ended = tokio::time::timeout(ENDING_WAIT, self.inner.runtime.wait(&run)).await;
+        if let Ok(Ok(ended)) = ended
             && ended.status.is_final()
         {
             let status = ended.status;
