@@ -32,6 +32,9 @@ const PROPOSAL_POLL: Duration = Duration::from_millis(20);
 /// how it ended.
 const ENDING_WAIT: Duration = Duration::from_secs(1);
 
+/// What an outbound tool's description adds over MCP.
+const PENDING_NOTE: &str = "Over MCP the answer may come before the decision: it then says the action is pending and for whom. Calling again with the same input reports its state and proposes nothing new.";
+
 /// What the server says of itself at `initialize`.
 const INSTRUCTIONS: &str = "These are the tools of one hane agent run. Every call goes through hane's Tool Gateway, which checks it against the run's tools and limits. Outbound tools (email, text messages, calls, customer APIs) only propose an action: a person, a review agent or a policy decides it, and it is sent at most once. When a result says an action is pending, carry on or call the same tool with the same input later to learn its state; never propose it again in other words. End the run with submit_result.";
 
@@ -505,9 +508,13 @@ fn tools(agent: &LoadedAgent) -> Vec<rmcp::model::Tool> {
             } else {
                 &definition.input_schema
             };
+            let description = match outbound_kind(tool) {
+                Some(_) => format!("{} {PENDING_NOTE}", definition.description),
+                None => definition.description.clone(),
+            };
             let mut listed = rmcp::model::Tool::new(
                 model_tool_name(name),
-                definition.description.clone(),
+                description,
                 Arc::new(schema_object(input)),
             )
             .with_annotations(annotations(&definition.impact));
