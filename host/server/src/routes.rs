@@ -298,11 +298,14 @@ pub fn router(runtime: AgentRuntime) -> Router {
         };
         router = router.route(route.path, handler);
     }
+    // The MCP endpoints take their own limits and credentials.
+    let mcp = crate::mcp::mcp_router(runtime.clone());
     router
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(runtime)
+        .merge(mcp)
 }
 
 /// Serves the API over `runtime` on `listener` until `shutdown` resolves,

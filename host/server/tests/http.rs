@@ -339,6 +339,11 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
         }
     }
     assert_eq!(operations, 23);
+    // The MCP endpoints are served beside them, with their own credentials.
+    for path in ["/mcp", "/mcp/release"] {
+        let reply = request(server.addr, "POST", path, None, Some("{}")).await?;
+        assert_eq!(reply.status, 401, "{path}: {}", reply.body);
+    }
     let reply = server.get("/v1/agents/nothing", None).await?;
     assert!(reply.error(404, "not_found").contains("/v1/agents/nothing"));
     let reply = request(server.addr, "DELETE", "/v1/agents/runs", None, None).await?;
