@@ -244,6 +244,11 @@ where
 /// is not gets a JSON-RPC error naming why (rmcp answers a plain-text
 /// `415`).
 fn check_message(bytes: &Bytes) -> Result<(), Refusal> {
+    // What real clients send reads at once; the rest is read again to say
+    // what is wrong with it.
+    let Err(unreadable) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else {
+        return Ok(());
+    };
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         Refusal::jsonrpc(
             StatusCode::BAD_REQUEST,
@@ -273,15 +278,12 @@ fn check_message(bytes: &Bytes) -> Result<(), Refusal> {
             "not a JSON-RPC 2.0 message: it needs `\"jsonrpc\": \"2.0\"`".to_owned(),
         ));
     }
-    if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        let method = value.get("method").and_then(Value::as_str).unwrap_or("?");
-        return Err(Refusal::jsonrpc(
-            StatusCode::BAD_REQUEST,
-            id.clone(),
-            ErrorData::invalid_params(format!("`{method}` cannot be read: {e}"), None),
-        ));
-    }
-    Ok(())
+    let method = value.get("method").and_then(Value::as_str).unwrap_or("?");
+    Err(Refusal::jsonrpc(
+        StatusCode::BAD_REQUEST,
+        id.clone(),
+        ErrorData::invalid_params(format!("`{method}` cannot be read: {unreadable}"), None),
+    ))
 }
 
 /// A request answered before rmcp sees it: a status and a JSON-RPC error.
