@@ -8,7 +8,7 @@ use http::Uri;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::http::{Reply, post};
+use crate::http::{Pool, Reply, post};
 use crate::sse::SseParser;
 use crate::{
     BoxFuture, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, Secret, anthropic,
@@ -122,6 +122,8 @@ pub fn adapter(config: AdapterConfig) -> Result<Arc<dyn ModelAdapter>, ConfigErr
 pub struct HttpAdapter {
     config: AdapterConfig,
     url: Uri,
+    /// Its kept-alive connections to `url`.
+    pool: Arc<Pool>,
 }
 
 impl HttpAdapter {
@@ -152,7 +154,11 @@ impl HttpAdapter {
         if url.query().is_some() {
             return Err(problem("has a query, which the API's path cannot follow"));
         }
-        Ok(Self { config, url })
+        Ok(Self {
+            config,
+            url,
+            pool: Arc::default(),
+        })
     }
 
     /// What it was built from.
@@ -219,7 +225,7 @@ impl HttpAdapter {
             Api::AnthropicMessages => anthropic::request_body(request, &options),
         }?;
         let body = serde_json::to_vec(&body).expect("JSON values serialize");
-        let mut reply = post(&self.url, self.headers()?, body).await?;
+        let mut reply = post(&self.pool, &self.url, self.headers()?, body).await?;
         if !reply.status.is_success() {
             let bytes = reply
                 .body(MAX_ERROR_BODY_BYTES, true)
@@ -390,6 +396,124 @@ mod tests {
             let _ = socket.shutdown().await;
         });
         url
+    }
+
+    /// A Chat Completions answer, kept alive.
+    const COMPLETION: &str = r#"{"id":"c1","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+
+    /// A server that answers every request on every connection with
+    /// [`COMPLETION`] (closing the connection after each answer when
+    /// `close`, without saying so), and counts the connections it accepted.
+    async fn keep_alive_server(close: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        // One request: the head, then content-length bytes.
+                        let head_end = loop {
+                            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break at + 4;
+                            }
+                            let mut more = [0u8; 4096];
+                            match socket.read(&mut more).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&more[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        while buf.len() < head_end + length {
+                            let mut more = [0u8; 4096];
+                            match socket.read(&mut more).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&more[..n]),
+                            }
+                        }
+                        buf.drain(..head_end + length);
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\n\r\n{COMPLETION}",
+                            COMPLETION.len()
+                        );
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        if close {
+                            let _ = socket.shutdown().await;
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn calls_one_after_another_share_one_kept_alive_connection() {
+        let (url, accepted) = keep_alive_server(false).await;
+        let mut config = AdapterConfig::new(Api::ChatCompletions, url);
+        config.stream = false;
+        let adapter = HttpAdapter::new(config).unwrap();
+        for _ in 0..5 {
+            let response = adapter.send(&request(), None).await.unwrap();
+            assert_eq!(response.content, vec![crate::Content::text("ok")]);
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_is_replaced_not_failed() {
+        let (url, accepted) = keep_alive_server(true).await;
+        let mut config = AdapterConfig::new(Api::ChatCompletions, url);
+        config.stream = false;
+        let adapter = HttpAdapter::new(config).unwrap();
+        for _ in 0..3 {
+            let response = adapter.send(&request(), None).await.unwrap();
+            assert_eq!(response.content, vec![crate::Content::text("ok")]);
+            // Let the server's close arrive, as it would between turns.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_before_its_answer_closes_its_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let mut config = AdapterConfig::new(Api::ChatCompletions, url);
+        config.stream = false;
+        let adapter = HttpAdapter::new(config).unwrap();
+        let asked = request();
+        let call = adapter.send(&asked, None);
+        let server = async {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 65536];
+            let _ = socket.read(&mut buf).await.unwrap();
+            socket
+        };
+        // The server takes the request and never answers; the call gives up.
+        let mut socket = tokio::select! {
+            _ = call => panic!("the call was answered"),
+            socket = server => socket,
+        };
+        // The call's future is dropped: its connection must close.
+        let mut rest = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut rest))
+            .await
+            .expect("the connection stayed open after its call was dropped");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     }
 
     fn request() -> ModelRequest {

@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
+use axum::serve::ListenerExt as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::StartRun;
 use hane_core::Person;
@@ -320,6 +321,11 @@ pub async fn serve(
     runtime: AgentRuntime,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Answers are small and often written in pieces (a stream's events):
+    // don't let Nagle hold one back for the client's delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(runtime))
         .with_graceful_shutdown(shutdown)
         .await
