@@ -1,0 +1,270 @@
+//! The default runtime: bubblewrap, no daemon.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use rustix::io::{FdFlags, fcntl_setfd};
+use tokio::io::AsyncReadExt;
+
+use crate::cgroup::Cgroup;
+use crate::container::Container;
+use crate::netns::{self, NetNamespace};
+use crate::spec::{MountKind, masked_is_dir};
+use crate::{BoxFuture, ContainerError, ContainerSpec, RootFs, Runtime, default_masked_paths};
+
+const NAME: &str = "bwrap";
+
+/// Runs containers with bubblewrap.
+///
+/// Each container gets new pid, mount, ipc, uts and cgroup namespaces and a
+/// network namespace hane made (only `lo`, with the services' listeners);
+/// bubblewrap drops every capability, dies with hane
+/// (`--die-with-parent`) and starts the command in a new session. The
+/// command starts only once it is in its cgroup, its rlimits are set and
+/// the listeners exist (`--info-fd`, `--block-fd`).
+#[derive(Debug, Clone)]
+pub struct Bubblewrap {
+    bwrap: PathBuf,
+}
+
+impl Bubblewrap {
+    /// Uses the bubblewrap program at `bwrap`.
+    pub fn new(bwrap: impl Into<PathBuf>) -> Self {
+        Bubblewrap {
+            bwrap: bwrap.into(),
+        }
+    }
+
+    /// Finds `bwrap` on PATH.
+    ///
+    /// # Errors
+    ///
+    /// [`ContainerError::RuntimeNotFound`] when it is not there.
+    pub fn find() -> Result<Self, ContainerError> {
+        crate::find_on_path("bwrap")
+            .map(Bubblewrap::new)
+            .ok_or(ContainerError::RuntimeNotFound {
+                runtime: NAME,
+                path: None,
+            })
+    }
+
+    /// The program this runtime runs.
+    pub fn path(&self) -> &Path {
+        &self.bwrap
+    }
+
+    fn args(spec: &ContainerSpec, info_fd: i32, block_fd: i32) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+            args.extend(items.iter().map(|i| i.as_ref().to_os_string()));
+        };
+        push(&[
+            &"--die-with-parent",
+            &"--new-session",
+            &"--unshare-pid",
+            &"--unshare-ipc",
+            &"--unshare-uts",
+            &"--unshare-cgroup-try",
+            &"--hostname",
+            &"hane",
+        ]);
+        match &spec.root {
+            RootFs::HostReadOnly => push(&[&"--ro-bind", &"/", &"/"]),
+            RootFs::Dir(dir) => push(&[&"--ro-bind", dir, &"/"]),
+        }
+        push(&[&"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp"]);
+        let mask = |push: &mut dyn FnMut(&[&dyn AsRef<std::ffi::OsStr>]), host: &Path, target: &Path| {
+            match masked_is_dir(host) {
+                Some(true) => push(&[&"--tmpfs", &target]),
+                Some(false) => push(&[&"--ro-bind", &"/dev/null", &target]),
+                None => {}
+            }
+        };
+        if spec.root == RootFs::HostReadOnly {
+            for path in default_masked_paths() {
+                mask(&mut push, &path, &path);
+            }
+        }
+        for mount in &spec.mounts {
+            match &mount.kind {
+                MountKind::Bind { source, writable } => push(&[
+                    if *writable { &"--bind" } else { &"--ro-bind" },
+                    source,
+                    &mount.target,
+                ]),
+                MountKind::Tmpfs { size_bytes } => {
+                    push(&[&"--size", &size_bytes.to_string(), &"--tmpfs", &mount.target])
+                }
+                MountKind::Masked => {
+                    if let Some(host) = spec.host_path_before(mount) {
+                        mask(&mut push, &host, &mount.target);
+                    }
+                }
+            }
+        }
+        push(&[
+            &"--chdir",
+            &spec.cwd,
+            &"--info-fd",
+            &info_fd.to_string(),
+            &"--block-fd",
+            &block_fd.to_string(),
+            &"--",
+        ]);
+        args.extend(spec.command.iter().cloned());
+        args
+    }
+
+    async fn run(&self, spec: ContainerSpec) -> Result<Container, ContainerError> {
+        spec.validate()?;
+        if !self.bwrap.is_file() {
+            return Err(ContainerError::RuntimeNotFound {
+                runtime: NAME,
+                path: Some(self.bwrap.clone()),
+            });
+        }
+        let cgroup = Cgroup::create(&spec.limits)?;
+        let (netns, listeners) = NetNamespace::create(&spec.services)?;
+        let deadline = spec.limits.wall.map(|wall| tokio::time::Instant::now() + wall);
+        let handle = tokio::runtime::Handle::current();
+
+        let (mut child, info, block) = netns.run_inside(|| {
+            let _runtime = handle.enter();
+            // Only the child's ends are inherited; the lock keeps another
+            // container's start from inheriting them too.
+            let _spawning = crate::SPAWN.lock().unwrap_or_else(|e| e.into_inner());
+            let pipe = |step| rustix::pipe::pipe().map_err(|e| ContainerError::Runtime {
+                runtime: NAME,
+                step,
+                source: e.into(),
+            });
+            let (info_read, info_write) = pipe("create the info pipe")?;
+            let (block_read, block_write) = pipe("create the block pipe")?;
+            for ours in [&info_read, &block_write] {
+                fcntl_setfd(ours, FdFlags::CLOEXEC)
+                    .map_err(|e| ContainerError::Runtime { runtime: NAME, step: "create the pipes", source: e.into() })?;
+            }
+            let args = Self::args(&spec, info_write.as_raw_fd(), block_read.as_raw_fd());
+            let child = tokio::process::Command::new(&self.bwrap)
+                .args(&args)
+                .env_clear()
+                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(ContainerError::runtime(NAME, "spawn"))?;
+            drop((info_write, block_read));
+            Ok::<(_, OwnedFd, OwnedFd), ContainerError>((child, info_read, block_write))
+        })?;
+        let mut container = Container {
+            runtime: NAME,
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            child,
+            forwarders: Vec::new(),
+            deadline,
+            exit: None,
+            runc: None,
+            cgroup,
+            _netns: netns,
+        };
+
+        let info = tokio::task::spawn_blocking(move || read_info(info))
+            .await
+            .map_err(|e| ContainerError::Runtime {
+                runtime: NAME,
+                step: "read the child pid",
+                source: std::io::Error::other(e),
+            })?;
+        let pid = match info {
+            Ok(pid) => pid,
+            Err(error) => {
+                // bubblewrap stopped before starting the child: say why.
+                let mut message = String::new();
+                if let Some(mut stderr) = container.stderr.take() {
+                    let _ = stderr.read_to_string(&mut message).await;
+                }
+                let _ = container.child.wait().await;
+                let message = message.trim();
+                return Err(ContainerError::StartFailed {
+                    runtime: NAME,
+                    message: if message.is_empty() { error.to_string() } else { message.to_owned() },
+                });
+            }
+        };
+        // The child waits on the block pipe before it forks the command, so
+        // everything the command starts is born in the cgroup and under the
+        // rlimits.
+        for pid in std::iter::once(pid).chain(descendants(pid)) {
+            container.cgroup.add(pid)?;
+            crate::set_rlimits(pid, &spec.limits)?;
+        }
+        container.forwarders = netns::forward(listeners)?;
+        let mut block = std::fs::File::from(block);
+        block
+            .write_all(b"1")
+            .map_err(ContainerError::runtime(NAME, "release the child"))?;
+        tracing::debug!(pid, cgroup = ?container.cgroup.dirs(), "bwrap container started");
+        Ok(container)
+    }
+}
+
+/// Reads bubblewrap's `--info-fd` JSON up to its end and returns
+/// `child-pid`.
+fn read_info(fd: OwnedFd) -> std::io::Result<u32> {
+    let mut file = std::fs::File::from(fd);
+    let mut text = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "bubblewrap ended before reporting its child",
+            ));
+        }
+        text.extend_from_slice(&buf[..n]);
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&text) {
+            return value["child-pid"]
+                .as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| std::io::Error::other("no child-pid in bubblewrap's info"));
+        }
+    }
+}
+
+/// The descendants of `pid` now, from /proc.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut stack = vec![pid];
+    while let Some(p) = stack.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                    out.push(child);
+                    stack.push(child);
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Runtime for Bubblewrap {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn start(&self, spec: ContainerSpec) -> BoxFuture<'_, Result<Container, ContainerError>> {
+        Box::pin(self.run(spec))
+    }
+}

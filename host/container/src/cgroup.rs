@@ -1,0 +1,303 @@
+//! One cgroup per container, created under hane's own cgroup, on cgroup v1
+//! (one directory per controller hierarchy) or v2 (one directory).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::{ContainerError, Limits};
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// How long dropping a container waits for its processes to be gone before
+/// it gives up removing the cgroup directories.
+const REMOVE_WITHIN: Duration = Duration::from_secs(5);
+
+/// A cgroup hierarchy hane's process is in.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    /// Controllers bound to it (`memory`, `pids`, `name=systemd`); empty for v2.
+    controllers: Vec<String>,
+    /// hane's own cgroup directory in it.
+    own: PathBuf,
+}
+
+#[derive(Debug)]
+pub(crate) struct Cgroup {
+    name: String,
+    /// The directories hane created and limits are written in: the memory
+    /// and pids hierarchies' on v1, the one on v2.
+    dirs: Vec<PathBuf>,
+    memory: Option<PathBuf>,
+    v2: bool,
+    /// hane's own cgroup in every v1 hierarchy: runc creates the container's
+    /// cgroup in each of them, and what it leaves is removed with the rest.
+    others: Vec<PathBuf>,
+}
+
+fn hierarchies() -> io::Result<(Vec<Hierarchy>, Option<Hierarchy>)> {
+    let own = fs::read_to_string("/proc/self/cgroup")?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    // (fstype, super options, mount root, mount point)
+    let mounts: Vec<(&str, Vec<&str>, &str, &str)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let left: Vec<&str> = left.split(' ').collect();
+            let right: Vec<&str> = right.split(' ').collect();
+            Some((
+                *right.first()?,
+                right.get(2)?.split(',').collect(),
+                *left.get(3)?,
+                *left.get(4)?,
+            ))
+        })
+        .filter(|(fstype, ..)| *fstype == "cgroup" || *fstype == "cgroup2")
+        .collect();
+    let dir = |mount_root: &str, point: &str, path: &str| {
+        let rel = path.strip_prefix(mount_root).unwrap_or(path);
+        Path::new(point).join(rel.trim_start_matches('/'))
+    };
+    let mut v1 = Vec::new();
+    let mut v2 = None;
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if controllers.is_empty() {
+            if let Some((_, _, root, point)) = mounts.iter().find(|m| m.0 == "cgroup2") {
+                v2 = Some(Hierarchy {
+                    controllers: Vec::new(),
+                    own: dir(root, point, path),
+                });
+            }
+            continue;
+        }
+        let controllers: Vec<String> = controllers.split(',').map(str::to_owned).collect();
+        if let Some((_, _, root, point)) = mounts.iter().find(|(fstype, opts, ..)| {
+            *fstype == "cgroup" && controllers.iter().all(|c| opts.contains(&c.as_str()))
+        }) {
+            v1.push(Hierarchy {
+                controllers,
+                own: dir(root, point, path),
+            });
+        }
+    }
+    Ok((v1, v2))
+}
+
+fn write(path: &Path, value: &str, step: &'static str) -> Result<(), ContainerError> {
+    fs::write(path, value).map_err(ContainerError::cgroup(step, path))
+}
+
+impl Cgroup {
+    /// Creates the container's cgroup with `limits` written in.
+    pub(crate) fn create(limits: &Limits) -> Result<Cgroup, ContainerError> {
+        let name = format!(
+            "hane-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let (v1, v2) = hierarchies().map_err(ContainerError::cgroup("read", "/proc/self/cgroup"))?;
+        let find = |c: &str| v1.iter().find(|h| h.controllers.iter().any(|x| x == c));
+        let mut cgroup = Cgroup {
+            name: name.clone(),
+            dirs: Vec::new(),
+            memory: None,
+            v2: false,
+            others: Vec::new(),
+        };
+        if let (Some(memory), Some(pids)) = (find("memory"), find("pids")) {
+            let memory_dir = memory.own.join(&name);
+            let pids_dir = pids.own.join(&name);
+            fs::create_dir(&memory_dir).map_err(ContainerError::cgroup("create", &memory_dir))?;
+            cgroup.dirs.push(memory_dir.clone());
+            cgroup.memory = Some(memory_dir.clone());
+            fs::create_dir(&pids_dir).map_err(ContainerError::cgroup("create", &pids_dir))?;
+            cgroup.dirs.push(pids_dir.clone());
+            cgroup.others = v1
+                .iter()
+                .map(|h| h.own.join(&name))
+                .filter(|d| *d != memory_dir && *d != pids_dir)
+                .collect();
+            if let Some(bytes) = limits.memory_bytes {
+                let bytes = bytes.to_string();
+                write(&memory_dir.join("memory.limit_in_bytes"), &bytes, "write memory limit")?;
+                let memsw = memory_dir.join("memory.memsw.limit_in_bytes");
+                if memsw.exists() {
+                    write(&memsw, &bytes, "write memory+swap limit")?;
+                }
+            }
+            if let Some(pids) = limits.pids {
+                write(&pids_dir.join("pids.max"), &pids.to_string(), "write pids limit")?;
+            }
+        } else if let Some(unified) = v2 {
+            cgroup.v2 = true;
+            let control = unified.own.join("cgroup.subtree_control");
+            let enabled = fs::read_to_string(&control).map_err(ContainerError::cgroup("read", &control))?;
+            for controller in ["memory", "pids"] {
+                if !enabled.split_whitespace().any(|c| c == controller) {
+                    fs::write(&control, format!("+{controller}")).map_err(|source| {
+                        ContainerError::Cgroup {
+                            step: "enable a controller for child cgroups (hane's cgroup must be delegated and hold no processes of its own)",
+                            path: control.clone(),
+                            source,
+                        }
+                    })?;
+                }
+            }
+            let dir = unified.own.join(&name);
+            fs::create_dir(&dir).map_err(ContainerError::cgroup("create", &dir))?;
+            cgroup.dirs.push(dir.clone());
+            cgroup.memory = Some(dir.clone());
+            if let Some(bytes) = limits.memory_bytes {
+                write(&dir.join("memory.max"), &bytes.to_string(), "write memory limit")?;
+                let swap = dir.join("memory.swap.max");
+                if swap.exists() {
+                    write(&swap, "0", "write swap limit")?;
+                }
+            }
+            if let Some(pids) = limits.pids {
+                write(&dir.join("pids.max"), &pids.to_string(), "write pids limit")?;
+            }
+        } else {
+            return Err(ContainerError::Cgroup {
+                step: "find the memory and pids controllers",
+                path: PathBuf::from("/proc/self/cgroup"),
+                source: io::Error::new(io::ErrorKind::NotFound, "neither cgroup v1 memory and pids hierarchies nor cgroup v2 is mounted"),
+            });
+        }
+        Ok(cgroup)
+    }
+
+    /// The path runc is given as `linux.cgroupsPath`: relative, so that on
+    /// each hierarchy it lands under hane's own cgroup, inside this one.
+    pub(crate) fn runc_path(&self) -> PathBuf {
+        Path::new(&self.name).join("runc")
+    }
+
+    /// The cgroup's name, unique on this host while hane runs.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cgroup's directories (for tests and tracing).
+    pub(crate) fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Moves a process in.
+    pub(crate) fn add(&self, pid: u32) -> Result<(), ContainerError> {
+        for dir in &self.dirs {
+            write(&dir.join("cgroup.procs"), &pid.to_string(), "move the child in")?;
+        }
+        Ok(())
+    }
+
+    /// Every process in the cgroup and its descendants' cgroups.
+    pub(crate) fn procs(&self) -> Vec<u32> {
+        fn walk(dir: &Path, out: &mut Vec<u32>) {
+            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                out.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            }
+            if let Ok(entries) = fs::read_dir(dir) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        walk(&entry.path(), out);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for dir in &self.dirs {
+            walk(dir, &mut out);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Sends SIGKILL to every process in the cgroup, once.
+    pub(crate) fn kill_all(&self) {
+        if self.v2
+            && let Some(dir) = self.dirs.first()
+            && fs::write(dir.join("cgroup.kill"), "1").is_ok()
+        {
+            return;
+        }
+        for pid in self.procs() {
+            if let Some(pid) = Pid::from_raw(pid as i32) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
+        }
+    }
+
+    /// Whether the kernel's OOM killer killed a process of this cgroup.
+    pub(crate) fn oom_killed(&self) -> bool {
+        let Some(dir) = &self.memory else {
+            return false;
+        };
+        let (file, key) = if self.v2 {
+            ("memory.events", "oom_kill")
+        } else {
+            ("memory.oom_control", "oom_kill")
+        };
+        fs::read_to_string(dir.join(file)).is_ok_and(|text| {
+            text.lines().any(|line| {
+                line.split_once(' ')
+                    .is_some_and(|(k, v)| k == key && v.trim().parse::<u64>().is_ok_and(|n| n > 0))
+            })
+        })
+    }
+
+    /// Kills what is left, waits for it to be gone, and removes every
+    /// directory (its own and what runc left in the other hierarchies).
+    pub(crate) fn remove(&mut self) {
+        let deadline = Instant::now() + REMOVE_WITHIN;
+        loop {
+            self.kill_all();
+            if self.procs().is_empty() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for dir in self.dirs.iter().chain(&self.others) {
+            remove_tree(dir, deadline);
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Removes a cgroup directory and its children, deepest first; a directory
+/// whose last process is still exiting answers EBUSY for a moment.
+fn remove_tree(dir: &Path, deadline: Instant) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path(), deadline);
+            }
+        }
+    }
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) if Instant::now() > deadline => {
+                tracing::warn!(cgroup = %dir.display(), error = %e, "cgroup directory not removed");
+                return;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Containers for native tools: a [`ContainerSpec`] run by bubblewrap
+//! ([`Bubblewrap`], the default: no daemon) or by an OCI runtime ([`Runc`]),
+//! behind one [`Runtime`] trait.
+//!
+//! What every container gets, whichever runtime runs it:
+//! - **network**: a namespace holding only `lo`. For each [`Service`] hane
+//!   listens inside it on `127.0.0.1:port` and forwards every connection to
+//!   the service's host address; no other host port (IPv4 or IPv6) and no
+//!   outside address is reachable.
+//! - **limits**: memory and pids through a cgroup created under hane's own
+//!   (cgroup v1 or v2), the wall clock, `RLIMIT_NOFILE` and `RLIMIT_AS`.
+//!   The whole tree ends with the container (a pid namespace, and every
+//!   process of the cgroup is killed).
+//! - **isolation**: new pid, mount, ipc, uts, cgroup and network
+//!   namespaces, no capabilities, a fresh `/proc`, a minimal `/dev`, a
+//!   tmpfs `/tmp`, a read-only root, exactly the spec's environment, and
+//!   under [`RootFs::HostReadOnly`] the host's secrets hidden
+//!   ([`default_masked_paths`], plus any [`Mount::masked`]).
+//!
+//! ```no_run
+//! use hane_container::{Bubblewrap, ContainerSpec, Exit, Limits, RootFs, Runtime};
+//! use tokio::io::AsyncReadExt;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Bubblewrap::find()?;
+//! let mut container = runtime
+//!     .start(ContainerSpec {
+//!         root: RootFs::HostReadOnly,
+//!         mounts: Vec::new(),
+//!         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+//!         cwd: "/".into(),
+//!         command: vec!["/bin/echo".into(), "hello".into()],
+//!         services: Vec::new(),
+//!         limits: Limits::default(),
+//!     })
+//!     .await?;
+//! let mut out = String::new();
+//! container.stdout().unwrap().read_to_string(&mut out).await?;
+//! assert_eq!(container.wait().await?, Exit::Code(0));
+//! assert_eq!(out, "hello\n");
+//! # Ok(())
+//! # }
+//! ```
+
+mod bwrap;
+mod cgroup;
+mod container;
+mod error;
+mod netns;
+mod runc;
+mod spec;
+mod sys;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+pub use bwrap::Bubblewrap;
+pub use container::{Container, Exit};
+pub use error::ContainerError;
+pub use runc::Runc;
+pub use spec::{ContainerSpec, Limits, Mount, RootFs, Service, default_masked_paths};
+
+/// A boxed future that can be sent between threads.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A container runtime.
+pub trait Runtime: Send + Sync {
+    /// `bwrap` or `runc`.
+    fn name(&self) -> &'static str;
+
+    /// Starts `spec`; the command runs when the returned future resolves.
+    ///
+    /// # Errors
+    ///
+    /// A [`ContainerError`] naming what failed: the command not found in
+    /// the container, a missing mount source, the cgroup, the network
+    /// namespace, a limit, or the runtime itself.
+    fn start(&self, spec: ContainerSpec) -> BoxFuture<'_, Result<Container, ContainerError>>;
+}
+
+/// Held while a runtime is spawned with descriptors it must inherit, so
+/// that no other container's runtime inherits them too.
+pub(crate) static SPAWN: Mutex<()> = Mutex::new(());
+
+pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| PathBuf::from(dir).join(program))
+        .find(|path| path.is_file())
+}
+
+/// Sets the rlimits of `limits` on a process that has not yet started the
+/// command; what it starts inherits them.
+pub(crate) fn set_rlimits(pid: u32, limits: &Limits) -> Result<(), ContainerError> {
+    use rustix::process::{Pid, Resource, Rlimit, getrlimit, prlimit};
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return Ok(());
+    };
+    for (limit, resource, value) in [
+        ("open_files", Resource::Nofile, limits.open_files),
+        ("address_space", Resource::As, limits.address_space),
+    ] {
+        let Some(value) = value else { continue };
+        check_rlimit(limit, getrlimit(resource), value)?;
+        let new = Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
+        prlimit(Some(pid), resource, new).map_err(|e| ContainerError::Limit {
+            limit,
+            message: format!("setting it to {value}: {e}"),
+        })?;
+    }
+    Ok(())
+}
+
+/// An rlimit cannot go above hane's own hard limit without
+/// `CAP_SYS_RESOURCE`; say so rather than fail later.
+pub(crate) fn check_rlimit(
+    limit: &'static str,
+    own: rustix::process::Rlimit,
+    value: u64,
+) -> Result<(), ContainerError> {
+    match own.maximum {
+        Some(hard) if value > hard => Err(ContainerError::Limit {
+            limit,
+            message: format!("{value} is above hane's hard limit {hard}"),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,435 @@
+//! Every behaviour of a container, against the real bubblewrap and runc;
+//! each test runs once per runtime.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hane_container::{
+    Bubblewrap, Container, ContainerError, ContainerSpec, Exit, Limits, Mount, RootFs, Runc,
+    Runtime, Service,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn bwrap() -> Bubblewrap {
+    match std::env::var_os("HANE_TEST_BWRAP") {
+        Some(path) => Bubblewrap::new(path),
+        None => Bubblewrap::find().unwrap_or_else(|e| {
+            panic!("{e}: set HANE_TEST_BWRAP or run `cargo xtask provision` to install bubblewrap")
+        }),
+    }
+}
+
+fn runc() -> Runc {
+    let path = std::env::var_os("HANE_TEST_RUNC")
+        .map(PathBuf::from)
+        .or_else(|| Runc::find().ok().map(|r| r.path().to_path_buf()))
+        .unwrap_or_else(|| {
+            panic!("runc not found: set HANE_TEST_RUNC or run `cargo xtask provision` to install runc")
+        });
+    Runc::new(path, std::env::temp_dir().join("hane-container-tests-runc")).expect("runc state dir")
+}
+
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn bwrap() {
+                super::$name(&super::bwrap()).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn runc() {
+                super::$name(&super::runc()).await
+            }
+        }
+    )*};
+}
+
+both!(
+    echo_through_stdin_and_stdout,
+    environment_is_exactly_the_specs,
+    isolation,
+    service_reaches_the_host_listener,
+    nothing_else_is_reachable,
+    masked_paths_are_not_readable,
+    memory_limit_kills_an_allocator,
+    pids_limit_stops_a_fork_storm,
+    wall_clock_ends_the_tree,
+    kill_ends_the_tree_at_once,
+    drop_leaves_no_process_and_no_cgroup,
+    missing_command_is_named,
+    open_files_limit,
+);
+
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+fn spec(command: &[&str]) -> ContainerSpec {
+    ContainerSpec {
+        root: RootFs::HostReadOnly,
+        mounts: Vec::new(),
+        env: vec![("PATH".into(), PATH.into())],
+        cwd: "/".into(),
+        command: command.iter().map(Into::into).collect(),
+        services: Vec::new(),
+        limits: Limits {
+            wall: Some(Duration::from_secs(60)),
+            ..Limits::default()
+        },
+    }
+}
+
+fn sh(script: &str) -> ContainerSpec {
+    spec(&["/bin/sh", "-c", script])
+}
+
+struct Output {
+    exit: Exit,
+    stdout: String,
+    stderr: String,
+}
+
+async fn output(container: &mut Container) -> Output {
+    drop(container.stdin());
+    let mut stdout = container.stdout().expect("stdout");
+    let mut stderr = container.stderr().expect("stderr");
+    let (mut out, mut err) = (String::new(), String::new());
+    let (a, b) = tokio::join!(stdout.read_to_string(&mut out), stderr.read_to_string(&mut err));
+    a.expect("read stdout");
+    b.expect("read stderr");
+    let exit = container.wait().await.expect("wait");
+    Output {
+        exit,
+        stdout: out,
+        stderr: err,
+    }
+}
+
+async fn run(runtime: &dyn Runtime, spec: ContainerSpec) -> Output {
+    let mut container = runtime.start(spec).await.expect("start");
+    output(&mut container).await
+}
+
+async fn echo_through_stdin_and_stdout(runtime: &dyn Runtime) {
+    let mut container = runtime.start(spec(&["/bin/cat"])).await.expect("start");
+    let mut stdin = container.stdin().expect("stdin");
+    stdin.write_all(b"hello from the host\n").await.unwrap();
+    drop(stdin);
+    let out = output(&mut container).await;
+    assert_eq!(out.stdout, "hello from the host\n", "stderr: {}", out.stderr);
+    assert_eq!(out.exit, Exit::Code(0));
+    // A second wait reports the same exit.
+    assert_eq!(container.wait().await.unwrap(), Exit::Code(0));
+}
+
+async fn environment_is_exactly_the_specs(runtime: &dyn Runtime) {
+    // hane's own environment (cargo's here) must not appear inside.
+    let mut spec = spec(&["/usr/bin/env"]);
+    spec.env.push(("HANE_TEST_VALUE".into(), "a b=c".into()));
+    assert!(std::env::var_os("CARGO").is_some(), "cargo sets CARGO in the test's environment");
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["HANE_TEST_VALUE=a b=c", &format!("PATH={PATH}")]);
+}
+
+async fn isolation(runtime: &dyn Runtime) {
+    let out = run(
+        runtime,
+        sh("ls /proc | grep -c '^[0-9]'; \
+            touch /etc/hane-write-test 2>/dev/null && echo root-writable || echo root-readonly; \
+            echo scratch > /tmp/x && cat /tmp/x; ls /tmp | wc -l; \
+            grep CapEff /proc/self/status; hostname; ls /dev | wc -l"),
+    )
+    .await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let processes: u32 = lines[0].parse().unwrap();
+    assert!(processes <= 4, "a fresh /proc shows only the container's processes, saw {processes}");
+    assert_eq!(lines[1], "root-readonly");
+    assert_eq!(lines[2], "scratch");
+    assert_eq!(lines[3], "1", "/tmp starts empty");
+    assert_eq!(lines[4].split_whitespace().nth(1), Some("0000000000000000"), "no capabilities");
+    assert_eq!(lines[5], "hane");
+    let devices: u32 = lines[6].parse().unwrap();
+    assert!(devices < 20, "a minimal /dev, saw {devices} entries");
+}
+
+/// A host service answering `pong:` and what it read.
+async fn pong_server() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let mut reply = b"pong:".to_vec();
+                reply.extend_from_slice(&buf[..n]);
+                let _ = stream.write_all(&reply).await;
+            });
+        }
+    });
+    addr
+}
+
+const CONNECT: &str = r#"
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect((host.strip("[]"), int(port)))
+        s.sendall(b"ping")
+        print(target, "connected", s.recv(64).decode())
+    except ConnectionRefusedError:
+        print(target, "refused")
+    except socket.timeout:
+        print(target, "timeout")
+    except OSError as e:
+        print(target, "error", e.errno)
+"#;
+
+async fn service_reaches_the_host_listener(runtime: &dyn Runtime) {
+    let host = pong_server().await;
+    let mut spec = spec(&["/usr/bin/python3", "-c", CONNECT, "127.0.0.1:8080", "127.0.0.1:8081"]);
+    spec.services = vec![
+        Service { port: 8080, host },
+        Service { port: 8081, host },
+    ];
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "127.0.0.1:8080 connected pong:ping\n127.0.0.1:8081 connected pong:ping\n"
+    );
+}
+
+async fn nothing_else_is_reachable(runtime: &dyn Runtime) {
+    let service = pong_server().await;
+    // Host listeners the container must not reach, checked reachable from
+    // the host first.
+    let v4_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let v6_listener = std::net::TcpListener::bind("[::1]:0").unwrap();
+    let (v4, v6) = (v4_listener.local_addr().unwrap(), v6_listener.local_addr().unwrap());
+    for addr in [v4, v6, service] {
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("host reaches {addr}: {e}"));
+    }
+    let targets = [
+        "127.0.0.1:9000".to_owned(),
+        v4.to_string(),
+        v6.to_string(),
+        format!("127.0.0.1:{}", service.port()),
+        "192.0.2.1:80".to_owned(),
+        "1.1.1.1:443".to_owned(),
+        "[2606:4700:4700::1111]:443".to_owned(),
+    ];
+    let mut command = vec!["/usr/bin/python3", "-c", CONNECT];
+    command.extend(targets.iter().map(String::as_str));
+    let mut spec = spec(&command);
+    spec.services = vec![Service { port: 9000, host: service }];
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), targets.len(), "{}", out.stdout);
+    assert_eq!(lines[0], "127.0.0.1:9000 connected pong:ping", "the one service is reachable");
+    for line in &lines[1..] {
+        assert!(!line.contains("connected"), "reached from inside: {line}");
+    }
+    // Loopback ports with nothing listening inside are refused at once.
+    for line in &lines[1..4] {
+        assert!(line.ends_with("refused"), "{line}");
+    }
+    // No route outside: ENETUNREACH (101), not a timeout.
+    for line in &lines[4..] {
+        assert!(line.ends_with("error 101"), "{line}");
+    }
+}
+
+async fn masked_paths_are_not_readable(runtime: &dyn Runtime) {
+    let secret = "hane-test-secret-7f3a";
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let store = tempfile::tempdir_in(base).unwrap();
+    let visible = tempfile::tempdir_in(base).unwrap();
+    std::fs::write(store.path().join("hane.db"), secret).unwrap();
+    std::fs::write(visible.path().join("file"), "visible").unwrap();
+    let home_secret = PathBuf::from(format!("/root/hane-container-test-{}", std::process::id()));
+    std::fs::write(&home_secret, secret).unwrap();
+    let script = format!(
+        "cat {store}/hane.db {home} /etc/shadow 2>/dev/null; ls -A {store} /root /home /run /var/lib | wc -l; cat {visible}/file",
+        store = store.path().display(),
+        home = home_secret.display(),
+        visible = visible.path().display(),
+    );
+    let mut spec = sh(&script);
+    spec.mounts.push(Mount::masked(store.path()));
+    let out = run(runtime, spec).await;
+    let _ = std::fs::remove_file(&home_secret);
+    assert!(!out.stdout.contains(secret), "a secret leaked: {}", out.stdout);
+    assert!(!out.stdout.contains("root:"), "/etc/shadow leaked: {}", out.stdout);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    // `ls` of five empty directories prints their five headers and four blank lines.
+    assert_eq!(lines, vec!["9", "visible"], "stderr: {}", out.stderr);
+}
+
+async fn memory_limit_kills_an_allocator(runtime: &dyn Runtime) {
+    let mut spec = spec(&[
+        "/usr/bin/python3",
+        "-c",
+        "chunks = []\nwhile True: chunks.append(bytearray(8 << 20))",
+    ]);
+    spec.limits.memory_bytes = Some(64 << 20);
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::OutOfMemory, "stderr: {}", out.stderr);
+}
+
+async fn pids_limit_stops_a_fork_storm(runtime: &dyn Runtime) {
+    let mut spec = sh("while true; do sleep 100 & done");
+    spec.limits.pids = Some(16);
+    spec.limits.wall = Some(Duration::from_secs(3));
+    let mut container = runtime.start(spec).await.expect("start");
+    let mut stderr = container.stderr().expect("stderr");
+    let watch = Instant::now();
+    let mut most = 0;
+    while watch.elapsed() < Duration::from_secs(2) {
+        most = most.max(container.pids().len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(container.wait().await.unwrap(), Exit::WallClock);
+    let mut err = String::new();
+    stderr.read_to_string(&mut err).await.unwrap();
+    assert!(most <= 16, "the cgroup held {most} processes");
+    assert!(most >= 8, "the storm ran ({most} processes at most)");
+    assert!(err.contains("fork"), "the shell could not fork: {err}");
+    // The host is unhurt: it still starts processes.
+    assert!(std::process::Command::new("/bin/true").status().unwrap().success());
+}
+
+async fn wall_clock_ends_the_tree(runtime: &dyn Runtime) {
+    let mut spec = sh("sleep 1000 & sleep 1000");
+    spec.limits.wall = Some(Duration::from_millis(500));
+    let started = Instant::now();
+    let mut container = runtime.start(spec).await.expect("start");
+    assert_eq!(container.wait().await.unwrap(), Exit::WallClock);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(wait_gone(&container, Duration::from_secs(2)).await, "left: {:?}", container.pids());
+}
+
+/// Whether the container's cgroup empties within `within`.
+async fn wait_gone(container: &Container, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if container.pids().is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    container.pids().is_empty()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+}
+
+/// The host pids of the container's `sleep 1000` processes, once `count` run.
+async fn sleepers(container: &Container, count: usize) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids: Vec<u32> = container
+            .pids()
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == "sleep\01000\0")
+            })
+            .collect();
+        if pids.len() >= count || Instant::now() > deadline {
+            return pids;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn kill_ends_the_tree_at_once(runtime: &dyn Runtime) {
+    let mut container = runtime.start(sh("sleep 1000 & sleep 1000")).await.expect("start");
+    let sleepers = sleepers(&container, 2).await;
+    assert_eq!(sleepers.len(), 2, "both sleeps run");
+    let killed = Instant::now();
+    container.kill();
+    container.kill();
+    let exit = container.wait().await.unwrap();
+    assert!(matches!(exit, Exit::Signal(9)), "{exit:?}");
+    assert!(wait_gone(&container, Duration::from_secs(1)).await, "left: {:?}", container.pids());
+    assert!(killed.elapsed() < Duration::from_secs(2));
+    for pid in sleepers {
+        assert!(!alive(pid), "sleep {pid} survived the kill");
+    }
+}
+
+/// Every cgroup directory with this name anywhere under /sys/fs/cgroup.
+fn cgroup_dirs_named(name: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, name: &str, depth: u32, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                if entry.file_name() == name {
+                    out.push(entry.path());
+                }
+                if depth > 0 {
+                    walk(&entry.path(), name, depth - 1, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), name, 5, &mut out);
+    out
+}
+
+async fn drop_leaves_no_process_and_no_cgroup(runtime: &dyn Runtime) {
+    let container = runtime.start(sh("sleep 1000 & sleep 1000")).await.expect("start");
+    let sleepers = sleepers(&container, 2).await;
+    assert_eq!(sleepers.len(), 2, "both sleeps run");
+    let dirs = container.cgroup_dirs();
+    let name = dirs[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(!cgroup_dirs_named(&name).is_empty());
+    for dir in &dirs {
+        assert!(dir.is_dir(), "{} exists while it runs", dir.display());
+    }
+    drop(container);
+    for pid in sleepers {
+        assert!(!alive(pid), "sleep {pid} survived the drop");
+    }
+    assert_eq!(cgroup_dirs_named(&name), Vec::<PathBuf>::new(), "cgroups left behind");
+}
+
+async fn missing_command_is_named(runtime: &dyn Runtime) {
+    let error = runtime
+        .start(spec(&["/usr/bin/hane-no-such-program"]))
+        .await
+        .expect_err("a missing command does not start");
+    assert!(matches!(error, ContainerError::CommandNotFound { .. }), "{error:?}");
+    assert!(error.to_string().contains("/usr/bin/hane-no-such-program"), "{error}");
+    let error = runtime
+        .start(spec(&["hane-no-such-program"]))
+        .await
+        .expect_err("a missing command does not start");
+    assert!(error.to_string().contains("hane-no-such-program"), "{error}");
+    // A name is looked up in the spec's PATH.
+    let out = run(runtime, spec(&["true"])).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+}
+
+async fn open_files_limit(runtime: &dyn Runtime) {
+    let mut spec = sh("ulimit -n; ulimit -Hn");
+    spec.limits.open_files = Some(64);
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "64\n64\n");
+    let mut spec = sh("true");
+    spec.limits.open_files = Some(u64::from(u32::MAX));
+    let error = runtime.start(spec).await.expect_err("above the hard limit");
+    assert!(matches!(error, ContainerError::Limit { limit: "open_files", .. }), "{error:?}");
+}
