@@ -19,9 +19,9 @@ const NAME: &str = "bwrap";
 
 /// Runs containers with bubblewrap.
 ///
-/// Each container gets new pid, mount, ipc, uts and cgroup namespaces and a
-/// network namespace hane made (only `lo`, with the services' listeners);
-/// bubblewrap drops every capability, dies with hane
+/// Each container gets new pid, mount, ipc, uts, cgroup and network
+/// namespaces (bubblewrap brings `lo` up; hane binds the services'
+/// listeners in it); bubblewrap drops every capability, dies with hane
 /// (`--die-with-parent`) and starts the command in a new session. The
 /// command starts only once it is in its cgroup, its rlimits are set and
 /// the listeners exist (`--info-fd`, `--block-fd`).
@@ -64,6 +64,9 @@ impl Bubblewrap {
         };
         push(&[
             &"--die-with-parent",
+            &"--cap-drop",
+            &"ALL",
+            &"--unshare-net",
             &"--new-session",
             &"--unshare-pid",
             &"--unshare-ipc",
@@ -77,13 +80,14 @@ impl Bubblewrap {
             RootFs::Dir(dir) => push(&[&"--ro-bind", dir, &"/"]),
         }
         push(&[&"--proc", &"/proc", &"--dev", &"/dev", &"--tmpfs", &"/tmp"]);
-        let mask = |push: &mut dyn FnMut(&[&dyn AsRef<std::ffi::OsStr>]), host: &Path, target: &Path| {
-            match masked_is_dir(host) {
-                Some(true) => push(&[&"--tmpfs", &target]),
-                Some(false) => push(&[&"--ro-bind", &"/dev/null", &target]),
-                None => {}
-            }
-        };
+        let mask =
+            |push: &mut dyn FnMut(&[&dyn AsRef<std::ffi::OsStr>]), host: &Path, target: &Path| {
+                match masked_is_dir(host) {
+                    Some(true) => push(&[&"--tmpfs", &target]),
+                    Some(false) => push(&[&"--ro-bind", &"/dev/null", &target]),
+                    None => {}
+                }
+            };
         if spec.root == RootFs::HostReadOnly {
             for path in default_masked_paths() {
                 mask(&mut push, &path, &path);
@@ -96,9 +100,12 @@ impl Bubblewrap {
                     source,
                     &mount.target,
                 ]),
-                MountKind::Tmpfs { size_bytes } => {
-                    push(&[&"--size", &size_bytes.to_string(), &"--tmpfs", &mount.target])
-                }
+                MountKind::Tmpfs { size_bytes } => push(&[
+                    &"--size",
+                    &size_bytes.to_string(),
+                    &"--tmpfs",
+                    &mount.target,
+                ]),
                 MountKind::Masked => {
                     if let Some(host) = spec.host_path_before(mount) {
                         mask(&mut push, &host, &mount.target);
@@ -128,39 +135,49 @@ impl Bubblewrap {
             });
         }
         let cgroup = Cgroup::create(&spec.limits)?;
-        let (netns, listeners) = NetNamespace::create(&spec.services)?;
-        let deadline = spec.limits.wall.map(|wall| tokio::time::Instant::now() + wall);
+        let deadline = spec
+            .limits
+            .wall
+            .map(|wall| tokio::time::Instant::now() + wall);
         let handle = tokio::runtime::Handle::current();
 
-        let (mut child, info, block) = netns.run_inside(|| {
-            let _runtime = handle.enter();
+        let (mut child, info, block) = {
             // Only the child's ends are inherited; the lock keeps another
-            // container's start from inheriting them too.
+            // container's runtime from inheriting them too.
             let _spawning = crate::SPAWN.lock().unwrap_or_else(|e| e.into_inner());
-            let pipe = |step| rustix::pipe::pipe().map_err(|e| ContainerError::Runtime {
-                runtime: NAME,
-                step,
-                source: e.into(),
-            });
+            let pipe = |step| {
+                rustix::pipe::pipe().map_err(|e| ContainerError::Runtime {
+                    runtime: NAME,
+                    step,
+                    source: e.into(),
+                })
+            };
             let (info_read, info_write) = pipe("create the info pipe")?;
             let (block_read, block_write) = pipe("create the block pipe")?;
             for ours in [&info_read, &block_write] {
-                fcntl_setfd(ours, FdFlags::CLOEXEC)
-                    .map_err(|e| ContainerError::Runtime { runtime: NAME, step: "create the pipes", source: e.into() })?;
+                fcntl_setfd(ours, FdFlags::CLOEXEC).map_err(|e| ContainerError::Runtime {
+                    runtime: NAME,
+                    step: "create the pipes",
+                    source: e.into(),
+                })?;
             }
             let args = Self::args(&spec, info_write.as_raw_fd(), block_read.as_raw_fd());
-            let child = tokio::process::Command::new(&self.bwrap)
+            let mut command = tokio::process::Command::new(&self.bwrap);
+            command
                 .args(&args)
                 .env_clear()
-                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .envs(spec.environment())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(ContainerError::runtime(NAME, "spawn"))?;
+                .stderr(Stdio::piped());
+            let child = crate::on_lasting_thread(move || {
+                let _runtime = handle.enter();
+                command.spawn()
+            })
+            .map_err(ContainerError::runtime(NAME, "spawn"))?;
             drop((info_write, block_read));
-            Ok::<(_, OwnedFd, OwnedFd), ContainerError>((child, info_read, block_write))
-        })?;
+            (child, info_read, block_write)
+        };
         let mut container = Container {
             runtime: NAME,
             stdin: child.stdin.take(),
@@ -171,8 +188,9 @@ impl Bubblewrap {
             deadline,
             exit: None,
             runc: None,
+            killed: false,
             cgroup,
-            _netns: netns,
+            _netns: None,
         };
 
         let info = tokio::task::spawn_blocking(move || read_info(info))
@@ -194,7 +212,11 @@ impl Bubblewrap {
                 let message = message.trim();
                 return Err(ContainerError::StartFailed {
                     runtime: NAME,
-                    message: if message.is_empty() { error.to_string() } else { message.to_owned() },
+                    message: if message.is_empty() {
+                        error.to_string()
+                    } else {
+                        message.to_owned()
+                    },
                 });
             }
         };
@@ -205,7 +227,9 @@ impl Bubblewrap {
             container.cgroup.add(pid)?;
             crate::set_rlimits(pid, &spec.limits)?;
         }
-        container.forwarders = netns::forward(listeners)?;
+        let netns = NetNamespace::of_process(pid)?;
+        container.forwarders = netns::forward(netns.listen(&spec.services)?)?;
+        container._netns = Some(netns);
         let mut block = std::fs::File::from(block);
         block
             .write_all(b"1")

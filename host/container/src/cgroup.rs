@@ -104,7 +104,8 @@ impl Cgroup {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let (v1, v2) = hierarchies().map_err(ContainerError::cgroup("read", "/proc/self/cgroup"))?;
+        let (v1, v2) =
+            hierarchies().map_err(ContainerError::cgroup("read", "/proc/self/cgroup"))?;
         let find = |c: &str| v1.iter().find(|h| h.controllers.iter().any(|x| x == c));
         let mut cgroup = Cgroup {
             name: name.clone(),
@@ -124,23 +125,33 @@ impl Cgroup {
             cgroup.others = v1
                 .iter()
                 .map(|h| h.own.join(&name))
+                .chain(v2.iter().map(|h| h.own.join(&name)))
                 .filter(|d| *d != memory_dir && *d != pids_dir)
                 .collect();
             if let Some(bytes) = limits.memory_bytes {
                 let bytes = bytes.to_string();
-                write(&memory_dir.join("memory.limit_in_bytes"), &bytes, "write memory limit")?;
+                write(
+                    &memory_dir.join("memory.limit_in_bytes"),
+                    &bytes,
+                    "write memory limit",
+                )?;
                 let memsw = memory_dir.join("memory.memsw.limit_in_bytes");
                 if memsw.exists() {
                     write(&memsw, &bytes, "write memory+swap limit")?;
                 }
             }
             if let Some(pids) = limits.pids {
-                write(&pids_dir.join("pids.max"), &pids.to_string(), "write pids limit")?;
+                write(
+                    &pids_dir.join("pids.max"),
+                    &pids.to_string(),
+                    "write pids limit",
+                )?;
             }
         } else if let Some(unified) = v2 {
             cgroup.v2 = true;
             let control = unified.own.join("cgroup.subtree_control");
-            let enabled = fs::read_to_string(&control).map_err(ContainerError::cgroup("read", &control))?;
+            let enabled =
+                fs::read_to_string(&control).map_err(ContainerError::cgroup("read", &control))?;
             for controller in ["memory", "pids"] {
                 if !enabled.split_whitespace().any(|c| c == controller) {
                     fs::write(&control, format!("+{controller}")).map_err(|source| {
@@ -157,7 +168,11 @@ impl Cgroup {
             cgroup.dirs.push(dir.clone());
             cgroup.memory = Some(dir.clone());
             if let Some(bytes) = limits.memory_bytes {
-                write(&dir.join("memory.max"), &bytes.to_string(), "write memory limit")?;
+                write(
+                    &dir.join("memory.max"),
+                    &bytes.to_string(),
+                    "write memory limit",
+                )?;
                 let swap = dir.join("memory.swap.max");
                 if swap.exists() {
                     write(&swap, "0", "write swap limit")?;
@@ -170,7 +185,10 @@ impl Cgroup {
             return Err(ContainerError::Cgroup {
                 step: "find the memory and pids controllers",
                 path: PathBuf::from("/proc/self/cgroup"),
-                source: io::Error::new(io::ErrorKind::NotFound, "neither cgroup v1 memory and pids hierarchies nor cgroup v2 is mounted"),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "neither cgroup v1 memory and pids hierarchies nor cgroup v2 is mounted",
+                ),
             });
         }
         Ok(cgroup)
@@ -195,7 +213,11 @@ impl Cgroup {
     /// Moves a process in.
     pub(crate) fn add(&self, pid: u32) -> Result<(), ContainerError> {
         for dir in &self.dirs {
-            write(&dir.join("cgroup.procs"), &pid.to_string(), "move the child in")?;
+            write(
+                &dir.join("cgroup.procs"),
+                &pid.to_string(),
+                "move the child in",
+            )?;
         }
         Ok(())
     }
@@ -239,21 +261,48 @@ impl Cgroup {
     }
 
     /// Whether the kernel's OOM killer killed a process of this cgroup.
-    pub(crate) fn oom_killed(&self) -> bool {
+    ///
+    /// v2 counts OOM kills in `memory.events` hierarchically. v1 counts them
+    /// (`memory.oom_control`) only in the victim's own cgroup, which runc
+    /// removes as its container ends; so on v1 a command killed by SIGKILL
+    /// (`sigkilled`, and not by hane) in a cgroup whose peak usage reached
+    /// its limit counts too (`memory.failcnt` is not kept for an ancestor's
+    /// limit on recent kernels).
+    pub(crate) fn oom_killed(&self, sigkilled: bool) -> bool {
         let Some(dir) = &self.memory else {
             return false;
         };
-        let (file, key) = if self.v2 {
-            ("memory.events", "oom_kill")
-        } else {
-            ("memory.oom_control", "oom_kill")
-        };
-        fs::read_to_string(dir.join(file)).is_ok_and(|text| {
-            text.lines().any(|line| {
-                line.split_once(' ')
-                    .is_some_and(|(k, v)| k == key && v.trim().parse::<u64>().is_ok_and(|n| n > 0))
+        let oom_kills = |file: &str| {
+            fs::read_to_string(dir.join(file)).is_ok_and(|text| {
+                text.lines().any(|line| {
+                    line.strip_prefix("oom_kill ")
+                        .is_some_and(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+                })
             })
-        })
+        };
+        if self.v2 {
+            oom_kills("memory.events")
+        } else {
+            oom_kills("memory.oom_control") || (sigkilled && self.reached_memory_limit(dir))
+        }
+    }
+
+    /// Whether a v1 memory cgroup's peak usage came within a huge page of
+    /// its limit (the charge that failed may have been one).
+    fn reached_memory_limit(&self, dir: &Path) -> bool {
+        const SLACK: u64 = (2 << 20) + 4096;
+        let read = |file: &str| {
+            fs::read_to_string(dir.join(file))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        };
+        match (
+            read("memory.max_usage_in_bytes"),
+            read("memory.limit_in_bytes"),
+        ) {
+            (Some(peak), Some(limit)) => peak + SLACK >= limit,
+            _ => false,
+        }
     }
 
     /// Kills what is left, waits for it to be gone, and removes every

@@ -61,10 +61,10 @@ impl RuncState {
     fn start_error(&self) -> Option<String> {
         let log = std::fs::read_to_string(&self.log).ok()?;
         log.lines()
+            .rev()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter(|entry| entry["level"] == "error" || entry["level"] == "fatal")
-            .filter_map(|entry| entry["msg"].as_str().map(str::to_owned))
-            .last()
+            .find_map(|entry| entry["msg"].as_str().map(str::to_owned))
     }
 
     fn delete(&self) {
@@ -100,7 +100,8 @@ pub struct Container {
     // Dropped after `drop` has killed the tree: the cgroup removes its
     // directories, the namespace goes with its last descriptor.
     pub(crate) cgroup: Cgroup,
-    pub(crate) _netns: NetNamespace,
+    pub(crate) _netns: Option<NetNamespace>,
+    pub(crate) killed: bool,
 }
 
 impl Container {
@@ -167,7 +168,10 @@ impl Container {
         self.cgroup.kill_all();
         let exit = if wall {
             Exit::WallClock
-        } else if self.cgroup.oom_killed() {
+        } else if self
+            .cgroup
+            .oom_killed(!self.killed && Exit::of(status) == Exit::Signal(9))
+        {
             Exit::OutOfMemory
         } else {
             Exit::of(status)
@@ -190,6 +194,7 @@ impl Container {
     /// runtime's process). Idempotent; [`wait`](Self::wait) then reports how
     /// it ended.
     pub fn kill(&mut self) {
+        self.killed = true;
         self.cgroup.kill_all();
         let _ = self.child.start_kill();
     }

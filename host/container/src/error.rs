@@ -93,11 +93,21 @@ pub enum ContainerError {
 }
 
 impl ContainerError {
-    pub(crate) fn runtime(runtime: &'static str, step: &'static str) -> impl FnOnce(std::io::Error) -> Self {
-        move |source| ContainerError::Runtime { runtime, step, source }
+    pub(crate) fn runtime(
+        runtime: &'static str,
+        step: &'static str,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| ContainerError::Runtime {
+            runtime,
+            step,
+            source,
+        }
     }
 
-    pub(crate) fn cgroup(step: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+    pub(crate) fn cgroup(
+        step: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| ContainerError::Cgroup { step, path, source }
     }

@@ -54,7 +54,8 @@ mod sys;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::mpsc::Sender;
+use std::sync::{Mutex, OnceLock};
 
 pub use bwrap::Bubblewrap;
 pub use container::{Container, Exit};
@@ -83,6 +84,35 @@ pub trait Runtime: Send + Sync {
 /// Held while a runtime is spawned with descriptors it must inherit, so
 /// that no other container's runtime inherits them too.
 pub(crate) static SPAWN: Mutex<()> = Mutex::new(());
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `f` on one thread that lives as long as hane. Runtimes are spawned
+/// there: Linux's parent-death signal (`--die-with-parent`) fires when the
+/// *thread* that forked a process ends, so a runtime spawned from a
+/// short-lived thread would be killed with it.
+pub(crate) fn on_lasting_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("hane-container-spawner".into())
+            .spawn(move || {
+                for job in queue {
+                    job();
+                }
+            })
+            .expect("spawn the container spawner thread");
+        jobs
+    });
+    let (done, result) = std::sync::mpsc::sync_channel(1);
+    spawner
+        .send(Box::new(move || {
+            let _ = done.send(f());
+        }))
+        .expect("the spawner thread lives as long as the process");
+    result.recv().expect("the spawner thread runs every job")
+}
 
 pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?

@@ -26,39 +26,57 @@ fn net_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError 
 }
 
 impl NetNamespace {
-    /// Creates the namespace on a thread of its own (hane's other threads
-    /// stay where they are), brings `lo` up and binds each service's
-    /// listener in it. A socket stays in the namespace it was created in.
-    pub(crate) fn create(
+    /// Creates a namespace on a thread of its own (hane's other threads
+    /// stay where they are) and brings `lo` up in it.
+    pub(crate) fn create() -> Result<NetNamespace, ContainerError> {
+        on_thread(|| {
+            sys::unshare_network().map_err(net_err("unshare"))?;
+            let fd: OwnedFd = File::open("/proc/thread-self/ns/net")
+                .map_err(net_err("open /proc/thread-self/ns/net"))?
+                .into();
+            loopback_up().map_err(net_err("bring lo up"))?;
+            Ok(NetNamespace { fd })
+        })
+    }
+
+    /// The network namespace process `pid` is in.
+    pub(crate) fn of_process(pid: u32) -> Result<NetNamespace, ContainerError> {
+        let path = format!("/proc/{pid}/ns/net");
+        let fd: OwnedFd = File::open(&path)
+            .map_err(net_err(format!("open {path}")))?
+            .into();
+        Ok(NetNamespace { fd })
+    }
+
+    /// Binds each service's listener inside the namespace, on a thread that
+    /// enters it (`lo` is brought up first if it is not). A socket stays in
+    /// the namespace it was created in.
+    pub(crate) fn listen(
+        &self,
         services: &[Service],
-    ) -> Result<(NetNamespace, Vec<(Service, TcpListener)>), ContainerError> {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    sys::unshare_network().map_err(net_err("unshare"))?;
-                    let fd: OwnedFd = File::open("/proc/thread-self/ns/net")
-                        .map_err(net_err("open /proc/thread-self/ns/net"))?
-                        .into();
-                    loopback_up().map_err(net_err("bring lo up"))?;
-                    let mut listeners = Vec::with_capacity(services.len());
-                    for service in services {
-                        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, service.port));
-                        let listener = TcpListener::bind(addr)
-                            .map_err(net_err(format!("listen on {addr}")))?;
-                        listener
-                            .set_nonblocking(true)
-                            .map_err(net_err(format!("listen on {addr}")))?;
-                        listeners.push((*service, listener));
-                    }
-                    Ok((NetNamespace { fd }, listeners))
-                })
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(ContainerError::Network {
-                        step: "create".into(),
-                        source: io::Error::other("the namespace thread panicked"),
-                    })
-                })
+    ) -> Result<Vec<(Service, TcpListener)>, ContainerError> {
+        if services.is_empty() {
+            return Ok(Vec::new());
+        }
+        on_thread(|| {
+            move_into_link_name_space(self.fd.as_fd(), Some(LinkNameSpaceType::Network)).map_err(
+                |e| ContainerError::Network {
+                    step: "enter".into(),
+                    source: e.into(),
+                },
+            )?;
+            loopback_up().map_err(net_err("bring lo up"))?;
+            let mut listeners = Vec::with_capacity(services.len());
+            for service in services {
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, service.port));
+                let listener =
+                    TcpListener::bind(addr).map_err(net_err(format!("listen on {addr}")))?;
+                listener
+                    .set_nonblocking(true)
+                    .map_err(net_err(format!("listen on {addr}")))?;
+                listeners.push((*service, listener));
+            }
+            Ok(listeners)
         })
     }
 
@@ -70,32 +88,21 @@ impl NetNamespace {
             self.fd.as_raw_fd()
         ))
     }
+}
 
-    /// Runs `f` on a thread inside the namespace: a process it spawns
-    /// starts there.
-    pub(crate) fn run_inside<T: Send>(
-        &self,
-        f: impl FnOnce() -> Result<T, ContainerError> + Send,
-    ) -> Result<T, ContainerError> {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    move_into_link_name_space(self.fd.as_fd(), Some(LinkNameSpaceType::Network))
-                        .map_err(|e| ContainerError::Network {
-                            step: "enter".into(),
-                            source: e.into(),
-                        })?;
-                    f()
-                })
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(ContainerError::Network {
-                        step: "enter".into(),
-                        source: io::Error::other("the namespace thread panicked"),
-                    })
-                })
+/// Runs `f` on a short-lived thread of its own, whose namespace `f` may
+/// change without touching hane's other threads.
+fn on_thread<T: Send>(
+    f: impl FnOnce() -> Result<T, ContainerError> + Send,
+) -> Result<T, ContainerError> {
+    std::thread::scope(|scope| {
+        scope.spawn(f).join().unwrap_or_else(|_| {
+            Err(ContainerError::Network {
+                step: "namespace thread".into(),
+                source: io::Error::other("it panicked"),
+            })
         })
-    }
+    })
 }
 
 /// Brings `lo` up with one RTM_NEWLINK over netlink: in a new namespace it
@@ -140,11 +147,15 @@ fn loopback_up() -> io::Result<()> {
 /// Forwards each connection accepted inside the namespace to its service's
 /// host address. The returned handles stop the listeners and every
 /// connection they carry.
-pub(crate) fn forward(listeners: Vec<(Service, TcpListener)>) -> Result<Vec<AbortHandle>, ContainerError> {
+pub(crate) fn forward(
+    listeners: Vec<(Service, TcpListener)>,
+) -> Result<Vec<AbortHandle>, ContainerError> {
     let mut handles = Vec::with_capacity(listeners.len());
     for (service, listener) in listeners {
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .map_err(net_err(format!("register the listener of port {}", service.port)))?;
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(net_err(format!(
+            "register the listener of port {}",
+            service.port
+        )))?;
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {

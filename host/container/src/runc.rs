@@ -46,9 +46,13 @@ impl Runc {
     /// # Errors
     ///
     /// [`ContainerError::Runtime`] when `state_dir` cannot be created.
-    pub fn new(runc: impl Into<PathBuf>, state_dir: impl Into<PathBuf>) -> Result<Self, ContainerError> {
+    pub fn new(
+        runc: impl Into<PathBuf>,
+        state_dir: impl Into<PathBuf>,
+    ) -> Result<Self, ContainerError> {
         let state_dir = state_dir.into();
-        std::fs::create_dir_all(&state_dir).map_err(ContainerError::runtime(NAME, "create the state directory"))?;
+        std::fs::create_dir_all(&state_dir)
+            .map_err(ContainerError::runtime(NAME, "create the state directory"))?;
         let state_dir = state_dir
             .canonicalize()
             .map_err(ContainerError::runtime(NAME, "resolve the state directory"))?;
@@ -87,8 +91,12 @@ impl Runc {
             });
         }
         let cgroup = Cgroup::create(&spec.limits)?;
-        let (netns, listeners) = NetNamespace::create(&spec.services)?;
-        let deadline = spec.limits.wall.map(|wall| tokio::time::Instant::now() + wall);
+        let netns = NetNamespace::create()?;
+        let listeners = netns.listen(&spec.services)?;
+        let deadline = spec
+            .limits
+            .wall
+            .map(|wall| tokio::time::Instant::now() + wall);
         let id = cgroup.name().to_owned();
         let bundle = self.state_dir.join("bundles").join(&id);
         let state = RuncState {
@@ -110,7 +118,8 @@ impl Runc {
             })?;
         let mut child = {
             let _spawning = crate::SPAWN.lock().unwrap_or_else(|e| e.into_inner());
-            tokio::process::Command::new(&self.runc)
+            let mut command = tokio::process::Command::new(&self.runc);
+            command
                 .env_clear()
                 .arg("--root")
                 .arg(&state.root)
@@ -121,9 +130,13 @@ impl Runc {
                 .arg(&id)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(ContainerError::runtime(NAME, "spawn"))?
+                .stderr(Stdio::piped());
+            let handle = tokio::runtime::Handle::current();
+            crate::on_lasting_thread(move || {
+                let _runtime = handle.enter();
+                command.spawn()
+            })
+            .map_err(ContainerError::runtime(NAME, "spawn"))?
         };
         std::mem::forget(cleanup);
         let container = Container {
@@ -136,8 +149,9 @@ impl Runc {
             deadline,
             exit: None,
             runc: Some(state),
+            killed: false,
             cgroup,
-            _netns: netns,
+            _netns: Some(netns),
         };
         tracing::debug!(id, cgroup = ?container.cgroup.dirs(), "runc container started");
         Ok(container)
@@ -162,7 +176,12 @@ fn oci_error(step: &'static str) -> impl FnOnce(oci_spec::OciSpecError) -> Conta
     }
 }
 
-fn mount(destination: impl Into<PathBuf>, typ: &str, source: impl Into<PathBuf>, options: &[&str]) -> Result<OciMount, ContainerError> {
+fn mount(
+    destination: impl Into<PathBuf>,
+    typ: &str,
+    source: impl Into<PathBuf>,
+    options: &[&str],
+) -> Result<OciMount, ContainerError> {
     MountBuilder::default()
         .destination(destination.into())
         .typ(typ)
@@ -174,7 +193,12 @@ fn mount(destination: impl Into<PathBuf>, typ: &str, source: impl Into<PathBuf>,
 
 fn masked_mount(host: &Path, target: &Path) -> Result<Option<OciMount>, ContainerError> {
     Ok(match masked_is_dir(host) {
-        Some(true) => Some(mount(target, "tmpfs", "tmpfs", &["nosuid", "nodev", "mode=755"])?),
+        Some(true) => Some(mount(
+            target,
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "nodev", "mode=755"],
+        )?),
         Some(false) => Some(mount(target, "bind", "/dev/null", &["bind", "ro"])?),
         None => None,
     })
@@ -182,7 +206,12 @@ fn masked_mount(host: &Path, target: &Path) -> Result<Option<OciMount>, Containe
 
 /// The bundle's `config.json` (and, for the host's root, its root
 /// directory of mount points).
-fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cgroup) -> Result<Spec, ContainerError> {
+fn config(
+    spec: &ContainerSpec,
+    bundle: &Path,
+    netns: &NetNamespace,
+    cgroup: &Cgroup,
+) -> Result<Spec, ContainerError> {
     let io = ContainerError::runtime;
     let mut mounts = Vec::new();
     let root = match &spec.root {
@@ -190,29 +219,76 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
         RootFs::HostReadOnly => {
             let rootfs = bundle.join("rootfs");
             std::fs::create_dir_all(&rootfs).map_err(io(NAME, "create the bundle"))?;
-            for entry in std::fs::read_dir("/").map_err(io(NAME, "list the host's /"))?.flatten() {
+            for entry in std::fs::read_dir("/")
+                .map_err(io(NAME, "list the host's /"))?
+                .flatten()
+            {
                 let name = entry.file_name();
                 if NOT_BOUND.iter().any(|n| name == **n) {
                     continue;
                 }
                 let host = Path::new("/").join(&name);
-                let Ok(kind) = entry.file_type() else { continue };
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
                 if kind.is_symlink() {
                     let to = std::fs::read_link(&host).map_err(io(NAME, "read a symlink of /"))?;
-                    std::os::unix::fs::symlink(to, rootfs.join(&name)).map_err(io(NAME, "create the bundle"))?;
+                    std::os::unix::fs::symlink(to, rootfs.join(&name))
+                        .map_err(io(NAME, "create the bundle"))?;
                 } else {
-                    mounts.push(mount(&host, "bind", &host, &["rbind", "rro", "nosuid", "nodev"])?);
+                    mounts.push(mount(
+                        &host,
+                        "bind",
+                        &host,
+                        &["rbind", "rro", "nosuid", "nodev"],
+                    )?);
                 }
             }
             rootfs
         }
     };
-    mounts.push(mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"])?);
-    mounts.push(mount("/dev", "tmpfs", "tmpfs", &["nosuid", "strictatime", "mode=755", "size=65536k"])?);
-    mounts.push(mount("/dev/pts", "devpts", "devpts", &["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"])?);
-    mounts.push(mount("/dev/shm", "tmpfs", "shm", &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"])?);
-    mounts.push(mount("/dev/mqueue", "mqueue", "mqueue", &["nosuid", "noexec", "nodev"])?);
-    mounts.push(mount("/tmp", "tmpfs", "tmpfs", &["nosuid", "nodev", "mode=1777"])?);
+    mounts.push(mount(
+        "/proc",
+        "proc",
+        "proc",
+        &["nosuid", "noexec", "nodev"],
+    )?);
+    mounts.push(mount(
+        "/dev",
+        "tmpfs",
+        "tmpfs",
+        &["nosuid", "strictatime", "mode=755", "size=65536k"],
+    )?);
+    mounts.push(mount(
+        "/dev/pts",
+        "devpts",
+        "devpts",
+        &[
+            "nosuid",
+            "noexec",
+            "newinstance",
+            "ptmxmode=0666",
+            "mode=0620",
+        ],
+    )?);
+    mounts.push(mount(
+        "/dev/shm",
+        "tmpfs",
+        "shm",
+        &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+    )?);
+    mounts.push(mount(
+        "/dev/mqueue",
+        "mqueue",
+        "mqueue",
+        &["nosuid", "noexec", "nodev"],
+    )?);
+    mounts.push(mount(
+        "/tmp",
+        "tmpfs",
+        "tmpfs",
+        &["nosuid", "nodev", "mode=1777"],
+    )?);
     if spec.root == RootFs::HostReadOnly {
         for path in default_masked_paths() {
             mounts.extend(masked_mount(&path, &path)?);
@@ -230,7 +306,12 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
                 &m.target,
                 "tmpfs",
                 "tmpfs",
-                &["nosuid", "nodev", "mode=1777", &format!("size={size_bytes}")],
+                &[
+                    "nosuid",
+                    "nodev",
+                    "mode=1777",
+                    &format!("size={size_bytes}"),
+                ],
             )?),
             MountKind::Masked => {
                 if let Some(host) = spec.host_path_before(m) {
@@ -257,7 +338,11 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
             .map_err(oci_error("build an rlimit"))?,
     );
     if let Some(bytes) = spec.limits.address_space {
-        crate::check_rlimit("address_space", rustix::process::getrlimit(rustix::process::Resource::As), bytes)?;
+        crate::check_rlimit(
+            "address_space",
+            rustix::process::getrlimit(rustix::process::Resource::As),
+            bytes,
+        )?;
         rlimits.push(
             PosixRlimitBuilder::default()
                 .typ(PosixRlimitType::RlimitAs)
@@ -270,9 +355,25 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
     let none = HashSet::new();
     let process = ProcessBuilder::default()
         .terminal(false)
-        .user(UserBuilder::default().uid(0u32).gid(0u32).build().map_err(oci_error("build the user"))?)
-        .args(spec.command.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>())
-        .env(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>())
+        .user(
+            UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .build()
+                .map_err(oci_error("build the user"))?,
+        )
+        .args(
+            spec.command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+        )
+        .env(
+            spec.environment()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+        )
         .cwd(spec.cwd.clone())
         .capabilities(
             LinuxCapabilitiesBuilder::default()
@@ -296,7 +397,12 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
         LinuxNamespaceType::Uts,
         LinuxNamespaceType::Cgroup,
     ] {
-        namespaces.push(LinuxNamespaceBuilder::default().typ(typ).build().map_err(oci_error("build a namespace"))?);
+        namespaces.push(
+            LinuxNamespaceBuilder::default()
+                .typ(typ)
+                .build()
+                .map_err(oci_error("build a namespace"))?,
+        );
     }
     namespaces.push(
         LinuxNamespaceBuilder::default()
@@ -320,13 +426,25 @@ fn config(spec: &ContainerSpec, bundle: &Path, netns: &NetNamespace, cgroup: &Cg
             "/proc/sched_debug",
             "/proc/scsi",
         ]))
-        .readonly_paths(strings(&["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]))
+        .readonly_paths(strings(&[
+            "/proc/bus",
+            "/proc/fs",
+            "/proc/irq",
+            "/proc/sys",
+            "/proc/sysrq-trigger",
+        ]))
         .build()
         .map_err(oci_error("build the linux section"))?;
     SpecBuilder::default()
         .version("1.0.2")
         .hostname("hane")
-        .root(RootBuilder::default().path(root).readonly(true).build().map_err(oci_error("build the root"))?)
+        .root(
+            RootBuilder::default()
+                .path(root)
+                .readonly(true)
+                .build()
+                .map_err(oci_error("build the root"))?,
+        )
         .mounts(mounts)
         .process(process)
         .linux(linux)

@@ -21,7 +21,10 @@ pub struct ContainerSpec {
     /// Mounts applied in order after the root, `/proc`, `/dev`, `/tmp` and the
     /// default masks, so a later mount may cover an earlier one.
     pub mounts: Vec<Mount>,
-    /// The only environment inside: nothing is inherited from hane.
+    /// The only environment inside: nothing is inherited from hane. Two
+    /// variables are added when it does not set them, the same for every
+    /// runtime (bubblewrap always sets `PWD`, runc sets `HOME` from the
+    /// root's `/etc/passwd`): `PWD` (the [`cwd`](Self::cwd)) and `HOME` (`/`).
     pub env: Vec<(String, String)>,
     /// The working directory inside the container.
     pub cwd: PathBuf,
@@ -171,7 +174,9 @@ pub fn default_masked_paths() -> Vec<PathBuf> {
 /// A masked path as seen on the host, to choose between an empty directory
 /// and an empty file; `None` when it does not exist (nothing to hide).
 pub(crate) fn masked_is_dir(host_path: &Path) -> Option<bool> {
-    std::fs::symlink_metadata(host_path).ok().map(|m| m.is_dir())
+    std::fs::symlink_metadata(host_path)
+        .ok()
+        .map(|m| m.is_dir())
 }
 
 impl ContainerSpec {
@@ -206,6 +211,19 @@ impl ContainerSpec {
             RootFs::HostReadOnly => Some(Path::new("/").join(rest)),
             RootFs::Dir(dir) => Some(dir.join(rest)),
         }
+    }
+
+    /// The environment the command gets: [`env`](Self::env) with `PWD` and
+    /// `HOME` when it sets none.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        if !env.iter().any(|(k, _)| k == "PWD") {
+            env.push(("PWD".into(), self.cwd.to_string_lossy().into_owned()));
+        }
+        if !env.iter().any(|(k, _)| k == "HOME") {
+            env.push(("HOME".into(), "/".into()));
+        }
+        env
     }
 
     /// Checks what can be checked before a runtime starts: the command is
@@ -270,7 +288,13 @@ impl ContainerSpec {
             });
         }
         for service in &self.services {
-            if self.services.iter().filter(|s| s.port == service.port).count() > 1 {
+            if self
+                .services
+                .iter()
+                .filter(|s| s.port == service.port)
+                .count()
+                > 1
+            {
                 return Err(ContainerError::InvalidSpec {
                     field: "services",
                     message: format!("port {} is listed twice", service.port),
