@@ -67,7 +67,16 @@ impl RuncState {
             .find_map(|entry| entry["msg"].as_str().map(str::to_owned))
     }
 
+    /// Deletes the container's runc state if `runc run` left it (it
+    /// deletes it itself when it sees its container end), and the bundle.
     fn delete(&self) {
+        if self.root.join(&self.id).exists() {
+            self.force_delete();
+        }
+        let _ = std::fs::remove_dir_all(&self.bundle);
+    }
+
+    fn force_delete(&self) {
         let _ = std::process::Command::new(&self.runc)
             .env_clear()
             .arg("--root")
@@ -77,7 +86,6 @@ impl RuncState {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status();
-        let _ = std::fs::remove_dir_all(&self.bundle);
     }
 }
 
