@@ -108,6 +108,8 @@ impl Runc {
         };
         // Removes the bundle if a step below fails.
         let cleanup = BundleGuard(Some(bundle.clone()));
+        std::fs::create_dir_all(&bundle)
+            .map_err(ContainerError::runtime(NAME, "create the bundle"))?;
         let config = config(&spec, &bundle, &netns, &cgroup)?;
         config
             .save(bundle.join("config.json"))

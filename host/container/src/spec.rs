@@ -187,6 +187,54 @@ impl ContainerSpec {
         self.host_path_through(&self.mounts, inside)
     }
 
+    /// Whether `inside` names a file in the container, following symlinks
+    /// as the container sees them (a root's `/bin -> usr/bin` into a bound
+    /// `/usr`). A tmpfs or masked path holds nothing hane knows of.
+    fn is_file_inside(&self, inside: &Path) -> bool {
+        const MAX_SYMLINKS: u32 = 40;
+        let mut todo: Vec<OsString> = Vec::new();
+        let push = |todo: &mut Vec<OsString>, path: &Path| {
+            for part in path.components().rev() {
+                match part {
+                    std::path::Component::Normal(name) => todo.push(name.to_owned()),
+                    std::path::Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        };
+        push(&mut todo, inside);
+        let mut current = PathBuf::from("/");
+        let mut symlinks = 0;
+        while let Some(part) = todo.pop() {
+            if part == ".." {
+                current.pop();
+                continue;
+            }
+            let next = current.join(&part);
+            let Some(host) = self.host_path(&next) else {
+                return false;
+            };
+            match std::fs::symlink_metadata(&host) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    symlinks += 1;
+                    let Ok(target) = std::fs::read_link(&host) else {
+                        return false;
+                    };
+                    if symlinks > MAX_SYMLINKS {
+                        return false;
+                    }
+                    if target.is_absolute() {
+                        current = PathBuf::from("/");
+                    }
+                    push(&mut todo, &target);
+                }
+                Ok(_) => current = next,
+                Err(_) => return false,
+            }
+        }
+        self.host_path(&current).is_some_and(|p| p.is_file())
+    }
+
     /// The host path a masked mount hides, as the mounts before it leave it.
     pub(crate) fn host_path_before(&self, masked: &Mount) -> Option<PathBuf> {
         let index = self
@@ -264,8 +312,7 @@ impl ContainerSpec {
         };
         let program = Path::new(program);
         let found = if program.is_absolute() {
-            // A masked or tmpfs path cannot hold a program hane knows of.
-            self.host_path(program).is_some_and(|p| p.is_file())
+            self.is_file_inside(program)
         } else {
             let path = self
                 .env
@@ -273,10 +320,9 @@ impl ContainerSpec {
                 .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.as_str())
                 .unwrap_or("");
-            path.split(':').filter(|d| d.starts_with('/')).any(|dir| {
-                self.host_path(&Path::new(dir).join(program))
-                    .is_some_and(|p| p.is_file())
-            })
+            path.split(':')
+                .filter(|d| d.starts_with('/'))
+                .any(|dir| self.is_file_inside(&Path::new(dir).join(program)))
         };
         if !found {
             return Err(ContainerError::CommandNotFound {

@@ -61,6 +61,7 @@ both!(
     drop_leaves_no_process_and_no_cgroup,
     missing_command_is_named,
     open_files_limit,
+    root_directory,
 );
 
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -567,5 +568,70 @@ async fn open_files_limit(runtime: &dyn Runtime) {
             }
         ),
         "{error:?}"
+    );
+}
+
+/// A root of its own: empty mount points and merged-/usr symlinks, with the
+/// host's /usr bound in read-only. Nothing else of the host is there.
+async fn root_directory(runtime: &dyn Runtime) {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for dir in ["usr", "proc", "dev", "tmp"] {
+        std::fs::create_dir(root.path().join(dir)).unwrap();
+    }
+    for link in ["bin", "lib", "lib64"] {
+        std::os::unix::fs::symlink(format!("usr/{link}"), root.path().join(link)).unwrap();
+    }
+    let mut listing = sh("ls /; test -e /etc/passwd && echo host-etc || echo no-etc; /bin/echo hi");
+    listing.root = RootFs::Dir(root.path().to_path_buf());
+    listing.mounts.push(Mount::bind("/usr", "/usr", false));
+    let out = run(runtime, listing).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "bin\ndev\nlib\nlib64\nproc\ntmp\nusr\nno-etc\nhi\n"
+    );
+    // A command behind a symlink of the root is found through the bind.
+    let mut missing = spec(&["/bin/hane-no-such-program"]);
+    missing.root = RootFs::Dir(root.path().to_path_buf());
+    missing.mounts.push(Mount::bind("/usr", "/usr", false));
+    let error = runtime.start(missing).await.expect_err("not there");
+    assert!(
+        matches!(error, ContainerError::CommandNotFound { .. }),
+        "{error:?}"
+    );
+    // A root that does not exist is named.
+    let mut rootless = sh("true");
+    rootless.root = RootFs::Dir(root.path().join("missing"));
+    let error = runtime.start(rootless).await.expect_err("no root");
+    assert!(error.to_string().contains("missing"), "{error}");
+}
+
+#[tokio::test]
+async fn a_missing_runtime_is_named() {
+    let error = Bubblewrap::new("/nonexistent/bwrap")
+        .start(sh("true"))
+        .await
+        .expect_err("no bwrap");
+    assert!(
+        matches!(
+            error,
+            ContainerError::RuntimeNotFound {
+                runtime: "bwrap",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("/nonexistent/bwrap"), "{error}");
+    let state = tempfile::tempdir().unwrap();
+    let error = Runc::new("/nonexistent/runc", state.path())
+        .unwrap()
+        .start(sh("true"))
+        .await
+        .expect_err("no runc");
+    assert!(error.to_string().contains("/nonexistent/runc"), "{error}");
+    assert!(
+        error.to_string().contains("cargo xtask provision"),
+        "{error}"
     );
 }
