@@ -107,7 +107,7 @@ async fn the_seed_agent_activates_and_its_driver_is_refused_at_run_start() {
         "{err:?}"
     );
     assert!(
-        err.to_string().contains("not available in this build"),
+        err.to_string().contains("which this host cannot run"),
         "{err}"
     );
 }

@@ -222,6 +222,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             model.record(file.clone());
         }
         let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        // A CLI driver's CLI reaches its model and tools only through
+        // hane's HTTP server: one runs in this process for the run.
+        let _server = serve_for_cli(&runtime, &args.agent).await?;
         let run = runtime
             .run_to_end(StartRun {
                 agent: args.agent,
@@ -239,6 +242,58 @@ pub fn run(args: RunArgs) -> ExitCode {
             _ => exit::FAILURE,
         }))
     }))
+}
+
+/// `line`, at most `max` characters.
+fn cut_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
+/// Stops the in-process server when dropped.
+struct InProcessServer(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.0.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// When `agent` of the active release has a CLI driver: hane's HTTP server
+/// on `127.0.0.1:0` in this process, its address given to the runtime,
+/// until the returned guard is dropped.
+async fn serve_for_cli(
+    runtime: &AgentRuntime,
+    agent: &str,
+) -> anyhow::Result<Option<InProcessServer>> {
+    let is_cli = match runtime.release().await {
+        Ok(release) => release
+            .agents
+            .get(agent)
+            .is_some_and(|a| a.manifest.spec.driver.is_cli()),
+        Err(_) => false,
+    };
+    if !is_cli {
+        return Ok(None);
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("listening on 127.0.0.1 for the CLI driver")?;
+    runtime.set_server_address(listener.local_addr()?);
+    let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+    let server = hane_server::serve(listener, runtime.clone(), async {
+        let _ = stopping.await;
+    });
+    tokio::spawn(async move {
+        if let Err(e) = server.await {
+            tracing::error!("the in-process server for the CLI driver stopped: {e}");
+        }
+    });
+    Ok(Some(InProcessServer(Some(stop))))
 }
 
 pub fn runs(args: RunsArgs) -> ExitCode {
@@ -425,10 +480,14 @@ fn result_status(run: &AgentRun) -> String {
 async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow::Result<()> {
     let tasks: Vec<Task> = runtime.tasks(&run.id).await?;
     let turns = runtime.llm_turns(&run.id).await?;
+    let cli = runtime.cli_output(&run.id).await?;
     if json {
         let mut value = serde_json::to_value(run)?;
         value["taskDetails"] = serde_json::to_value(&tasks)?;
         value["llmTurns"] = serde_json::to_value(&turns)?;
+        if let Some(cli) = &cli {
+            value["cliOutput"] = serde_json::to_value(cli)?;
+        }
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
@@ -460,6 +519,27 @@ async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow
     }
     for turn in &turns {
         print_turn(turn);
+    }
+    if let Some(cli) = &cli {
+        println!(
+            "  cli     {} {}: {} event{}{}, {}",
+            cli.driver,
+            cli.version,
+            cli.events.len(),
+            if cli.events.len() == 1 { "" } else { "s" },
+            if cli.events_omitted_bytes > 0 {
+                format!(" ({} bytes more not kept)", cli.events_omitted_bytes)
+            } else {
+                String::new()
+            },
+            cli.exit
+        );
+        for event in &cli.events {
+            println!("          {}", cut_line(event, 160));
+        }
+        if let Some(line) = cli.stderr_tail.lines().rev().find(|l| !l.trim().is_empty()) {
+            println!("  stderr  {}", cut_line(line, 160));
+        }
     }
     if let Some(result) = &run.result {
         let pretty = result

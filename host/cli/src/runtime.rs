@@ -4,10 +4,11 @@
 //! actions, the budget's project and environment).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
-use hane_coordinator::{BudgetScope, ModelConfig, RuntimeConfig};
+use hane_coordinator::{BudgetScope, CliConfig, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 
@@ -32,6 +33,11 @@ what to set; nothing is sent):
                             ModelProvider names: the name upper-cased, other characters than
                             letters and digits as `_`
   HANE_DELIVERY_TIMEOUT_MS  How long one delivery attempt may take [default: 30000]
+
+CLI drivers (codex, claude, opencode):
+  HANE_CLIS                 The node_modules directory holding the CLIs' npm packages
+                            (@openai/codex, @anthropic-ai/claude-code, opencode-ai)
+  HANE_CONTAINER_RUNTIME    bwrap or runc, or the path of either [default: bwrap on PATH]
 
 A variable set to the empty string counts as unset; a malformed one stops the command, naming it.";
 
@@ -63,6 +69,58 @@ pub(crate) fn delivery_from_env() -> anyhow::Result<DeliveryConfig> {
     DeliveryConfig::from_env().context("reading the delivery settings from the environment")
 }
 
+/// The variable naming the CLIs' `node_modules`.
+const CLIS_ENV: &str = "HANE_CLIS";
+
+/// The variable choosing the container runtime.
+const CONTAINER_ENV: &str = "HANE_CONTAINER_RUNTIME";
+
+/// Where the CLI drivers' CLIs are (`HANE_CLIS`) and which container
+/// runtime runs them (`HANE_CONTAINER_RUNTIME`: `bwrap`, `runc` or the
+/// path of either; bubblewrap on `PATH` by default). What is missing is
+/// left unset, and a CLI driver's run is then refused, naming it.
+///
+/// # Errors
+///
+/// `HANE_CONTAINER_RUNTIME` names a runtime that cannot be found.
+pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut config = CliConfig::new();
+    if let Some(dir) = var(CLIS_ENV) {
+        config.clis(std::path::PathBuf::from(dir));
+    }
+    let runtime: Option<Arc<dyn hane_container::Runtime>> = match var(CONTAINER_ENV) {
+        None => hane_container::Bubblewrap::find()
+            .ok()
+            .map(|b| Arc::new(b) as Arc<dyn hane_container::Runtime>),
+        Some(name) => {
+            let path = Path::new(&name);
+            let file = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or_default();
+            let named = || format!("{CONTAINER_ENV}={}", path.display());
+            let runtime: Arc<dyn hane_container::Runtime> = match (file, path.is_absolute()) {
+                ("bwrap", false) => {
+                    Arc::new(hane_container::Bubblewrap::find().with_context(named)?)
+                }
+                ("bwrap", true) => Arc::new(hane_container::Bubblewrap::new(path)),
+                ("runc", false) => Arc::new(hane_container::Runc::find().with_context(named)?),
+                ("runc", true) => {
+                    let state = std::env::temp_dir().join("hane-runc");
+                    Arc::new(hane_container::Runc::new(path, state).with_context(named)?)
+                }
+                _ => anyhow::bail!("{}: expected bwrap, runc or the path of either", named()),
+            };
+            Some(runtime)
+        }
+    };
+    if let Some(runtime) = runtime {
+        config.container(runtime);
+    }
+    Ok(config)
+}
+
 /// The operations built into this binary, which releases and `hane op run`
 /// name `builtin:NAME` (or `NAME`).
 pub(crate) fn builtins() -> Components {
@@ -86,6 +144,7 @@ pub(crate) async fn open_runtime_with(
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
         .components(builtins())
-        .model(model);
+        .model(model)
+        .cli(cli_from_env()?);
     AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
 }

@@ -93,6 +93,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         eprintln!("listening on http://{}", listener.local_addr()?);
+        // The CLI drivers' containers reach the Model Gateway and the MCP
+        // server here.
+        agents.set_server_address(listener.local_addr()?);
         let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
         let server = hane_server::serve(listener, agents, async {
             let _ = stopping.await;

@@ -324,6 +324,13 @@ fn timeline(recorded: &Recorded) -> Vec<String> {
             turn.latency_ms,
             &turn.request_digest[..turn.request_digest.len().min(12)]
         )],
+        SessionEvent::CliOutput(cli) => vec![format!(
+            "cli output        {} {}: {} events, {}",
+            cli.driver,
+            cli.version,
+            cli.events.len(),
+            cli.exit
+        )],
         other => vec![other.name().to_owned()],
     }
 }

@@ -199,11 +199,16 @@ impl Driver {
         self != Driver::Scripted
     }
 
-    /// Whether this build can run the driver. Manifests may name any
-    /// driver; a run of one this build lacks is refused when it starts
-    /// (see [`Driver::check_available`]).
+    /// Whether this build can run the driver: every driver, since the
+    /// CLI drivers came. A CLI driver's run still needs its CLI and a
+    /// container runtime configured in the host; a run without them is
+    /// refused when it starts, naming what is missing.
     pub fn is_available_in_this_build(self) -> bool {
-        matches!(self, Driver::Scripted | Driver::Llm)
+        match self {
+            Driver::Scripted | Driver::Llm | Driver::Opencode | Driver::Codex | Driver::Claude => {
+                true
+            }
+        }
     }
 
     /// `Ok` when this build can run the driver.

@@ -91,6 +91,30 @@ pub enum SessionEvent {
     /// Written by version 5 and later; [`SessionEvent::ModelTurn`] is the
     /// shorter form no build writes any more.
     LlmTurn(Box<LlmTurn>),
+    /// What a CLI driver's CLI printed: its own event stream (JSON
+    /// lines on stdout) and the tail of its stderr, capped. Written by
+    /// version 6 and later.
+    CliOutput(Box<CliOutput>),
+}
+
+/// The output of a CLI driver's CLI (`codex`, `claude`, `opencode`) for
+/// one run, as the driver captured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CliOutput {
+    /// The driver, such as `codex`.
+    pub driver: String,
+    /// The CLI's version, as its package names it.
+    pub version: String,
+    /// The lines of its stdout (its JSON event stream), in order, up to
+    /// the driver's cap.
+    pub events: Vec<String>,
+    /// Bytes of stdout left out beyond the cap.
+    pub events_omitted_bytes: u64,
+    /// The last bytes of its stderr.
+    pub stderr_tail: String,
+    /// How the CLI's process ended, such as `exit code 1`, or `stopped by
+    /// hane` when the run ended first.
+    pub exit: String,
 }
 
 /// One model call of a run, as the Model Gateway records it.
@@ -138,6 +162,7 @@ impl SessionEvent {
             SessionEvent::RunStateChanged { .. } => "run_state_changed",
             SessionEvent::Forked { .. } => "forked",
             SessionEvent::LlmTurn(_) => "llm_turn",
+            SessionEvent::CliOutput(_) => "cli_output",
         }
     }
 }
@@ -145,13 +170,14 @@ impl SessionEvent {
 /// Version 2 added the `records` and `documents` grants to operations'
 /// policies and their call counts to receipts, version 3 the `actions`
 /// grant, version 4 the guest's error kind to failures, version 5 the
-/// [`SessionEvent::LlmTurn`] event; older versions read with none granted
-/// and the kind taken from the failure's message. Version 5 only appended
-/// a variant, so a version 4 payload reads as the current type.
+/// [`SessionEvent::LlmTurn`] event, version 6 the [`SessionEvent::CliOutput`]
+/// event; older versions read with none granted and the kind taken from
+/// the failure's message. Versions 5 and 6 only appended a variant, so a
+/// version 4 or 5 payload reads as the current type.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 5;
-    const READS: &'static [u16] = &[1, 2, 3, 4, 5];
+    const VERSION: u16 = 6;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         match version {

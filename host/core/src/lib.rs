@@ -85,7 +85,7 @@ pub use decider::{
 };
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
-pub use event::{LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
+pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
     ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId,
     ToolCallId, now_ms,

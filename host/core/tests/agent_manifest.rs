@@ -31,16 +31,8 @@ fn the_example_agents_parse() {
     let vehicle = agent("vehicle-check");
     assert_eq!(vehicle.metadata.name, "vehicle-check");
     assert_eq!(vehicle.spec.driver, Driver::Opencode);
-    assert!(!vehicle.spec.driver.is_available_in_this_build());
-    assert_eq!(
-        vehicle
-            .spec
-            .driver
-            .check_available()
-            .unwrap_err()
-            .to_string(),
-        "driver `opencode` is not available in this build; it comes with the CLI drivers"
-    );
+    assert!(vehicle.spec.driver.is_available_in_this_build());
+    assert_eq!(vehicle.spec.driver.check_available(), Ok(()));
     assert_eq!(
         vehicle.spec.tools,
         ["data.find_record", "request_human_help"]

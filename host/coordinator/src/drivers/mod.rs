@@ -4,6 +4,7 @@
 //! through a [`ModelCaller`], which passes every call through the Model
 //! Gateway; a driver never holds the runtime, the store or a credential.
 
+pub(crate) mod cli;
 mod llm;
 mod scripted;
 
@@ -12,6 +13,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+pub use cli::{CliConfig, ServerAddress};
 pub use llm::{Llm, MAX_RESULT_BYTES, REMINDER, UNTRUSTED_NOTE, model_tool_name, task_message};
 pub use scripted::Scripted;
 
@@ -114,16 +116,26 @@ pub trait Driver: Send + Sync {
     ) -> BoxFuture<'a, Result<(), RunEnd>>;
 }
 
-/// The driver that runs `agent`, when this build has one for its `driver`:
-/// the one place that decides it. [`hane_core::Driver::is_available_in_this_build`],
+/// What runs an agent's runs.
+pub(crate) enum Chosen<'a> {
+    /// A [`Driver`] in this process.
+    Driver(Box<dyn Driver + 'a>),
+    /// A CLI in a container, attached to the run (see [`cli`]).
+    Cli,
+}
+
+/// What runs `agent`, when this build has a driver for its `driver`: the
+/// one place that decides it. [`hane_core::Driver::is_available_in_this_build`],
 /// which answers before a run starts, agrees with it (a test checks every
 /// driver).
-pub(crate) fn for_agent(agent: &LoadedAgent) -> Option<Box<dyn Driver + '_>> {
+pub(crate) fn for_agent(agent: &LoadedAgent) -> Option<Chosen<'_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {
-        hane_core::Driver::Scripted => Some(Box::new(Scripted::new(&spec.script))),
-        hane_core::Driver::Llm => Some(Box::new(Llm::new(agent))),
-        hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => None,
+        hane_core::Driver::Scripted => Some(Chosen::Driver(Box::new(Scripted::new(&spec.script)))),
+        hane_core::Driver::Llm => Some(Chosen::Driver(Box::new(Llm::new(agent)))),
+        hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => {
+            Some(Chosen::Cli)
+        }
     }
 }
 

@@ -717,7 +717,16 @@ fn load_agent(
     let tools = registry.agent_tools(file, &manifest.spec, errors);
     let spec = &manifest.spec;
     let model = if spec.model.is_none() && spec.driver != hane_core::Driver::Llm {
-        None
+        // A CLI driver takes the release's default model when there is
+        // one; without one its runs are refused when they start.
+        spec.driver
+            .is_cli()
+            .then(|| hane_core::resolve_model(None, providers).ok())
+            .flatten()
+            .map(|(provider, model)| AgentModel {
+                provider: provider.metadata.name.clone(),
+                model: model.clone(),
+            })
     } else {
         match hane_core::resolve_model(spec.model.as_deref(), providers) {
             Ok((provider, model)) => Some(AgentModel {

@@ -27,7 +27,7 @@ pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
-use crate::drivers::{self, BoxFuture, RunEnd, ToolCaller};
+use crate::drivers::{self, BoxFuture, CliConfig, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
 use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
 use crate::tools::{self as translate, ToolDefinition, ToolKind, ToolResult};
@@ -65,15 +65,17 @@ pub enum RunError {
         /// What is wrong.
         message: String,
     },
-    /// The agent's driver cannot run in this build.
-    #[error(
-        "agent `{agent}` uses driver `{driver}`, which is not available in this build: `scripted` and `llm` agents run here; the CLI drivers (`opencode`, `codex`, `claude`) come in a later version"
-    )]
+    /// The agent's driver cannot run in this host: a CLI driver whose
+    /// CLI, container runtime or HTTP server is missing, or whose
+    /// installed CLI is not the version its `cliProfile` pins.
+    #[error("agent `{agent}` uses driver `{driver}`, which this host cannot run: {reason}")]
     DriverUnavailable {
         /// The agent.
         agent: String,
         /// Its driver.
         driver: String,
+        /// What is missing or wrong.
+        reason: String,
     },
     /// The agent's model cannot be reached from this process.
     #[error("agent `{agent}` cannot call its model: {message}")]
@@ -196,6 +198,9 @@ pub(crate) struct LiveRun {
     /// For a run driven from outside ([`AgentRuntime::start_attached`]):
     /// where its token goes once its gate is open.
     pub(crate) attached: Mutex<Option<tokio::sync::oneshot::Sender<RunToken>>>,
+    /// For a run of a CLI driver: what its start found (the CLI, its
+    /// version, the container runtime, the server's address).
+    pub(crate) cli: Mutex<Option<drivers::cli::Prepared>>,
     pub(crate) changes: watch::Sender<AgentRun>,
 }
 
@@ -216,6 +221,7 @@ pub(crate) struct Inner {
     pub(crate) actions: ExecutionLedger,
     pub(crate) model_config: ModelConfig,
     pub(crate) adapters: model::Adapters,
+    pub(crate) cli: CliConfig,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -279,6 +285,8 @@ impl ToolCaller for RunTools<'_> {
 /// | `delivery` | [`DeliveryConfig::new`]: no adapter, every approved action fails saying what to configure |
 /// | `components` | [`Components::new`]: none built in, so `builtin:` components are refused at activation |
 /// | `scope` | project `default`, environment `default` |
+/// | `model` | [`ModelConfig::new`] |
+/// | `cli` | [`CliConfig::new`]: no CLIs and no container runtime, so CLI drivers' runs are refused |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
     sandbox: SandboxConfig,
@@ -289,6 +297,7 @@ pub struct RuntimeConfig {
     scope: BudgetScope,
     components: Components,
     model: ModelConfig,
+    cli: CliConfig,
 }
 
 impl RuntimeConfig {
@@ -346,6 +355,14 @@ impl RuntimeConfig {
         self.model = config;
         self
     }
+
+    /// Where the CLI drivers' CLIs are, which container runtime runs them,
+    /// and (through [`CliConfig::server`], or later
+    /// [`AgentRuntime::set_server_address`]) where hane's HTTP server is.
+    pub fn cli(&mut self, config: CliConfig) -> &mut Self {
+        self.cli = config;
+        self
+    }
 }
 
 /// Why [`AgentRuntime::open`] failed.
@@ -394,6 +411,7 @@ impl AgentRuntime {
         let mut runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
         if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
             inner.model_config = config.model.clone();
+            inner.cli = config.cli.clone();
         }
         // Actions a stopped process left mid-delivery become `unknown`.
         // Approved ones never attempted are left to `resume_actions` (a
@@ -445,6 +463,7 @@ impl AgentRuntime {
                 actions,
                 model_config: ModelConfig::default(),
                 adapters: model::Adapters::default(),
+                cli: CliConfig::default(),
             }),
         }
     }
@@ -467,6 +486,13 @@ impl AgentRuntime {
     /// The sandbox.
     pub fn sandbox(&self) -> &Sandbox {
         &self.inner.sandbox
+    }
+
+    /// Tells the CLI drivers where hane's HTTP server listens (the Model
+    /// Gateway and the MCP server): their containers' service forwards
+    /// there. Until it is set, CLI drivers' runs are refused.
+    pub fn set_server_address(&self, address: std::net::SocketAddr) {
+        self.inner.cli.server().set(address);
     }
 
     /// Checks the release in `dir` and makes it active (see
@@ -627,14 +653,13 @@ impl AgentRuntime {
         }
         let driver = agent.manifest.spec.driver;
         let model = match &agent.model {
-            Some(agent_model) if driver.uses_model() => {
-                Some(Arc::new(self.run_model(&release, agent_model).map_err(
-                    |message| RunError::ModelUnavailable {
+            Some(agent_model) if driver.uses_model() => Some(Arc::new(
+                self.run_model(&release, agent_model, &agent)
+                    .map_err(|message| RunError::ModelUnavailable {
                         agent: request.agent.clone(),
                         message,
-                    },
-                )?))
-            }
+                    })?,
+            )),
             _ => None,
         };
         // A run that uses a model reserves its maxModelTokens before it
@@ -644,16 +669,32 @@ impl AgentRuntime {
         } else {
             agent.manifest.spec.limits.max_model_tokens
         };
-        if attached.is_none() && !driver.is_available_in_this_build() {
-            // The budget answers first: a run it cannot cover is refused
-            // as such. Nothing is kept of a run that never starts.
-            let day = self.charge_run(&release, tokens, None).await?;
-            self.give_back(&day, tokens, 0, false).await;
-            return Err(RunError::DriverUnavailable {
-                agent: request.agent,
-                driver: driver.to_string(),
-            });
-        }
+        let unavailable = match drivers::cli::Cli::of(driver) {
+            _ if attached.is_some() => Ok(None),
+            Some(_) if model.is_none() => {
+                Err("it names no model and the release has no default ModelProvider".to_owned())
+            }
+            Some(cli) => self.inner.cli.prepare(cli, &agent).map(Some),
+            None if !driver.is_available_in_this_build() => {
+                Err("this build does not have it".to_owned())
+            }
+            None => Ok(None),
+        };
+        let cli = match unavailable {
+            Ok(cli) => cli,
+            Err(reason) => {
+                // The budget answers first: a run it cannot cover is
+                // refused as such. Nothing is kept of a run that never
+                // starts.
+                let day = self.charge_run(&release, tokens, None).await?;
+                self.give_back(&day, tokens, 0, false).await;
+                return Err(RunError::DriverUnavailable {
+                    agent: request.agent,
+                    driver: driver.to_string(),
+                    reason,
+                });
+            }
+        };
         let now = now_ms();
         let run = AgentRun {
             id: RunId::new(),
@@ -691,6 +732,7 @@ impl AgentRuntime {
             submitted: Mutex::new(None),
             result_ready: tokio::sync::Notify::new(),
             attached: Mutex::new(attached),
+            cli: Mutex::new(cli),
             changes,
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
@@ -1064,7 +1106,13 @@ impl AgentRuntime {
                 Err(_) => Err(self.out_of_time(&run, max)),
             };
         }
-        let Some(driver) = drivers::for_agent(&live.agent) else {
+        let prepared = lock(&live.cli).take();
+        if let Some(prepared) = prepared {
+            return self
+                .drive_cli(live, &run, token, input, prepared, max)
+                .await;
+        }
+        let Some(drivers::Chosen::Driver(driver)) = drivers::for_agent(&live.agent) else {
             return Err(RunEnd::Failed(format!(
                 "driver `{}` is not available in this build",
                 live.agent.manifest.spec.driver
@@ -1084,6 +1132,44 @@ impl AgentRuntime {
             Ok(result) => result,
             Err(_) => Err(self.out_of_time(&run, max)),
         }
+    }
+
+    /// A CLI driver's run: the CLI in its container, until hane ends the
+    /// run (its result accepted, a cancel, a limit, `maxSeconds`) or the
+    /// CLI exits; what it printed goes into the run's session.
+    async fn drive_cli(
+        &self,
+        live: &LiveRun,
+        run: &RunId,
+        token: &RunToken,
+        input: Value,
+        prepared: drivers::cli::Prepared,
+        max: Duration,
+    ) -> Result<(), RunEnd> {
+        let Some(model) = live.model.as_ref() else {
+            return Err(RunEnd::Failed(
+                "a CLI driver's run needs a model".to_owned(),
+            ));
+        };
+        let ended = async move {
+            match tokio::time::timeout(max, self.attached_until_end(live, run)).await {
+                Ok(ended) => ended,
+                Err(_) => Err(self.out_of_time(run, max)),
+            }
+        };
+        let (ended, output) = drivers::cli::drive(drivers::cli::CliRun {
+            prepared,
+            agent: &live.agent,
+            token,
+            input,
+            model: &model.info,
+            ended: Box::pin(ended),
+        })
+        .await;
+        if let Some(journal) = live.journal.get() {
+            journal.record(vec![SessionEvent::CliOutput(Box::new(output))]);
+        }
+        ended
     }
 
     /// Stops `run` for running longer than `max`.

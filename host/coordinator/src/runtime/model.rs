@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::{AgentRuntime, LiveRun, lock};
+use crate::drivers::cli::{Cli, CliTranscript};
 use crate::drivers::{BoxFuture, ModelCall, ModelCaller, ModelInfo};
 use crate::gateway::RunToken;
 use crate::gateway::model::ModelCallError;
@@ -145,11 +146,15 @@ pub(crate) struct RunModel {
 }
 
 impl AgentRuntime {
-    /// The model `agent_model` names in `release`, ready to call.
+    /// The model `agent_model` names in `release`, ready to call by a run
+    /// of `agent`. A CLI driver's run calls a `recorded` provider
+    /// through [`CliTranscript`], which matches the CLI's requests as
+    /// hane sees them.
     pub(crate) fn run_model(
         &self,
         release: &LoadedRelease,
         agent_model: &AgentModel,
+        agent: &crate::release::LoadedAgent,
     ) -> Result<RunModel, String> {
         let provider = release
             .providers
@@ -159,6 +164,20 @@ impl AgentRuntime {
             .inner
             .adapters
             .get(&self.inner.model_config, release, provider)?;
+        let spec = &agent.manifest.spec;
+        let adapter: Arc<dyn ModelAdapter> = match Cli::of(spec.driver) {
+            Some(cli) if provider.manifest.spec.api == ModelApi::Recorded => {
+                let tools = spec
+                    .tools
+                    .iter()
+                    .map(String::as_str)
+                    .chain([hane_core::SUBMIT_RESULT])
+                    .map(crate::drivers::model_tool_name)
+                    .collect();
+                Arc::new(CliTranscript::new(cli, tools, adapter))
+            }
+            _ => adapter,
+        };
         Ok(RunModel {
             info: ModelInfo {
                 provider: agent_model.provider.clone(),
@@ -277,6 +296,37 @@ impl AgentRuntime {
                 _ => None,
             })
             .collect())
+    }
+}
+
+impl AgentRuntime {
+    /// What the CLI of run `id` printed (its event stream and stderr's
+    /// tail), for a run of a CLI driver that started its CLI.
+    ///
+    /// # Errors
+    ///
+    /// No run has this id, or the store failed.
+    pub async fn cli_output(
+        &self,
+        id: &hane_core::RunId,
+    ) -> Result<Option<hane_core::CliOutput>, super::RunError> {
+        let run = self.get(id).await?;
+        let Some(session) = run.session else {
+            return Ok(None);
+        };
+        let events = self
+            .inner
+            .coordinator
+            .store()
+            .read(&session, 0..u64::MAX)
+            .await?;
+        Ok(events
+            .into_iter()
+            .rev()
+            .find_map(|recorded| match recorded.event {
+                SessionEvent::CliOutput(output) => Some(*output),
+                _ => None,
+            }))
     }
 }
 

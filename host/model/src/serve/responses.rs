@@ -12,6 +12,14 @@
 //! `prompt` templates, file and audio inputs, image URLs that are not data
 //! URLs, other item types, and a call output whose call is not in the
 //! input.
+//!
+//! A `namespace` tool (Codex CLI offers an MCP server's tools as one,
+//! such as `mcp__hane` holding `echo`) becomes one function per tool,
+//! named `{namespace}__{name}` (`mcp__hane__echo`), and a `function_call`
+//! item with a `namespace` is read under that joined name; a call of a
+//! tool named `mcp__{server}__{name}` is answered as a `function_call` of
+//! `name` in the namespace `mcp__{server}`, which is how such a client
+//! finds its MCP tools.
 
 use serde_json::{Map, Value, json};
 
@@ -82,7 +90,17 @@ pub fn parse_request(body: &Value) -> Result<Inbound, InboundError> {
     }
     request.system = super::system(system);
     for (i, tool) in array(map, "", "tools")?.iter().enumerate() {
-        request.tools.push(tool_spec(tool, &at("/tools", i))?);
+        let p = at("/tools", i);
+        if tool.get("type").and_then(Value::as_str) == Some("namespace") {
+            let namespace = required_str(as_object(tool, &p)?, &p, "name")?;
+            for (j, inner) in array(as_object(tool, &p)?, &p, "tools")?.iter().enumerate() {
+                let mut spec = tool_spec(inner, &at(&at(&p, "tools"), j))?;
+                spec.name = format!("{namespace}__{}", spec.name);
+                request.tools.push(spec);
+            }
+            continue;
+        }
+        request.tools.push(tool_spec(tool, &p)?);
     }
     if let Some(choice) = field(map, "tool_choice") {
         request.tool_choice = tool_choice(choice)?;
@@ -136,7 +154,10 @@ fn input_item(
         }
         "function_call" => {
             let call_id = required_str(item, p, "call_id")?;
-            let name = required_str(item, p, "name")?;
+            let name = match optional_str(item, p, "namespace")? {
+                Some(namespace) => format!("{namespace}__{}", required_str(item, p, "name")?),
+                None => required_str(item, p, "name")?.to_owned(),
+            };
             let raw = optional_str(item, p, "arguments")?.unwrap_or_default();
             let input = if raw.trim().is_empty() {
                 json!({})
@@ -154,7 +175,7 @@ fn input_item(
             calls.add(call_id);
             let call = Content::ToolCall {
                 id: call_id.to_owned(),
-                name: name.to_owned(),
+                name,
                 input,
             };
             push(&mut request.messages, Role::Assistant, vec![call], |_| true);
@@ -333,13 +354,33 @@ fn output(response: &ModelResponse, id: &str) -> Vec<Value> {
                 id: call_id,
                 name,
                 input,
-            } => items.push(json!({"type": "function_call",
-                "id": format!("fc_{id}_{}", items.len()), "call_id": call_id, "name": name,
-                "arguments": crate::arguments_text(input), "status": "completed"})),
+            } => items.push(function_call(
+                json!({"type": "function_call", "id": format!("fc_{id}_{}", items.len()),
+                "call_id": call_id, "arguments": crate::arguments_text(input),
+                "status": "completed"}),
+                name,
+            )),
             _ => {}
         }
     }
     items
+}
+
+/// A `function_call` item with its `name`, and its `namespace` when the
+/// name is an MCP tool's joined name (`mcp__{server}__{name}`).
+fn function_call(mut item: Value, name: &str) -> Value {
+    let split = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty());
+    match split {
+        Some((server, tool)) => {
+            item["namespace"] = json!(format!("mcp__{server}"));
+            item["name"] = json!(tool);
+        }
+        None => item["name"] = json!(name),
+    }
+    item
 }
 
 /// A finished response's `status` and `incomplete_details`.
@@ -543,10 +584,12 @@ impl StreamWriter {
                 .filter(|b| !b.dropped)
         };
         match &self.blocks.0[self.items[item][0]].call {
-            Some((call_id, name)) => json!({"type": "function_call", "id": id,
-                "call_id": call_id, "name": name,
+            Some((call_id, name)) => function_call(
+                json!({"type": "function_call", "id": id, "call_id": call_id,
                 "arguments": if done { self.blocks.0[self.items[item][0]].closing() } else { "" },
                 "status": status}),
+                name,
+            ),
             None => {
                 let parts: Vec<Value> = if done {
                     live()
