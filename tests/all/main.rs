@@ -1,6 +1,7 @@
 //! Integration tests of hane, one binary so the heavy dependencies link once.
 
 mod agents;
+mod cli_drivers;
 mod approvals;
 mod builtins;
 mod coordinator;
