@@ -146,7 +146,7 @@ impl Container {
     }
 
     /// Waits for the container to end and says how, ending the rest of its
-    /// tree with it. Past the wall-clock limit it kills the tree and
+    /// tree with it: when it returns, no process of the container runs. Past the wall-clock limit it kills the tree and
     /// returns [`Exit::WallClock`]. Calling it again returns the same exit.
     ///
     /// # Errors
@@ -172,8 +172,16 @@ impl Container {
             None => self.child.wait().await,
         }
         .map_err(ContainerError::runtime(self.runtime, "wait"))?;
-        // The tree ends with its runtime's process, whatever is left of it.
-        self.cgroup.kill_all();
+        // The tree ends with its runtime's process, whatever is left of it;
+        // `wait` returns once none of it runs.
+        let until = Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            self.cgroup.kill_all();
+            if self.cgroup.procs().is_empty() || Instant::now() > until {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         let exit = if wall {
             Exit::WallClock
         } else if self

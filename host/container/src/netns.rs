@@ -49,8 +49,7 @@ impl NetNamespace {
     }
 
     /// Binds each service's listener inside the namespace, on a thread that
-    /// enters it (`lo` is brought up first if it is not). A socket stays in
-    /// the namespace it was created in.
+    /// enters it. A socket stays in the namespace it was created in.
     pub(crate) fn listen(
         &self,
         services: &[Service],
@@ -65,12 +64,10 @@ impl NetNamespace {
                     source: e.into(),
                 },
             )?;
-            loopback_up().map_err(net_err("bring lo up"))?;
             let mut listeners = Vec::with_capacity(services.len());
             for service in services {
                 let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, service.port));
-                let listener =
-                    TcpListener::bind(addr).map_err(net_err(format!("listen on {addr}")))?;
+                let listener = bind(addr).map_err(net_err(format!("listen on {addr}")))?;
                 listener
                     .set_nonblocking(true)
                     .map_err(net_err(format!("listen on {addr}")))?;
@@ -87,6 +84,27 @@ impl NetNamespace {
             std::process::id(),
             self.fd.as_raw_fd()
         ))
+    }
+}
+
+/// How long a listener waits for `lo` to be up: bubblewrap brings it up in
+/// its child while hane prepares the start.
+const LOOPBACK_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds `addr`, waiting while the namespace's `lo` is not up yet
+/// (`127.0.0.1` is not an address there until it is).
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let deadline = std::time::Instant::now() + LOOPBACK_WITHIN;
+    loop {
+        match TcpListener::bind(addr) {
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrNotAvailable
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            result => return result,
+        }
     }
 }
 
