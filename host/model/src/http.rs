@@ -42,11 +42,14 @@ const MAX_IDLE: usize = 16;
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
+/// hyper's side of one connection: its I/O, moved on by whoever polls it.
+type Driven = Connection<TokioIo<Box<dyn Io>>, Full<Bytes>>;
+
 /// One HTTP/1.1 connection: the request side and the I/O that the user of
 /// the connection drives.
 struct Conn {
     sender: SendRequest<Full<Bytes>>,
-    connection: Pin<Box<Connection<TokioIo<Box<dyn Io>>, Full<Bytes>>>>,
+    connection: Pin<Box<Driven>>,
     /// The connection's I/O ended (closed, failed, or not to be kept alive).
     ended: bool,
 }

@@ -175,6 +175,10 @@ pub(crate) fn classify(failure: &Failure) -> (Class, String, Option<u16>) {
                 ModelError::InvalidRequest { .. } => Class::Invalid,
                 ModelError::Timeout(_) => Class::Timeout,
                 ModelError::Transport(_) => Class::Upstream,
+                // A recording answers the same way every time: a client
+                // that tries again (CLIs do on a 5xx, for minutes) only
+                // waits longer for the same refusal.
+                ModelError::Recording(_) | ModelError::RecordingMismatch { .. } => Class::Invalid,
                 _ => Class::Internal,
             };
             (class, error.to_string(), None)
@@ -1001,6 +1005,21 @@ pub(crate) mod tests {
                 502,
             ),
             (InboundError::new("/n", "no").into(), 400, 400),
+            (
+                Failure::Model(ModelError::RecordingMismatch {
+                    path: "r.json".into(),
+                    turn: 1,
+                    place: "messages[0]".into(),
+                    detail: "recorded text, got a tool call".into(),
+                }),
+                400,
+                400,
+            ),
+            (
+                Failure::Model(ModelError::Recording("no turn left".into())),
+                400,
+                400,
+            ),
             (
                 Failure::Status {
                     status: 404,
