@@ -200,29 +200,30 @@ impl Bubblewrap {
                 step: "read the child pid",
                 source: std::io::Error::other(e),
             })?;
-        let pid = match info {
-            Ok(pid) => pid,
-            Err(error) => {
-                // bubblewrap stopped before starting the child: say why.
-                let mut message = String::new();
-                if let Some(mut stderr) = container.stderr.take() {
-                    let _ = stderr.read_to_string(&mut message).await;
-                }
-                let _ = container.child.wait().await;
-                let message = message.trim();
-                return Err(ContainerError::StartFailed {
-                    runtime: NAME,
-                    message: if message.is_empty() {
-                        error.to_string()
-                    } else {
-                        message.to_owned()
-                    },
-                });
-            }
+        let prepared = match info {
+            Ok(pid) => Self::prepare(&mut container, pid, &spec, block),
+            Err(error) => Err(ContainerError::StartFailed {
+                runtime: NAME,
+                message: error.to_string(),
+            }),
         };
-        // The child waits on the block pipe before it forks the command, so
-        // everything the command starts is born in the cgroup and under the
-        // rlimits.
+        match prepared {
+            Ok(()) => Ok(container),
+            Err(error) => Err(Self::why_it_stopped(&mut container).await.unwrap_or(error)),
+        }
+    }
+
+    /// Moves the child into the cgroup, sets its rlimits, binds the
+    /// services' listeners in its network namespace and releases it. The
+    /// child waits on the block pipe before it forks the command, so
+    /// everything the command starts is born in the cgroup and under the
+    /// rlimits.
+    fn prepare(
+        container: &mut Container,
+        pid: u32,
+        spec: &ContainerSpec,
+        block: OwnedFd,
+    ) -> Result<(), ContainerError> {
         for pid in std::iter::once(pid).chain(descendants(pid)) {
             container.cgroup.add(pid)?;
             crate::set_rlimits(pid, &spec.limits)?;
@@ -235,7 +236,25 @@ impl Bubblewrap {
             .write_all(b"1")
             .map_err(ContainerError::runtime(NAME, "release the child"))?;
         tracing::debug!(pid, cgroup = ?container.cgroup.dirs(), "bwrap container started");
-        Ok(container)
+        Ok(())
+    }
+
+    /// When bubblewrap itself stopped while the start was prepared (a mount
+    /// it could not make, say), what it said.
+    async fn why_it_stopped(container: &mut Container) -> Option<ContainerError> {
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_secs(1), container.child.wait()).await;
+        if !matches!(waited, Ok(Ok(status)) if !status.success()) {
+            return None;
+        }
+        let mut message = String::new();
+        let mut stderr = container.stderr.take()?;
+        let _ = stderr.read_to_string(&mut message).await;
+        let message = message.trim();
+        (!message.is_empty()).then(|| ContainerError::StartFailed {
+            runtime: NAME,
+            message: message.to_owned(),
+        })
     }
 }
 

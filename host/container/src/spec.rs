@@ -187,10 +187,16 @@ impl ContainerSpec {
         self.host_path_through(&self.mounts, inside)
     }
 
-    /// Whether `inside` names a file in the container, following symlinks
-    /// as the container sees them (a root's `/bin -> usr/bin` into a bound
-    /// `/usr`). A tmpfs or masked path holds nothing hane knows of.
+    /// Whether `inside` names a file in the container.
     fn is_file_inside(&self, inside: &Path) -> bool {
+        self.resolve_inside(inside).is_some_and(|p| p.is_file())
+    }
+
+    /// The host path `inside` names in the container, following symlinks
+    /// as the container sees them (a root's `/bin -> usr/bin` into a bound
+    /// `/usr`); `None` when it is not there or under a tmpfs or a mask,
+    /// which hold nothing hane knows of.
+    fn resolve_inside(&self, inside: &Path) -> Option<PathBuf> {
         const MAX_SYMLINKS: u32 = 40;
         let mut todo: Vec<OsString> = Vec::new();
         let push = |todo: &mut Vec<OsString>, path: &Path| {
@@ -211,17 +217,13 @@ impl ContainerSpec {
                 continue;
             }
             let next = current.join(&part);
-            let Some(host) = self.host_path(&next) else {
-                return false;
-            };
+            let host = self.host_path(&next)?;
             match std::fs::symlink_metadata(&host) {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     symlinks += 1;
-                    let Ok(target) = std::fs::read_link(&host) else {
-                        return false;
-                    };
+                    let target = std::fs::read_link(&host).ok()?;
                     if symlinks > MAX_SYMLINKS {
-                        return false;
+                        return None;
                     }
                     if target.is_absolute() {
                         current = PathBuf::from("/");
@@ -229,10 +231,10 @@ impl ContainerSpec {
                     push(&mut todo, &target);
                 }
                 Ok(_) => current = next,
-                Err(_) => return false,
+                Err(_) => return None,
             }
         }
-        self.host_path(&current).is_some_and(|p| p.is_file())
+        self.host_path(&current)
     }
 
     /// The host path a masked mount hides, as the mounts before it leave it.
@@ -246,18 +248,39 @@ impl ContainerSpec {
     }
 
     fn host_path_through(&self, mounts: &[Mount], inside: &Path) -> Option<PathBuf> {
+        self.cover(mounts, inside).map(|(path, _)| path)
+    }
+
+    /// The host path holding `inside` through `mounts` and the root, and
+    /// whether the mount that holds it is writable; `None` under a fresh
+    /// mount (a tmpfs, a mask, `/proc`, `/dev`, `/tmp`).
+    fn cover(&self, mounts: &[Mount], inside: &Path) -> Option<(PathBuf, bool)> {
         for mount in mounts.iter().rev() {
             if let Ok(rest) = inside.strip_prefix(&mount.target) {
                 return match &mount.kind {
-                    MountKind::Bind { source, .. } => Some(source.join(rest)),
+                    MountKind::Bind { source, writable } => Some((source.join(rest), *writable)),
                     MountKind::Tmpfs { .. } | MountKind::Masked => None,
                 };
             }
         }
+        if ["/proc", "/dev", "/tmp"]
+            .iter()
+            .any(|fresh| inside.starts_with(fresh))
+        {
+            return None;
+        }
         let rest = inside.strip_prefix("/").unwrap_or(inside);
         match &self.root {
-            RootFs::HostReadOnly => Some(Path::new("/").join(rest)),
-            RootFs::Dir(dir) => Some(dir.join(rest)),
+            RootFs::HostReadOnly => {
+                if default_masked_paths()
+                    .iter()
+                    .any(|masked| inside.starts_with(masked))
+                {
+                    return None;
+                }
+                Some((Path::new("/").join(rest), false))
+            }
+            RootFs::Dir(dir) => Some((dir.join(rest), false)),
         }
     }
 
@@ -282,7 +305,7 @@ impl ContainerSpec {
         {
             return Err(ContainerError::RootFs { path: dir.clone() });
         }
-        for mount in &self.mounts {
+        for (index, mount) in self.mounts.iter().enumerate() {
             if !mount.target.is_absolute() {
                 return Err(ContainerError::InvalidSpec {
                     field: "mounts",
@@ -297,11 +320,34 @@ impl ContainerSpec {
                     target: mount.target.clone(),
                 });
             }
+            // A runtime cannot create a mount point in a read-only root.
+            if !matches!(mount.kind, MountKind::Masked)
+                && let Some((host, writable)) = self.cover(&self.mounts[..index], &mount.target)
+                && !writable
+                && std::fs::symlink_metadata(&host).is_err()
+            {
+                return Err(ContainerError::InvalidSpec {
+                    field: "mounts",
+                    message: format!(
+                        "target {} does not exist in the read-only root and no tmpfs or writable mount holds it",
+                        mount.target.display()
+                    ),
+                });
+            }
         }
         if !self.cwd.is_absolute() {
             return Err(ContainerError::InvalidSpec {
                 field: "cwd",
                 message: format!("{} is not absolute", self.cwd.display()),
+            });
+        }
+        // A cwd under a tmpfs or a mask cannot be checked from here.
+        if self.host_path(&self.cwd).is_some()
+            && !self.resolve_inside(&self.cwd).is_some_and(|p| p.is_dir())
+        {
+            return Err(ContainerError::InvalidSpec {
+                field: "cwd",
+                message: format!("{} is not a directory in the container", self.cwd.display()),
             });
         }
         let Some(program) = self.command.first() else {

@@ -60,6 +60,7 @@ both!(
     kill_ends_the_tree_at_once,
     drop_leaves_no_process_and_no_cgroup,
     missing_command_is_named,
+    runtime_failures_are_named,
     open_files_limit,
     root_directory,
 );
@@ -561,6 +562,49 @@ async fn missing_command_is_named(runtime: &dyn Runtime) {
     // A name is looked up in the spec's PATH.
     let out = run(runtime, spec(&["true"])).await;
     assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+}
+
+async fn runtime_failures_are_named(runtime: &dyn Runtime) {
+    // A mount point the read-only root cannot hold is refused before any
+    // start, with the same error for both runtimes.
+    let mut spec = sh("true");
+    spec.mounts.push(Mount::bind(
+        "/etc/hostname",
+        "/usr/hane-no-such-dir/file",
+        false,
+    ));
+    let error = runtime.start(spec).await.expect_err("no mount point");
+    assert!(
+        matches!(
+            error,
+            ContainerError::InvalidSpec {
+                field: "mounts",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("/usr/hane-no-such-dir/file"),
+        "{error}"
+    );
+    // Under a tmpfs, or a default mask's, it can be made.
+    let mut spec = sh("cat /home/agent/hostname && ls -d /tmp/scratch/deeper");
+    spec.mounts
+        .push(Mount::bind("/etc/hostname", "/home/agent/hostname", false));
+    spec.mounts.push(Mount::tmpfs("/tmp/scratch", 1 << 20));
+    spec.mounts
+        .push(Mount::tmpfs("/tmp/scratch/deeper", 1 << 20));
+    spec.cwd = "/tmp".into();
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert_eq!(out.stdout, format!("{hostname}/tmp/scratch/deeper\n"));
+    // A working directory that is not there is refused before any start.
+    let mut spec = sh("true");
+    spec.cwd = "/hane-no-such-dir".into();
+    let error = runtime.start(spec).await.expect_err("no cwd");
+    assert!(error.to_string().contains("/hane-no-such-dir"), "{error}");
 }
 
 async fn open_files_limit(runtime: &dyn Runtime) {
