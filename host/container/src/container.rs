@@ -93,7 +93,10 @@ impl RuncState {
 ///
 /// Dropping it kills the whole tree, stops its service forwarders, and
 /// removes its cgroups and runtime state; it never leaves a process or a
-/// cgroup behind.
+/// cgroup behind. The drop blocks until the processes are gone (well under
+/// a millisecond after [`wait`](Self::wait) returned; up to a few
+/// milliseconds for a running tree) and, for runc when `runc run` did not
+/// clean up itself, for one `runc delete`.
 #[derive(Debug)]
 pub struct Container {
     pub(crate) runtime: &'static str,

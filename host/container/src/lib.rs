@@ -17,6 +17,10 @@
 //!   under [`RootFs::HostReadOnly`] the host's secrets hidden
 //!   ([`default_masked_paths`], plus any [`Mount::masked`]).
 //!
+//! hane creates the cgroups itself, under its own: it needs write access
+//! there (root, or a delegated cgroup on v2). Without it a start fails with
+//! [`ContainerError::Cgroup`] naming the directory.
+//!
 //! ```no_run
 //! use hane_container::{Bubblewrap, ContainerSpec, Exit, Limits, RootFs, Runtime};
 //! use tokio::io::AsyncReadExt;
@@ -79,6 +83,21 @@ pub trait Runtime: Send + Sync {
     /// the container, a missing mount source, the cgroup, the network
     /// namespace, a limit, or the runtime itself.
     fn start(&self, spec: ContainerSpec) -> BoxFuture<'_, Result<Container, ContainerError>>;
+}
+
+/// The default runtime: bubblewrap when it is on PATH, else runc.
+///
+/// # Errors
+///
+/// [`ContainerError::RuntimeNotFound`] (for bubblewrap) when neither is
+/// there.
+pub fn find_runtime() -> Result<Box<dyn Runtime>, ContainerError> {
+    match Bubblewrap::find() {
+        Ok(bwrap) => Ok(Box::new(bwrap)),
+        Err(error) => Runc::find()
+            .map(|runc| Box::new(runc) as Box<dyn Runtime>)
+            .map_err(|_| error),
+    }
 }
 
 /// Held while a runtime is spawned with descriptors it must inherit, so
