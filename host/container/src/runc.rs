@@ -30,7 +30,8 @@ const NOT_BOUND: &[&str] = &["proc", "dev", "sys", "tmp"];
 /// no capabilities, `noNewPrivileges`, and `linux.cgroupsPath` inside the
 /// container's cgroup under hane's own. runc cannot pivot into the host's
 /// `/` itself, so [`RootFs::HostReadOnly`] is a root of read-only recursive
-/// binds of the host's top-level directories.
+/// binds of the host's top-level entries, on a directory of mount points
+/// made once under `state_dir/roots` and shared by every container.
 #[derive(Debug, Clone)]
 pub struct Runc {
     runc: PathBuf,
@@ -110,7 +111,7 @@ impl Runc {
         let cleanup = BundleGuard(Some(bundle.clone()));
         std::fs::create_dir_all(&bundle)
             .map_err(ContainerError::runtime(NAME, "create the bundle"))?;
-        let config = config(&spec, &bundle, &netns, &cgroup)?;
+        let config = config(&spec, &self.state_dir.join("roots"), &netns, &cgroup)?;
         config
             .save(bundle.join("config.json"))
             .map_err(|e| ContainerError::Runtime {
@@ -206,47 +207,27 @@ fn masked_mount(host: &Path, target: &Path) -> Result<Option<OciMount>, Containe
     })
 }
 
-/// The bundle's `config.json` (and, for the host's root, its root
-/// directory of mount points).
+/// The bundle's `config.json`.
 fn config(
     spec: &ContainerSpec,
-    bundle: &Path,
+    roots: &Path,
     netns: &NetNamespace,
     cgroup: &Cgroup,
 ) -> Result<Spec, ContainerError> {
-    let io = ContainerError::runtime;
     let mut mounts = Vec::new();
     let root = match &spec.root {
         RootFs::Dir(dir) => dir.clone(),
         RootFs::HostReadOnly => {
-            let rootfs = bundle.join("rootfs");
-            std::fs::create_dir_all(&rootfs).map_err(io(NAME, "create the bundle"))?;
-            for entry in std::fs::read_dir("/")
-                .map_err(io(NAME, "list the host's /"))?
-                .flatten()
-            {
-                let name = entry.file_name();
-                if NOT_BOUND.iter().any(|n| name == **n) {
-                    continue;
-                }
-                let host = Path::new("/").join(&name);
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                if kind.is_symlink() {
-                    let to = std::fs::read_link(&host).map_err(io(NAME, "read a symlink of /"))?;
-                    std::os::unix::fs::symlink(to, rootfs.join(&name))
-                        .map_err(io(NAME, "create the bundle"))?;
-                } else {
-                    mounts.push(mount(
-                        &host,
-                        "bind",
-                        &host,
-                        &["rbind", "rro", "nosuid", "nodev"],
-                    )?);
-                }
+            let (skeleton, binds) = host_root(roots)?;
+            for host in binds {
+                mounts.push(mount(
+                    &host,
+                    "bind",
+                    &host,
+                    &["rbind", "rro", "nosuid", "nodev"],
+                )?);
             }
-            rootfs
+            skeleton
         }
     };
     mounts.push(mount(
@@ -452,6 +433,78 @@ fn config(
         .linux(linux)
         .build()
         .map_err(oci_error("build config.json"))
+}
+
+/// The root directory for [`RootFs::HostReadOnly`]: the host's top-level
+/// symlinks, and an empty mount point for each of its other entries, which
+/// are bound over it read-only. It is made once for each listing of the
+/// host's `/` (its name is the listing's hash) and shared by every
+/// container: runc mounts in each container's own mount namespace.
+/// Returns it and the host paths to bind.
+fn host_root(roots: &Path) -> Result<(PathBuf, Vec<PathBuf>), ContainerError> {
+    use std::hash::{Hash, Hasher};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let io = ContainerError::runtime;
+    // (name, symlink target, is a directory)
+    let mut entries: Vec<(std::ffi::OsString, Option<PathBuf>, bool)> = Vec::new();
+    for entry in std::fs::read_dir("/")
+        .map_err(io(NAME, "list the host's /"))?
+        .flatten()
+    {
+        let name = entry.file_name();
+        if NOT_BOUND.iter().any(|n| name == **n) {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let target = if kind.is_symlink() {
+            Some(std::fs::read_link(entry.path()).map_err(io(NAME, "read a symlink of /"))?)
+        } else {
+            None
+        };
+        entries.push((name, target, kind.is_dir()));
+    }
+    entries.sort();
+    let mut hasher = std::hash::DefaultHasher::new();
+    entries.hash(&mut hasher);
+    let root = roots.join(format!("host-{:016x}", hasher.finish()));
+    if !root.is_dir() {
+        let building = roots.join(format!(
+            ".building-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let build = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&building)?;
+            for name in ["proc", "dev", "tmp"] {
+                std::fs::create_dir(building.join(name))?;
+            }
+            for (name, target, is_dir) in &entries {
+                let path = building.join(name);
+                match (target, is_dir) {
+                    (Some(target), _) => std::os::unix::fs::symlink(target, path)?,
+                    (None, true) => std::fs::create_dir(path)?,
+                    (None, false) => drop(std::fs::File::create(path)?),
+                }
+            }
+            Ok(())
+        };
+        let built = build().and_then(|()| std::fs::rename(&building, &root));
+        if built.is_err() {
+            let _ = std::fs::remove_dir_all(&building);
+        }
+        // Another start may have made the same root meanwhile.
+        if !root.is_dir() {
+            built.map_err(io(NAME, "make the root directory for the host's /"))?;
+        }
+    }
+    let binds = entries
+        .into_iter()
+        .filter(|(_, target, _)| target.is_none())
+        .map(|(name, _, _)| Path::new("/").join(name))
+        .collect();
+    Ok((root, binds))
 }
 
 impl Runtime for Runc {
