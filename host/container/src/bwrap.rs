@@ -142,8 +142,10 @@ impl Bubblewrap {
         let handle = tokio::runtime::Handle::current();
 
         let (mut child, info, block) = {
-            // Only the child's ends are inherited; the lock keeps another
-            // container's runtime from inheriting them too.
+            // bubblewrap passes every inheritable descriptor on to the
+            // command: only the child's ends of the two pipes may be, and
+            // the lock keeps another container's runtime from inheriting
+            // them too.
             let _spawning = crate::SPAWN.lock().unwrap_or_else(|e| e.into_inner());
             let pipe = |step| {
                 rustix::pipe::pipe().map_err(|e| ContainerError::Runtime {
@@ -152,6 +154,11 @@ impl Bubblewrap {
                     source: e.into(),
                 })
             };
+            crate::sys::close_on_exec_above_stderr().map_err(|e| ContainerError::Runtime {
+                runtime: NAME,
+                step: "mark hane's descriptors close-on-exec",
+                source: e,
+            })?;
             let (info_read, info_write) = pipe("create the info pipe")?;
             let (block_read, block_write) = pipe("create the block pipe")?;
             for ours in [&info_read, &block_write] {

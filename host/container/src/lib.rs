@@ -13,7 +13,8 @@
 //!   process of the cgroup is killed).
 //! - **isolation**: new pid, mount, ipc, uts, cgroup and network
 //!   namespaces, no capabilities, a fresh `/proc`, a minimal `/dev`, a
-//!   tmpfs `/tmp`, a read-only root, exactly the spec's environment, and
+//!   tmpfs `/tmp`, a read-only root, exactly the spec's environment, no
+//!   descriptor of hane's but the command's stdio, and
 //!   under [`RootFs::HostReadOnly`] the host's secrets hidden
 //!   ([`default_masked_paths`], plus any [`Mount::masked`]).
 //!

@@ -170,7 +170,7 @@ async fn isolation(runtime: &dyn Runtime) {
         sh("ls /proc | grep -c '^[0-9]'; \
             touch /etc/hane-write-test 2>/dev/null && echo root-writable || echo root-readonly; \
             echo scratch > /tmp/x && cat /tmp/x; ls /tmp | wc -l; \
-            grep CapEff /proc/self/status; hostname; ls /dev | wc -l"),
+            grep CapEff /proc/self/status; hostname; ls /dev | wc -l; echo $(ls /proc/self/fd)"),
     )
     .await;
     assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
@@ -191,6 +191,9 @@ async fn isolation(runtime: &dyn Runtime) {
     assert_eq!(lines[5], "hane");
     let devices: u32 = lines[6].parse().unwrap();
     assert!(devices < 20, "a minimal /dev, saw {devices} entries");
+    // Only stdio is open (3 is `ls`'s own directory): no descriptor of
+    // hane's leaks in.
+    assert_eq!(lines[7], "0 1 2 3", "open descriptors");
 }
 
 /// A host service answering `pong:` and what it read.
