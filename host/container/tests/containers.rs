@@ -14,9 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 fn bwrap() -> Bubblewrap {
     match std::env::var_os("HANE_TEST_BWRAP") {
         Some(path) => Bubblewrap::new(path),
-        None => Bubblewrap::find().unwrap_or_else(|e| {
-            panic!("{e}: set HANE_TEST_BWRAP or run `cargo xtask provision` to install bubblewrap")
-        }),
+        None => Bubblewrap::find()
+            .unwrap_or_else(|e| panic!("{e} (or set HANE_TEST_BWRAP to its path)")),
     }
 }
 
