@@ -62,6 +62,7 @@ both!(
     runtime_failures_are_named,
     open_files_limit,
     root_directory,
+    many_at_once,
 );
 
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -693,4 +694,39 @@ async fn a_missing_runtime_is_named() {
         error.to_string().contains("cargo xtask provision"),
         "{error}"
     );
+}
+
+/// Eight containers started together, each with its own service port and
+/// answer: nothing is shared between them, and nothing is left after.
+async fn many_at_once(runtime: &dyn Runtime) {
+    let host = pong_server().await;
+    let starts = (0..8u16).map(|i| {
+        let mut spec = spec(&[
+            "/usr/bin/python3",
+            "-c",
+            CONNECT,
+            &format!("127.0.0.1:{}", 7000 + i),
+        ]);
+        spec.services = vec![Service {
+            port: 7000 + i,
+            host,
+        }];
+        async move {
+            let mut container = runtime.start(spec).await.expect("start");
+            let out = output(&mut container).await;
+            (i, out, container.cgroup_dirs())
+        }
+    });
+    let mut dirs = Vec::new();
+    for (i, out, cgroup) in futures::future::join_all(starts).await {
+        assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+        assert_eq!(
+            out.stdout,
+            format!("127.0.0.1:{} connected pong:ping\n", 7000 + i)
+        );
+        dirs.extend(cgroup);
+    }
+    for dir in dirs {
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
 }
