@@ -42,6 +42,12 @@ pub(crate) struct Cgroup {
 fn hierarchies() -> io::Result<(Vec<Hierarchy>, Option<Hierarchy>)> {
     let own = fs::read_to_string("/proc/self/cgroup")?;
     let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(parse_hierarchies(&own, &mountinfo))
+}
+
+/// hane's cgroup directory in each v1 hierarchy and in the v2 one, from
+/// `/proc/self/cgroup` and `/proc/self/mountinfo`.
+fn parse_hierarchies(own: &str, mountinfo: &str) -> (Vec<Hierarchy>, Option<Hierarchy>) {
     // (fstype, super options, mount root, mount point)
     let mounts: Vec<(&str, Vec<&str>, &str, &str)> = mountinfo
         .lines()
@@ -89,7 +95,7 @@ fn hierarchies() -> io::Result<(Vec<Hierarchy>, Option<Hierarchy>)> {
             });
         }
     }
-    Ok((v1, v2))
+    (v1, v2)
 }
 
 fn write(path: &Path, value: &str, step: &'static str) -> Result<(), ContainerError> {
@@ -348,5 +354,71 @@ fn remove_tree(dir: &Path, deadline: Instant) {
             }
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID_CGROUP: &str =
+        "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/a7b2\n1:cpu,cpuacct:/\n0::/\n";
+    const HYBRID_MOUNTS: &str = "\
+30 25 0:26 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+31 25 0:27 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+32 25 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+33 25 0:29 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+34 25 0:30 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+35 25 0:31 / /proc rw - proc proc rw
+";
+
+    #[test]
+    fn hybrid_hierarchies() {
+        let (v1, v2) = parse_hierarchies(HYBRID_CGROUP, HYBRID_MOUNTS);
+        let own = |controller: &str| {
+            v1.iter()
+                .find(|h| h.controllers.iter().any(|c| c == controller))
+                .map(|h| h.own.clone())
+        };
+        assert_eq!(
+            own("memory"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/process_api/a7b2"))
+        );
+        assert_eq!(own("pids"), Some(PathBuf::from("/sys/fs/cgroup/pids")));
+        assert_eq!(
+            own("cpuacct"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"))
+        );
+        assert_eq!(
+            own("name=systemd"),
+            Some(PathBuf::from("/sys/fs/cgroup/systemd"))
+        );
+        assert_eq!(
+            v2.map(|h| h.own),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+    }
+
+    #[test]
+    fn unified_hierarchy() {
+        let own = "0::/user.slice/user-1000.slice/session-2.scope\n";
+        let mounts = "29 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        let (v1, v2) = parse_hierarchies(own, mounts);
+        assert!(v1.is_empty());
+        assert_eq!(
+            v2.map(|h| h.own),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope"
+            ))
+        );
+    }
+
+    #[test]
+    fn a_cgroup_namespace_root_is_stripped() {
+        // Inside a container whose cgroup mount's root is its own cgroup.
+        let own = "0::/kubepods/pod1/c1\n";
+        let mounts = "29 23 0:26 /kubepods/pod1/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let (_, v2) = parse_hierarchies(own, mounts);
+        assert_eq!(v2.map(|h| h.own), Some(PathBuf::from("/sys/fs/cgroup")));
     }
 }
