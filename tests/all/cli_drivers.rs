@@ -21,11 +21,32 @@ use crate::agents::release_with;
 
 const FOUND: &str = "架空 300 あ 10-02";
 const UNKNOWN: &str = "架空 999 ん 00-00";
+/// The recording makes the model call data.get_record, a tool of the
+/// release outside the agent's tools.
+const FORBIDDEN: &str = "架空 222 ら 22-22";
 /// The recording gives up on it without a result.
 const GIVES_UP: &str = "架空 000 な 00-00";
-/// In no turn of the recording: every model call fails, and the CLI
-/// retries until hane stops it.
+/// In no turn of the recording.
 const UNRECORDED: &str = "架空 111 な 11-11";
+
+/// A provider whose endpoint refuses every connection: the Model Gateway
+/// answers each call with a 502, and a CLI retries it until hane stops
+/// the run.
+const UNREACHABLE: &str = "apiVersion: platform/v1alpha1
+kind: ModelProvider
+metadata:
+  name: unreachable
+spec:
+  api: chat-completions
+  baseUrl: http://127.0.0.1:9/v1
+  models:
+    - name: nothing
+      contextWindow: 200000
+      maxOutputTokens: 4096
+";
+
+/// The `spec` line that points an agent at [`UNREACHABLE`].
+const UNREACHABLE_MODEL: &str = "  model: unreachable/nothing\n";
 
 /// One CLI test at a time: they count the CLI's processes on the host,
 /// and the CLIs are CPU-bound at start on a 2-core machine.
@@ -199,13 +220,14 @@ async fn cancel_mid_run_kills_the_container_and_max_seconds_ends_limit_exceeded(
         &[
             (
                 "codex.yaml",
-                vehicle_check("vehicle-check-codex", "codex", ""),
+                vehicle_check("vehicle-check-codex", "codex", UNREACHABLE_MODEL),
             ),
             (
                 "short.yaml",
-                vehicle_check("vehicle-check-short", "codex", "")
+                vehicle_check("vehicle-check-short", "codex", UNREACHABLE_MODEL)
                     .replace("maxSeconds: 120", "maxSeconds: 2"),
             ),
+            ("unreachable.yaml", UNREACHABLE.to_owned()),
         ],
     )
     .await;
@@ -214,7 +236,7 @@ async fn cancel_mid_run_kills_the_container_and_max_seconds_ends_limit_exceeded(
         .display()
         .to_string();
 
-    // Every model call of this vehicle fails and codex retries: it runs
+    // Every model call fails upstream (a 502) and codex retries: it runs
     // until hane stops it.
     let run = runtime
         .start(start("vehicle-check-codex", UNRECORDED))
@@ -298,4 +320,227 @@ async fn a_cli_run_is_refused_when_its_profile_pins_another_version_or_nothing_i
         err.to_string().contains("no directory of installed CLIs"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_runs_the_vehicle_check_agent_unchanged_and_hands_over_an_unknown_one() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifest =
+        std::fs::read_to_string(hane_test_support::examples().join("agents/vehicle-check.yaml"))
+            .unwrap();
+    let runtime = served(dir.path(), &[("vehicle-check.yaml", manifest)]).await;
+    let started = Instant::now();
+    let run = runtime
+        .run_to_end(start("vehicle-check", FOUND))
+        .await
+        .unwrap();
+    let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Succeeded,
+        "{:?}\n{:#?}\n{}",
+        run.error,
+        output.events,
+        output.stderr_tail
+    );
+    eprintln!("opencode, found: {:?}", started.elapsed());
+    let result = run.result.unwrap().to_value().unwrap();
+    assert_eq!(result["status"], "found");
+    assert_eq!(result["model"], "Toyota Hiace Van");
+    let tools: Vec<&str> = run.tool_calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["data.find_record", "submit_result"]);
+    assert_eq!(run.tokens_used, 900 + 30 + 1000 + 40);
+    assert_eq!(output.driver, "opencode");
+    assert_eq!(output.version, "1.18.33");
+    assert!(
+        output.events.iter().any(|e| e.contains("\"tool_use\"")),
+        "{:#?}",
+        output.events
+    );
+
+    let started = Instant::now();
+    let run = runtime
+        .run_to_end(start("vehicle-check", UNKNOWN))
+        .await
+        .unwrap();
+    let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Succeeded,
+        "{:?}\n{:#?}\n{}",
+        run.error,
+        output.events,
+        output.stderr_tail
+    );
+    eprintln!("opencode, handed over: {:?}", started.elapsed());
+    let result = run.result.unwrap().to_value().unwrap();
+    assert_eq!(result["status"], "handed_over");
+    let tools: Vec<&str> = run.tool_calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(
+        tools,
+        ["data.find_record", "request_human_help", "submit_result"]
+    );
+    let tasks = runtime.tasks(&run.id).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].assignment, "fleet-desk");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_finds_a_known_vehicle_and_hands_over_an_unknown_one() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = served(
+        dir.path(),
+        &[(
+            "claude.yaml",
+            vehicle_check("vehicle-check-claude", "claude", ""),
+        )],
+    )
+    .await;
+    let started = Instant::now();
+    let run = runtime
+        .run_to_end(start("vehicle-check-claude", FOUND))
+        .await
+        .unwrap();
+    let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Succeeded,
+        "{:?}\n{:#?}\n{}",
+        run.error,
+        output.events,
+        output.stderr_tail
+    );
+    eprintln!("claude, found: {:?}", started.elapsed());
+    let result = run.result.unwrap().to_value().unwrap();
+    assert_eq!(result["status"], "found");
+    assert_eq!(result["model"], "Toyota Hiace Van");
+    let tools: Vec<&str> = run.tool_calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["data.find_record", "submit_result"]);
+    assert_eq!(run.tokens_used, 900 + 30 + 1000 + 40);
+    assert_eq!(output.driver, "claude");
+    assert_eq!(output.version, "2.1.197");
+    let init = output
+        .events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .find(|e| e["type"] == "system" && e["subtype"] == "init")
+        .expect("claude's system/init event");
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "hane", "status": "connected"}]),
+        "{init:#}"
+    );
+
+    let run = runtime
+        .run_to_end(start("vehicle-check-claude", UNKNOWN))
+        .await
+        .unwrap();
+    let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        run.status,
+        RunStatus::Succeeded,
+        "{:?}\n{:#?}\n{}",
+        run.error,
+        output.events,
+        output.stderr_tail
+    );
+    let result = run.result.unwrap().to_value().unwrap();
+    assert_eq!(result["status"], "handed_over");
+    let tasks = runtime.tasks(&run.id).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].assignment, "fleet-desk");
+}
+
+/// The recording's turns for [`FORBIDDEN`] match only a request whose
+/// tools are exactly hane's three (and the CLI's own), so a run that gets
+/// past its first turn was offered nothing else; the model then calls
+/// `data.get_record` under the CLI's MCP name for hane's tools, and the
+/// call never runs. Neither CLI sends a call of a tool its MCP server did
+/// not list (each refuses it itself, as the record shows); the Tool
+/// Gateway's own refusal of such a call over MCP is `mcp.rs`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_outside_the_agent_s_tools_is_never_offered_and_a_call_to_it_is_refused() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = served(
+        dir.path(),
+        &[
+            (
+                "claude.yaml",
+                vehicle_check("vehicle-check-claude", "claude", ""),
+            ),
+            (
+                "codex.yaml",
+                vehicle_check("vehicle-check-codex", "codex", ""),
+            ),
+        ],
+    )
+    .await;
+    for agent in ["vehicle-check-claude", "vehicle-check-codex"] {
+        let run = runtime.run_to_end(start(agent, FORBIDDEN)).await.unwrap();
+        let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+        assert_eq!(
+            run.status,
+            RunStatus::Succeeded,
+            "{agent}: {:?}\n{:#?}\n{}",
+            run.error,
+            output.events,
+            output.stderr_tail
+        );
+        let result = run.result.unwrap().to_value().unwrap();
+        assert_eq!(result["status"], "refused");
+        let tools: Vec<&str> = run.tool_calls.iter().map(|c| c.tool.as_str()).collect();
+        assert_eq!(tools, ["submit_result"], "{agent}");
+        let events: Vec<serde_json::Value> = output
+            .events
+            .iter()
+            .filter_map(|e| serde_json::from_str(e).ok())
+            .collect();
+        if agent == "vehicle-check-claude" {
+            let init = events
+                .iter()
+                .find(|e| e["type"] == "system" && e["subtype"] == "init")
+                .expect("claude's system/init event");
+            assert_eq!(
+                init["tools"],
+                json!([
+                    "mcp__hane__data-find_record",
+                    "mcp__hane__request_human_help",
+                    "mcp__hane__submit_result"
+                ]),
+                "{init:#}"
+            );
+            let refusal = events
+                .iter()
+                .flat_map(|e| {
+                    e["message"]["content"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .find(|c| c["type"] == "tool_result" && c["is_error"] == true)
+                .expect("the refused call's result");
+            assert!(
+                refusal["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("No such tool available: mcp__hane__data-get_record"),
+                "{refusal:#}"
+            );
+        } else {
+            assert!(
+                !events.iter().any(|e| e["item"]["type"] == "mcp_tool_call"
+                    && e["item"]["tool"] != "submit_result"),
+                "{events:#?}"
+            );
+            assert!(
+                output.stderr_tail.contains("unsupported call: mcp__hane")
+                    && output.stderr_tail.contains("data-get_record"),
+                "{}",
+                output.stderr_tail
+            );
+        }
+    }
 }

@@ -14,7 +14,8 @@
 //! prompt goes on stdin, which is then closed.
 //!
 //! The run ends when the CLI's `submit_result` is accepted (the
-//! container is then stopped), when it is cancelled (the container is
+//! container is then stopped, after at most [`SETTLE`] for the CLI to
+//! exit on its own), when it is cancelled (the container is
 //! killed at once), or when `maxSeconds` pass; a CLI that exits without
 //! a result fails the run with its own last error, or its stderr's tail.
 //! The CLI's stdout (its JSON event stream) and the tail of its stderr
@@ -66,6 +67,10 @@ pub const CLI_PIDS: u64 = 512;
 /// How long, after the CLI exits, a result it submitted just before may
 /// take to be accepted before the run fails for having none.
 const RESULT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a CLI whose result was accepted may take to exit on its own
+/// (writing out its events) before its container is stopped.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// Where the per-run directory appears inside the container (the CLI's
 /// `HOME`; under the container's own `/tmp`, which is writable, so the
@@ -401,7 +406,10 @@ async fn drive_container(run: CliRun<'_>, output: &mut hane_core::CliOutput) -> 
             Mount::bind(dir.path(), RUN_DIR, true),
         ],
         env,
-        cwd: PathBuf::from(RUN_DIR),
+        // The container's own `/tmp` (the run's directory under it cannot
+        // be checked as a cwd by the container's spec: `/tmp` is a fresh
+        // mount).
+        cwd: PathBuf::from("/tmp"),
         command,
         services: vec![Service {
             port: SERVICE_PORT,
@@ -454,7 +462,15 @@ async fn drive_container(run: CliRun<'_>, output: &mut hane_core::CliOutput) -> 
     let result = tokio::select! {
         biased;
         end = &mut ended => {
-            output.exit = "stopped by hane".to_owned();
+            // A CLI that holds its events until it exits (opencode) gets a
+            // moment to write them once its result is accepted.
+            output.exit = match &end {
+                Ok(()) => match tokio::time::timeout(SETTLE, container.wait()).await {
+                    Ok(exit) => describe_exit(&exit),
+                    Err(_) => "stopped by hane".to_owned(),
+                },
+                Err(_) => "stopped by hane".to_owned(),
+            };
             end
         }
         exit = container.wait() => {

@@ -21,7 +21,9 @@
 //!   which recordings never pin.
 //!
 //! The answer's tool calls get the CLI's names back (as do the pieces of
-//! a stream), so the CLI finds the tools it offered.
+//! a stream), so the CLI finds the tools it offered; a recorded call of a
+//! tool the CLI did not offer (neither hane's nor its own) gets the CLI's
+//! MCP prefix, as a model guessing at hane's other tools would write it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,8 +137,21 @@ fn normalize(
     (normalized, names)
 }
 
-fn rename(names: &HashMap<String, String>, name: String) -> String {
-    names.get(&name).cloned().unwrap_or(name)
+/// The CLI's name of the tool a recording calls `name`: the one it
+/// offered, else one of hane's under the CLI's prefix.
+fn rename(
+    names: &HashMap<String, String>,
+    offered: &[hane_model::ToolSpec],
+    prefix: &str,
+    name: String,
+) -> String {
+    if let Some(cli) = names.get(&name) {
+        return cli.clone();
+    }
+    if offered.iter().any(|t| t.name == name) {
+        return name;
+    }
+    format!("{prefix}{name}")
 }
 
 impl ModelAdapter for CliTranscript {
@@ -152,7 +167,7 @@ impl ModelAdapter for CliTranscript {
                     StreamEvent::ToolCallStart { index, id, name } => StreamEvent::ToolCallStart {
                         index,
                         id,
-                        name: rename(&names, name),
+                        name: rename(&names, &request.tools, self.prefix, name),
                     },
                     other => other,
                 };
@@ -164,7 +179,7 @@ impl ModelAdapter for CliTranscript {
             let mut response = self.inner.send(&normalized, sink).await?;
             for block in &mut response.content {
                 if let Content::ToolCall { name, .. } = block {
-                    *name = rename(&names, std::mem::take(name));
+                    *name = rename(&names, &request.tools, self.prefix, std::mem::take(name));
                 }
             }
             Ok(response)
