@@ -457,9 +457,9 @@ async fn claude_finds_a_known_vehicle_and_hands_over_an_unknown_one() {
 /// tools are exactly hane's three (and the CLI's own), so a run that gets
 /// past its first turn was offered nothing else; the model then calls
 /// `data.get_record` under the CLI's MCP name for hane's tools, and the
-/// call never runs. Neither CLI sends a call of a tool its MCP server did
-/// not list (each refuses it itself, as the record shows); the Tool
-/// Gateway's own refusal of such a call over MCP is `mcp.rs`'s.
+/// call never runs. No CLI sends a call of a tool its MCP server did not
+/// list (each refuses it itself, as the record shows); the Tool Gateway's
+/// own refusal of such a call over MCP is `mcp.rs`'s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_outside_the_agent_s_tools_is_never_offered_and_a_call_to_it_is_refused() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -475,10 +475,18 @@ async fn a_tool_outside_the_agent_s_tools_is_never_offered_and_a_call_to_it_is_r
                 "codex.yaml",
                 vehicle_check("vehicle-check-codex", "codex", ""),
             ),
+            (
+                "opencode.yaml",
+                vehicle_check("vehicle-check-opencode", "opencode", ""),
+            ),
         ],
     )
     .await;
-    for agent in ["vehicle-check-claude", "vehicle-check-codex"] {
+    for agent in [
+        "vehicle-check-claude",
+        "vehicle-check-codex",
+        "vehicle-check-opencode",
+    ] {
         let run = runtime.run_to_end(start(agent, FORBIDDEN)).await.unwrap();
         let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
         assert_eq!(
@@ -528,6 +536,20 @@ async fn a_tool_outside_the_agent_s_tools_is_never_offered_and_a_call_to_it_is_r
                     .unwrap()
                     .contains("No such tool available: mcp__hane__data-get_record"),
                 "{refusal:#}"
+            );
+        } else if agent == "vehicle-check-opencode" {
+            // Its tool list is hane's three (the recording's turn pins it).
+            let refused = events
+                .iter()
+                .find(|e| e["type"] == "tool_use" && e["part"]["tool"] == "hane_data-get_record")
+                .expect("opencode's event of the refused call");
+            assert_eq!(refused["part"]["state"]["status"], "error", "{refused:#}");
+            assert!(
+                refused["part"]["state"]["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Available tools: hane_data-find_record, hane_request_human_help, hane_submit_result"),
+                "{refused:#}"
             );
         } else {
             assert!(
