@@ -245,5 +245,13 @@ mod tests {
             Content::ToolCall { name, .. } if name == "data-find_record"
         ));
         assert_eq!(names["data-find_record"], "mcp__hane__data_find_record");
+
+        // The answer's calls: hane's offered tool under the CLI's name, the
+        // CLI's own as it is, and a tool it did not offer under its prefix.
+        let offered = &request.tools;
+        let rename = |name: &str| rename(&names, offered, transcript.prefix, name.to_owned());
+        assert_eq!(rename("data-find_record"), "mcp__hane__data_find_record");
+        assert_eq!(rename("list_mcp_resources"), "list_mcp_resources");
+        assert_eq!(rename("data-get_record"), "mcp__hane__data-get_record");
     }
 }
