@@ -1,9 +1,9 @@
 //! Integration tests of hane, one binary so the heavy dependencies link once.
 
 mod agents;
-mod cli_drivers;
 mod approvals;
 mod builtins;
+mod cli_drivers;
 mod coordinator;
 mod delivery;
 mod harness;

@@ -35,8 +35,8 @@ pub use coordinator::{
     ending_event,
 };
 pub use drivers::{
-    BoxFuture, CliConfig, Driver, ServerAddress, Llm, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd,
-    ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
+    BoxFuture, CliConfig, Driver, Llm, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo,
+    REMINDER, RunEnd, ServerAddress, ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
 };
 pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};
 pub use gateway::{
