@@ -217,7 +217,18 @@ impl ContainerSpec {
                 continue;
             }
             let next = current.join(&part);
-            let host = self.host_path(&next)?;
+            let Some(host) = self.host_path(&next) else {
+                // A fresh mount (a tmpfs, a mask, `/tmp`) holds only the
+                // mount points of the binds below it: go on toward one.
+                let toward_a_bind = self.mounts.iter().any(|m| {
+                    matches!(m.kind, MountKind::Bind { .. }) && m.target.starts_with(&next)
+                });
+                if toward_a_bind {
+                    current = next;
+                    continue;
+                }
+                return None;
+            };
             match std::fs::symlink_metadata(&host) {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     symlinks += 1;

@@ -603,6 +603,16 @@ async fn runtime_failures_are_named(runtime: &dyn Runtime) {
     assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
     let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
     assert_eq!(out.stdout, format!("{hostname}/tmp/scratch/deeper\n"));
+    // A directory bound below a fresh mount can be the working directory.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(dir.path().join("config"), "bound").unwrap();
+    let mut spec = sh("pwd && cat config");
+    spec.mounts
+        .push(Mount::bind(dir.path(), "/tmp/hane/run", false));
+    spec.cwd = "/tmp/hane/run".into();
+    let out = run(runtime, spec).await;
+    assert_eq!(out.exit, Exit::Code(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "/tmp/hane/run\nbound");
     // A working directory that is not there is refused before any start.
     let mut spec = sh("true");
     spec.cwd = "/hane-no-such-dir".into();
