@@ -107,16 +107,22 @@ fn release_run_and_runs_end_to_end() {
     assert!(missing.contains(r#""status": "handed_over""#), "{missing}");
     assert!(missing.contains("handover for fleet-desk"), "{missing}");
 
-    // The seed's agent activated, and its driver is refused at run start.
-    let opencode = hane(
-        &store,
-        &["run", "vehicle-check", "--input", r#"{"vehicle": "x"}"#],
-    );
+    // The seed's agent activated; on a host with no CLIs installed its
+    // driver is refused at run start, naming what is missing.
+    let opencode = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["run", "vehicle-check", "--input", r#"{"vehicle": "x"}"#])
+        .arg("--store")
+        .arg(&store)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env_remove("HANE_CLIS")
+        .output()
+        .expect("run hane");
     assert_eq!(opencode.status.code(), Some(2));
+    let refusal = text(&opencode.stderr);
     assert!(
-        text(&opencode.stderr).contains("driver `opencode`, which is not available in this build"),
-        "{}",
-        text(&opencode.stderr)
+        refusal.contains("driver `opencode`, which this host cannot run")
+            && refusal.contains("HANE_CLIS"),
+        "{refusal}"
     );
     // Input that breaks the agent's schema names the field.
     let bad = hane(
