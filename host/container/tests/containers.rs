@@ -312,12 +312,18 @@ async fn masked_paths_are_not_readable(runtime: &dyn Runtime) {
     std::fs::write(&home_secret, secret).unwrap();
     let script = format!(
         "cat {store}/hane.db {home} /etc/shadow 2>/dev/null; ls -A {store} /root /home /run /var/lib | wc -l; cat {visible}/file",
-        store = store.path().display(),
+        store = "/tmp/store",
         home = home_secret.display(),
-        visible = visible.path().display(),
+        visible = "/tmp/visible",
     );
+    // Both bound in at fixed places (the target directory may itself be
+    // under /tmp, which is fresh inside), the store's then masked.
     let mut spec = sh(&script);
-    spec.mounts.push(Mount::masked(store.path()));
+    spec.mounts
+        .push(Mount::bind(store.path(), "/tmp/store", false));
+    spec.mounts
+        .push(Mount::bind(visible.path(), "/tmp/visible", false));
+    spec.mounts.push(Mount::masked("/tmp/store"));
     let out = run(runtime, spec).await;
     let _ = std::fs::remove_file(&home_secret);
     assert!(

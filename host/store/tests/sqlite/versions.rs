@@ -12,7 +12,7 @@ use crate::{Scratch, run};
 fn future_event_blob() -> Vec<u8> {
     let payload = [7u8, 1, 2, 3];
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&("session-event", 6u16, &payload[..])).unwrap());
+    blob.extend(postcard::to_allocvec(&("session-event", 7u16, &payload[..])).unwrap());
     blob
 }
 
@@ -51,15 +51,15 @@ async fn an_event_of_a_newer_version_is_unreadable() {
         source,
         &EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 6,
-            supported: &[1, 2, 3, 4, 5],
+            found: 7,
+            supported: &[1, 2, 3, 4, 5, 6],
         }
     );
     assert_eq!(
         err.to_string(),
         format!(
-            "event 1 of session {session}: `session-event` version 6 is not supported: \
-             this build reads versions 1, 2, 3, 4, 5"
+            "event 1 of session {session}: `session-event` version 7 is not supported: \
+             this build reads versions 1, 2, 3, 4, 5, 6"
         )
     );
     assert!(err.source().is_some());
