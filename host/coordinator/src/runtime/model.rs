@@ -279,17 +279,9 @@ impl AgentRuntime {
     ///
     /// No run has this id, or the store failed.
     pub async fn llm_turns(&self, id: &hane_core::RunId) -> Result<Vec<LlmTurn>, super::RunError> {
-        let run = self.get(id).await?;
-        let Some(session) = run.session else {
-            return Ok(Vec::new());
-        };
-        let events = self
-            .inner
-            .coordinator
-            .store()
-            .read(&session, 0..u64::MAX)
-            .await?;
-        Ok(events
+        Ok(self
+            .session_events(id)
+            .await?
             .into_iter()
             .filter_map(|recorded| match recorded.event {
                 SessionEvent::LlmTurn(turn) => Some(*turn),
@@ -300,6 +292,24 @@ impl AgentRuntime {
 }
 
 impl AgentRuntime {
+    /// The events of run `id`'s session, in order; none for a run that has
+    /// no session.
+    async fn session_events(
+        &self,
+        id: &hane_core::RunId,
+    ) -> Result<Vec<hane_core::Recorded>, super::RunError> {
+        let run = self.get(id).await?;
+        let Some(session) = run.session else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .inner
+            .coordinator
+            .store()
+            .read(&session, 0..u64::MAX)
+            .await?)
+    }
+
     /// What the CLI of run `id` printed (its event stream and stderr's
     /// tail), for a run of a CLI driver that started its CLI.
     ///
@@ -310,17 +320,9 @@ impl AgentRuntime {
         &self,
         id: &hane_core::RunId,
     ) -> Result<Option<hane_core::CliOutput>, super::RunError> {
-        let run = self.get(id).await?;
-        let Some(session) = run.session else {
-            return Ok(None);
-        };
-        let events = self
-            .inner
-            .coordinator
-            .store()
-            .read(&session, 0..u64::MAX)
-            .await?;
-        Ok(events
+        Ok(self
+            .session_events(id)
+            .await?
             .into_iter()
             .rev()
             .find_map(|recorded| match recorded.event {
