@@ -422,10 +422,8 @@ mod tests {
                             if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                                 break at + 4;
                             }
-                            let mut more = [0u8; 4096];
-                            match socket.read(&mut more).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&more[..n]),
+                            if !read_more(&mut socket, &mut buf).await {
+                                return;
                             }
                         };
                         let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
@@ -434,10 +432,8 @@ mod tests {
                             .find_map(|l| l.strip_prefix("content-length:"))
                             .map_or(0, |v| v.trim().parse().unwrap());
                         while buf.len() < head_end + length {
-                            let mut more = [0u8; 4096];
-                            match socket.read(&mut more).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&more[..n]),
+                            if !read_more(&mut socket, &mut buf).await {
+                                return;
                             }
                         }
                         buf.drain(..head_end + length);
@@ -458,6 +454,18 @@ mod tests {
             }
         });
         (url, accepted)
+    }
+
+    /// Appends what `socket` has next to `buf`; false at its end.
+    async fn read_more(socket: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> bool {
+        let mut more = [0u8; 4096];
+        match socket.read(&mut more).await {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                buf.extend_from_slice(&more[..n]);
+                true
+            }
+        }
     }
 
     #[tokio::test]
