@@ -1,14 +1,69 @@
 //! [`Journal`]: a run's session history, written behind the run.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hane_core::{SessionEvent, SessionId};
 use hane_store::SessionStore;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// How long events given to [`Journal::record_later`] may wait for others
+/// to share their commit.
+pub(crate) const LINGER: Duration = Duration::from_millis(5);
 
 enum Entry {
     Events(Vec<SessionEvent>),
+    Later(Vec<SessionEvent>),
     Flush(oneshot::Sender<Result<(), String>>),
+}
+
+/// What the writer took from the queue for one append.
+#[derive(Default)]
+struct Batch {
+    events: Vec<SessionEvent>,
+    flushes: Vec<oneshot::Sender<Result<(), String>>>,
+    /// Whether everything in it may wait for [`LINGER`].
+    patient: bool,
+}
+
+impl Batch {
+    fn take(&mut self, entry: Entry) {
+        match entry {
+            Entry::Events(batch) => {
+                self.patient = false;
+                self.events.extend(batch);
+            }
+            Entry::Later(batch) => self.events.extend(batch),
+            Entry::Flush(done) => {
+                self.patient = false;
+                self.flushes.push(done);
+            }
+        }
+    }
+}
+
+/// The next batch, from `first` and whatever is queued behind it; a batch
+/// of only [`Entry::Later`] waits up to [`LINGER`] for more, and stops
+/// waiting at the first entry that may not wait.
+async fn next_batch(first: Entry, entries: &mut mpsc::UnboundedReceiver<Entry>) -> Batch {
+    let mut batch = Batch {
+        patient: true,
+        ..Batch::default()
+    };
+    batch.take(first);
+    while let Ok(entry) = entries.try_recv() {
+        batch.take(entry);
+    }
+    let deadline = Instant::now() + LINGER;
+    while batch.patient {
+        match tokio::time::timeout_at(deadline, entries.recv()).await {
+            Ok(Some(entry)) => batch.take(entry),
+            // The journal was dropped, or the wait is over.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    batch
 }
 
 /// Writes one session's events in the order they are given, without making
@@ -32,15 +87,9 @@ impl Journal {
         tokio::spawn(async move {
             let mut failed: Option<String> = None;
             while let Some(first) = entries.recv().await {
-                let mut events = Vec::new();
-                let mut flushes = Vec::new();
-                let mut next = Some(first);
-                while let Some(entry) = next.take().or_else(|| entries.try_recv().ok()) {
-                    match entry {
-                        Entry::Events(batch) => events.extend(batch),
-                        Entry::Flush(done) => flushes.push(done),
-                    }
-                }
+                let Batch {
+                    events, flushes, ..
+                } = next_batch(first, &mut entries).await;
                 // After a failure nothing more is written: later events may
                 // depend on what was lost.
                 if !events.is_empty()
@@ -65,6 +114,15 @@ impl Journal {
         let _ = self.queue.send(Entry::Events(events));
     }
 
+    /// Queues `events` after everything queued before, to be written
+    /// within [`LINGER`] together with whatever else arrives by then (or at
+    /// once with the next events that may not wait, or a flush): an LLM
+    /// turn, which the gateway has already counted, costs a commit of its
+    /// own only when nothing else shares it.
+    pub(crate) fn record_later(&self, events: Vec<SessionEvent>) {
+        let _ = self.queue.send(Entry::Later(events));
+    }
+
     /// Waits until everything queued so far is stored.
     ///
     /// # Errors
@@ -78,5 +136,80 @@ impl Journal {
         stored
             .await
             .map_err(|_| "the journal's writer stopped".to_owned())?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hane_store::{SqliteConfig, SqliteStore};
+
+    use super::*;
+
+    fn state(run: &str) -> SessionEvent {
+        SessionEvent::RunStateChanged {
+            run: run.to_owned(),
+            state: "running".to_owned(),
+        }
+    }
+
+    async fn names(store: &SqliteStore, session: &SessionId) -> Vec<String> {
+        store
+            .read(session, 0..u64::MAX)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| match r.event {
+                SessionEvent::RunStateChanged { run, .. } => run,
+                other => panic!("unexpected event {other:?}"),
+            })
+            .collect()
+    }
+
+    async fn journal() -> (tempfile::TempDir, Arc<SqliteStore>, SessionId, Journal) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(SqliteStore::open(dir.path().join("s.db"), &SqliteConfig::new()).unwrap());
+        let session = store.create_session().await.unwrap().id;
+        let journal = Journal::new(store.clone(), session.clone());
+        (dir, store, session, journal)
+    }
+
+    #[tokio::test]
+    async fn events_that_may_wait_are_written_after_the_linger_without_a_flush() {
+        let (_dir, store, session, journal) = journal().await;
+        journal.record_later(vec![state("a")]);
+        journal.record_later(vec![state("b")]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while names(&store, &session).await.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "nothing was written 10 s after the linger of {LINGER:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(names(&store, &session).await, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn events_that_may_not_wait_and_flushes_take_waiting_ones_along_in_order() {
+        let (_dir, store, session, journal) = journal().await;
+        journal.record_later(vec![state("a")]);
+        journal.record(vec![state("b")]);
+        journal.record_later(vec![state("c")]);
+        journal.flush().await.unwrap();
+        assert_eq!(names(&store, &session).await, ["a", "b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_journal_still_writes_what_was_waiting() {
+        let (_dir, store, session, journal) = journal().await;
+        journal.record_later(vec![state("a")]);
+        drop(journal);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while names(&store, &session).await.is_empty() {
+            assert!(Instant::now() < deadline, "the waiting event was lost");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(names(&store, &session).await, ["a"]);
     }
 }

@@ -302,6 +302,15 @@ impl AgentRuntime {
         let Some(session) = run.session else {
             return Ok(Vec::new());
         };
+        // A live run's journal may still hold what it was given last. A
+        // write that failed ends the run failed; what the store holds is
+        // still the session as recorded.
+        let journal = lock(&self.inner.live)
+            .get(id)
+            .and_then(|live| live.journal.get().cloned());
+        if let Some(journal) = journal {
+            let _ = journal.flush().await;
+        }
         Ok(self
             .inner
             .coordinator
@@ -332,10 +341,12 @@ impl AgentRuntime {
     }
 }
 
-/// Queues `turn` in the run's journal, behind its earlier events.
+/// Queues `turn` in the run's journal, behind its earlier events, to share
+/// a commit with the turns and events that follow within the journal's
+/// linger.
 fn record_turn(live: &LiveRun, turn: LlmTurn) {
     if let Some(journal) = live.journal.get() {
-        journal.record(vec![SessionEvent::LlmTurn(Box::new(turn))]);
+        journal.record_later(vec![SessionEvent::LlmTurn(Box::new(turn))]);
     }
 }
 
