@@ -5,11 +5,14 @@
 //! ending the run), refused tokens, an outbound tool whose action waits
 //! for a person while nothing is sent, the release-scoped endpoint for an
 //! operator's key; and what real and broken clients send, as raw HTTP.
-//! `hane mcp` over stdio is tested with the `hane` binary, in
+//! The MCP Inspector's CLI (npm) lists and calls a run's tools over
+//! Streamable HTTP and over stdio through the `hane mcp` binary. The Python
+//! client over stdio is tested with the `hane` binary, in
 //! `host/cli/tests/cli/mcp.rs`.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, bail};
@@ -126,7 +129,7 @@ fn url(addr: SocketAddr, path: &str) -> String {
 /// docstring) and returns the JSON object it printed.
 async fn mcp_client(spec: &Value) -> anyhow::Result<Value> {
     let python = match std::env::var_os("HANE_TEST_PYTHON").filter(|p| !p.is_empty()) {
-        Some(python) => std::path::PathBuf::from(python),
+        Some(python) => PathBuf::from(python),
         None => hane_test_support::repository().join("target/test-env/venv/bin/python3"),
     };
     let script = hane_test_support::repository().join("tests/clients/mcp_client.py");
@@ -550,6 +553,286 @@ async fn the_release_endpoint_runs_operations_for_an_operator_key() {
     )
     .await;
     assert_eq!(reply.status, 401, "{reply:?}");
+}
+
+/// The MCP Inspector's CLI (`@modelcontextprotocol/inspector`, pinned in
+/// `tests/clis/package.json`) from `HANE_TEST_CLIS` (else
+/// `target/test-env/clis/node_modules`), as the CLI drivers' tests find
+/// the coding CLIs; missing, the test fails saying to run `cargo xtask
+/// provision`.
+fn inspector_bin() -> PathBuf {
+    let modules = std::env::var_os("HANE_TEST_CLIS")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || hane_test_support::repository().join("target/test-env/clis/node_modules"),
+            PathBuf::from,
+        );
+    let bin = modules.join(".bin/mcp-inspector");
+    assert!(
+        bin.is_file(),
+        "the MCP Inspector is not installed at {}: run `cargo xtask provision` and export what it prints",
+        bin.display()
+    );
+    bin
+}
+
+/// The `hane` binary of this build: cargo puts it beside this test
+/// binary's `deps/` when it builds hane-cli (`cargo test --workspace`
+/// does; alone, `cargo build -p hane-cli`).
+fn hane_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("hane"))
+        .unwrap_or_default();
+    assert!(
+        bin.is_file(),
+        "no hane binary beside {}: build it with `cargo build -p hane-cli`",
+        exe.display()
+    );
+    bin
+}
+
+/// Runs the Inspector's CLI with `args` (after `--cli --format json`)
+/// and returns the JSON object it printed, or its exit status and what
+/// it wrote.
+async fn inspector(args: &[impl AsRef<OsStr> + std::fmt::Debug]) -> anyhow::Result<Value> {
+    let bin = inspector_bin();
+    // Its catalog, client configuration and OAuth state live under HOME.
+    let home = tempfile::tempdir()?;
+    let mut command = tokio::process::Command::new(&bin);
+    command
+        .args(["--cli", "--format", "json"])
+        .args(args)
+        .env("HOME", home.path())
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true)
+        .stdin(std::process::Stdio::null());
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .context("the MCP Inspector did not end within 120 s")?
+        .with_context(|| format!("cannot run {}", bin.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        bail!(
+            "the MCP Inspector failed ({}) for {args:?}:\n{stdout}\n{stderr}",
+            output.status
+        );
+    }
+    serde_json::from_str(stdout.trim())
+        .with_context(|| format!("the MCP Inspector printed no JSON:\n{stdout}\n{stderr}"))
+}
+
+/// The names of the tools a `tools/list` result lists, sorted.
+fn tool_names(listed: &Value) -> Vec<&str> {
+    let mut names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {listed:#}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_a_runs_tools_and_calls_them_over_streamable_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(dir.path(), None).await;
+    let addr = serve(&runtime, &McpConfig::new()).await;
+    let attached = attach(&runtime).await;
+    let run = &attached.run.id;
+    let endpoint = url(addr, "/mcp");
+    let bearer = format!("Authorization: Bearer {}", attached.token.as_str());
+    let http = |rest: &[&str]| {
+        let mut args = vec![
+            endpoint.as_str(),
+            "--transport",
+            "http",
+            "--header",
+            &bearer,
+        ];
+        args.extend_from_slice(rest);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+
+    // Exactly the run's tools, with the schemas hane has for them.
+    let listed = inspector(&http(&["--method", "tools/list"])).await.unwrap();
+    let listed = &listed["result"];
+    assert_eq!(
+        tool_names(listed),
+        [
+            "communication-send_email",
+            "data-find_record",
+            "request_human_help",
+            "submit_result"
+        ]
+    );
+    let release = runtime.release().await.unwrap();
+    let find = &release.agents["fleet-mcp"].tools["data.find_record"].definition;
+    let find_tool = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "data-find_record")
+        .unwrap();
+    assert_eq!(find_tool["inputSchema"], find.input_schema);
+    assert_eq!(find_tool["outputSchema"], find.output_schema);
+
+    // A read tool called with the Inspector's key=value arguments (a JSON
+    // value is passed as JSON) goes through the Tool Gateway: it is the
+    // run's one tool call so far.
+    let matching = format!("match={{\"registration\": \"{FOUND}\"}}");
+    let found = inspector(&http(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "data-find_record",
+        "--tool-arg",
+        "collection=vehicles",
+        &matching,
+    ]))
+    .await
+    .unwrap();
+    let found = &found["result"];
+    assert_eq!(found["isError"], false, "{found:#}");
+    assert_eq!(
+        found["structuredContent"]["records"][0]["model"], "Toyota Hiace Van",
+        "{found:#}"
+    );
+    assert!(text(found).contains("Toyota Hiace Van"), "{found:#}");
+    let calls = runtime.get(run).await.unwrap().tool_calls;
+    let calls: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(calls, [("data.find_record", "succeeded")]);
+
+    // submit_result ends the run with the result.
+    let answer = json!({"status": "found", "vehicle": FOUND, "model": "Toyota Hiace Van"});
+    let submitted = inspector(&http(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "submit_result",
+        "--tool-args-json",
+        &answer.to_string(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(
+        submitted["result"]["structuredContent"],
+        json!({"accepted": true}),
+        "{submitted:#}"
+    );
+    let ended = runtime.wait(run).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(ended.result.unwrap().to_value().unwrap(), answer);
+    assert_eq!(ended.tool_calls.len(), 2, "{:#?}", ended.tool_calls);
+
+    // A token hane refuses: the Inspector reads the 401 as a server that
+    // wants OAuth, which it does not start without a terminal, and lists
+    // nothing.
+    let expired = runtime
+        .gateway()
+        .key()
+        .issue_until(run, SystemTime::now() - Duration::from_secs(1));
+    let refused = inspector(&[
+        endpoint.as_str(),
+        "--transport",
+        "http",
+        "--header",
+        &format!("Authorization: Bearer {}", expired.as_str()),
+        "--stored-auth-only",
+        "--method",
+        "tools/list",
+    ])
+    .await
+    .unwrap_err();
+    let refused = format!("{refused:#}");
+    assert!(refused.contains("auth_required"), "{refused}");
+    assert!(!refused.contains("submit_result"), "{refused}");
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_a_runs_tools_and_calls_them_over_stdio_through_hane_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(dir.path(), None).await;
+    let addr = serve(&runtime, &McpConfig::new()).await;
+    let attached = attach(&runtime).await;
+    let run = &attached.run.id;
+    let hane = hane_bin();
+    let token = format!("HANE_RUN_TOKEN={}", attached.token.as_str());
+    let endpoint = format!("HANE_MCP_URL={}", url(addr, "/mcp"));
+    let stdio = |rest: &[&str]| {
+        let mut args = vec!["--transport", "stdio", "-e", &token, "-e", &endpoint];
+        args.extend_from_slice(rest);
+        args.extend(["--", hane.to_str().unwrap(), "mcp"]);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+
+    let listed = inspector(&stdio(&["--method", "tools/list"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_names(&listed["result"]),
+        [
+            "communication-send_email",
+            "data-find_record",
+            "request_human_help",
+            "submit_result"
+        ]
+    );
+    let matching = format!("match={{\"registration\": \"{FOUND}\"}}");
+    let found = inspector(&stdio(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "data-find_record",
+        "--tool-arg",
+        "collection=vehicles",
+        &matching,
+    ]))
+    .await
+    .unwrap();
+    let found = &found["result"];
+    assert_eq!(found["isError"], false, "{found:#}");
+    assert_eq!(
+        found["structuredContent"]["records"][0]["model"], "Toyota Hiace Van",
+        "{found:#}"
+    );
+    let calls = runtime.get(run).await.unwrap().tool_calls;
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(
+        (calls[0].tool.as_str(), calls[0].status.as_str()),
+        ("data.find_record", "succeeded")
+    );
+
+    let submitted = inspector(&stdio(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "submit_result",
+        "--tool-arg",
+        "status=found",
+        &format!("vehicle={FOUND}"),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(
+        submitted["result"]["structuredContent"],
+        json!({"accepted": true}),
+        "{submitted:#}"
+    );
+    let ended = runtime.wait(run).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(
+        ended.result.unwrap().to_value().unwrap(),
+        json!({"status": "found", "vehicle": FOUND})
+    );
+    assert_eq!(ended.tool_calls.len(), 2, "{:#?}", ended.tool_calls);
 }
 
 #[tokio::test]
