@@ -461,3 +461,99 @@ fn keys_are_created_with_their_groups_listed_and_removed() {
     let listed: Value = crate::common::json(&hane(&store, &["keys", "list", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 2);
 }
+
+/// The installed coding CLIs (`cargo xtask provision` installs them and
+/// prints `HANE_TEST_CLIS`).
+fn clis() -> std::path::PathBuf {
+    let dir = std::env::var_os("HANE_TEST_CLIS")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || hane_test_support::repository().join("target/test-env/clis/node_modules"),
+            std::path::PathBuf::from,
+        );
+    assert!(
+        dir.join("opencode-ai/package.json").is_file(),
+        "the coding CLIs are not installed in {}: run `cargo xtask provision` and export what it prints",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn the_seeds_vehicle_check_runs_under_opencode_in_a_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let examples = examples();
+    ok(&hane(
+        &store,
+        &["release", "activate", examples.to_str().unwrap()],
+    ));
+    let run = |vehicle: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hane"));
+        command
+            .args(["run", "vehicle-check", "--json", "--input"])
+            .arg(json!({ "vehicle": vehicle }).to_string())
+            .arg("--store")
+            .arg(&store)
+            .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+            .env("HANE_CLIS", clis());
+        if let Some(bwrap) = std::env::var_os("HANE_TEST_BWRAP").filter(|p| !p.is_empty()) {
+            command.env("HANE_CONTAINER_RUNTIME", bwrap);
+        }
+        let out = command.output().expect("run hane");
+        let run: Value = serde_json::from_str(&ok(&out)).unwrap();
+        run
+    };
+
+    // The seed's manifest as is: opencode, in bubblewrap, its model calls
+    // through the Model Gateway (the examples' recorded provider) and its
+    // tool calls through hane's MCP server.
+    let found = run("架空 300 あ 10-02");
+    assert_eq!(found["status"], "succeeded", "{found:#}");
+    assert_eq!(found["result"]["status"], "found", "{found:#}");
+    assert_eq!(found["result"]["model"], "Toyota Hiace Van", "{found:#}");
+    let unknown = run("架空 999 ん 00-00");
+    assert_eq!(unknown["status"], "succeeded", "{unknown:#}");
+    assert_eq!(unknown["result"]["status"], "handed_over", "{unknown:#}");
+    assert_eq!(
+        unknown["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{unknown:#}"
+    );
+
+    for (run, tools) in [
+        (&found, &["data.find_record", "submit_result"][..]),
+        (
+            &unknown,
+            &["data.find_record", "request_human_help", "submit_result"][..],
+        ),
+    ] {
+        // Every tool call went through the Tool Gateway...
+        let called: Vec<&str> = run["toolCalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["tool"].as_str().unwrap())
+            .collect();
+        assert_eq!(called, tools, "{run:#}");
+        // ... every model call through the Model Gateway, counted ...
+        // (a turn per tool call, and one after the result unless hane
+        // stopped the CLI first: it has a moment to end on its own)
+        let turns = run["llmTurns"].as_array().unwrap().len();
+        assert!(turns == tools.len() || turns == tools.len() + 1, "{run:#}");
+        assert!(run["tokensUsed"].as_u64().unwrap() > 0, "{run:#}");
+        // ... and the CLI's own events are in the run's record, with its
+        // exit.
+        assert_eq!(run["cliOutput"]["driver"], "opencode", "{run:#}");
+        assert_eq!(run["cliOutput"]["version"], "1.18.33", "{run:#}");
+        let exit = &run["cliOutput"]["exit"];
+        assert!(
+            exit == "exit code 0" || exit == "stopped by hane",
+            "{run:#}"
+        );
+        assert!(
+            !run["cliOutput"]["events"].as_array().unwrap().is_empty(),
+            "{run:#}"
+        );
+    }
+}
