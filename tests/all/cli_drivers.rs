@@ -566,3 +566,84 @@ async fn a_tool_outside_the_agent_s_tools_is_never_offered_and_a_call_to_it_is_r
         }
     }
 }
+
+/// The seed's agent under opencode on the real local model (llama.cpp's
+/// server, SmolLM2): what a 135M model does is not asserted, only that
+/// the run ends in a valid state with every turn counted.
+#[tokio::test]
+async fn a_live_run_on_the_local_model_ends_in_a_valid_state_with_its_tokens_counted() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let llama = hane_test_support::LlamaServer::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let agent = vehicle_check(
+        "vehicle-check-live",
+        "opencode",
+        &format!("  model: llama/{}\n", llama.model()),
+    );
+    let release = release_with(dir.path(), &[("live.yaml", &agent)]);
+    std::fs::write(
+        release.join("llama.yaml"),
+        format!(
+            "apiVersion: platform/v1alpha1\nkind: ModelProvider\nmetadata:\n  name: llama\nspec:\n  api: chat-completions\n  baseUrl: {}/v1\n  credential: llama\n  temperature: 0\n  models:\n    - {{ name: {}, contextWindow: 4096, maxOutputTokens: 64 }}\n",
+            llama.base_url(),
+            llama.model()
+        ),
+    )
+    .unwrap();
+    let mut model = hane_coordinator::ModelConfig::new();
+    model.credential("llama", hane_core::Secret::new(llama.api_key()));
+    let mut cli = CliConfig::new();
+    cli.clis(clis()).container(bwrap());
+    let mut config = crate::agents::config();
+    config.cli(cli).model(model);
+    let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
+    runtime.activate(&release).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    runtime.set_server_address(listener.local_addr().unwrap());
+    tokio::spawn(hane_server::serve(
+        listener,
+        runtime.clone(),
+        std::future::pending(),
+    ));
+
+    let run = runtime
+        .run_to_end(start("vehicle-check-live", FOUND))
+        .await
+        .unwrap();
+    let turns = runtime.llm_turns(&run.id).await.unwrap();
+    let output = runtime
+        .cli_output(&run.id)
+        .await
+        .unwrap()
+        .expect("its CLI output");
+    eprintln!(
+        "live opencode run: {} after {} turns, {} tool calls: {:?}; CLI {}",
+        run.status,
+        turns.len(),
+        run.tool_calls.len(),
+        run.error,
+        output.exit
+    );
+    assert!(
+        matches!(
+            run.status,
+            RunStatus::Succeeded | RunStatus::Failed | RunStatus::LimitExceeded
+        ),
+        "{run:#?}"
+    );
+    assert!(!turns.is_empty(), "{run:#?}\n{output:#?}");
+    for turn in &turns {
+        assert!(turn.input_tokens > 0, "{turn:#?}");
+        assert!(turn.max_output_tokens <= 64, "{turn:#?}");
+    }
+    let counted: u64 = turns.iter().map(|t| t.input_tokens + t.output_tokens).sum();
+    assert_eq!(run.tokens_used, counted, "{run:#?}");
+    if run.status == RunStatus::Failed {
+        assert!(
+            run.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("opencode")),
+            "{run:#?}"
+        );
+    }
+}
