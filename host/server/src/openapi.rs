@@ -9,6 +9,7 @@ use hane_core::RunStatus;
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorCode;
+use crate::mcp::{MAX_MCP_MESSAGE_BYTES, MCP_PATH, MCP_RELEASE_PATH};
 use crate::routes::{Access, DEFAULT_LIST_LIMIT, Endpoint, MAX_BODY_BYTES, ROUTES, Route};
 
 /// The OpenAPI 3.1 document describing every route, served at
@@ -42,6 +43,7 @@ fn document() -> Value {
             .or_insert_with(|| Value::Object(Map::new()));
         item[route.method.as_str().to_ascii_lowercase()] = operation(route);
     }
+    mcp_paths(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -484,6 +486,98 @@ fn operation(route: &Route) -> Value {
     op
 }
 
+/// The MCP endpoints, which `crate::mcp` routes apart from [`ROUTES`]:
+/// JSON-RPC over MCP's Streamable HTTP, stateless.
+fn mcp_paths(paths: &mut Map<String, Value>) {
+    let jsonrpc_error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/JsonRpcMessage" } } }
+        })
+    };
+    let endpoints = [
+        (
+            MCP_PATH,
+            "mcpRun",
+            "A run's tools over MCP",
+            "`tools/list` offers exactly the run's tools (its agent's `tools` and \
+             `submit_result`, `.` in a name written `-`) with their input and output schemas; \
+             every `tools/call` goes through the Tool Gateway as any driver's call, recorded in \
+             the run. A call the gateway refuses, or that fails, is a result with `isError`. An \
+             outbound tool's call is answered after a bounded wait with its action's state when \
+             no decision came.",
+            "Needs a run's token (`Authorization: Bearer TOKEN`), not an API key.".to_owned(),
+            json!([{ "runToken": [] }]),
+            None,
+        ),
+        (
+            MCP_RELEASE_PATH,
+            "mcpRelease",
+            "The active release's operations over MCP",
+            "`tools/list` offers the active release's operations; each `tools/call` runs one in \
+             the sandbox under its policy, its receipt in the result's `_meta` as \
+             `hane/receipt`.",
+            format!("Needs {}.", Access::Operate.needs()),
+            json!([{ "bearer": [] }]),
+            Some("The API key does not have the operator role"),
+        ),
+    ];
+    for (path, id, summary, description, needs, security, forbidden) in endpoints {
+        let mut responses = json!({
+            "200": {
+                "description": "The JSON-RPC response, as JSON or as a stream of Server-Sent \
+                                Events ending with it",
+                "content": {
+                    "application/json": { "schema": { "$ref": "#/components/schemas/JsonRpcMessage" } },
+                    "text/event-stream": { "schema": { "type": "string" } }
+                }
+            },
+            "202": { "description": "A notification or a response, accepted" },
+            "400": jsonrpc_error("Not JSON, a batch, not JSON-RPC 2.0, or params that cannot be read"),
+            "401": jsonrpc_error("No credential, or one that is malformed, forged, expired or unknown (JSON-RPC code -32001)"),
+            "406": { "description": "`Accept` does not take both `application/json` and `text/event-stream`" },
+            "413": jsonrpc_error(&format!("The message is over {MAX_MCP_MESSAGE_BYTES} bytes")),
+            "415": { "description": "The body is not `application/json`" }
+        });
+        if let Some(forbidden) = forbidden {
+            responses["403"] = jsonrpc_error(forbidden);
+        }
+        let post = json!({
+            "operationId": id,
+            "summary": summary,
+            "description": format!(
+                "One JSON-RPC 2.0 message of the Model Context Protocol (Streamable HTTP, \
+                 stateless: no `initialize` is needed before a call, and no session id is given \
+                 or read). {description}\n\n{needs}"
+            ),
+            "security": security,
+            "parameters": [{
+                "name": "mcp-protocol-version",
+                "in": "header",
+                "required": false,
+                "description": "The MCP version the client speaks, such as `2025-11-25`",
+                "schema": { "type": "string" }
+            }],
+            "requestBody": {
+                "required": true,
+                "content": { "application/json": { "schema": { "$ref": "#/components/schemas/JsonRpcMessage" } } }
+            },
+            "responses": responses,
+        });
+        let delete = json!({
+            "operationId": format!("{id}End"),
+            "summary": "End an MCP session: there are none, so there is nothing to end",
+            "description": &needs,
+            "security": security,
+            "responses": {
+                "204": { "description": "Nothing to end" },
+                "401": jsonrpc_error("No credential, or one that is refused")
+            }
+        });
+        paths.insert(path.to_owned(), json!({ "post": post, "delete": delete }));
+    }
+}
+
 fn components() -> Value {
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
@@ -569,6 +663,27 @@ fn components() -> Value {
                                 "type": "string",
                                 "description": "JSON Pointer to the field of the request body the error is about, such as `/input/vehicle`"
                             }
+                        }
+                    }
+                }
+            },
+            "JsonRpcMessage": {
+                "type": "object",
+                "description": "One JSON-RPC 2.0 message: a request (`id` and `method`), a notification (`method` only), or a response (`id` and `result` or `error`). MCP's methods and their params and results are in the MCP specification.",
+                "required": ["jsonrpc"],
+                "properties": {
+                    "jsonrpc": { "const": "2.0" },
+                    "id": { "type": ["string", "integer", "null"] },
+                    "method": { "type": "string", "examples": ["initialize", "tools/list", "tools/call", "ping"] },
+                    "params": { "type": "object" },
+                    "result": { "type": "object" },
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "properties": {
+                            "code": { "type": "integer" },
+                            "message": { "type": "string" },
+                            "data": {}
                         }
                     }
                 }
@@ -961,6 +1076,10 @@ mod tests {
             .iter()
             .map(|r| format!("{} {}", r.method, r.path))
             .collect();
+        // The MCP endpoints' methods besides GET, which is refused (405).
+        for path in [MCP_PATH, MCP_RELEASE_PATH] {
+            routed.extend(["POST", "DELETE"].map(|m| format!("{m} {path}")));
+        }
         documented.sort();
         routed.sort();
         assert_eq!(documented, routed);
@@ -998,6 +1117,45 @@ mod tests {
             description.contains(&format!("At most {}", hane_store::MAX_ACTIONS_LISTED)),
             "{description}"
         );
+    }
+
+    #[test]
+    fn the_mcp_endpoints_are_documented_with_their_credentials() {
+        let doc = openapi();
+        let run = &doc["paths"][MCP_PATH]["post"];
+        assert_eq!(run["security"], json!([{ "runToken": [] }]));
+        assert!(
+            run["description"]
+                .as_str()
+                .unwrap()
+                .contains("a run's token")
+        );
+        assert!(run["responses"]["403"].is_null());
+        let release = &doc["paths"][MCP_RELEASE_PATH]["post"];
+        assert_eq!(release["security"], json!([{ "bearer": [] }]));
+        assert!(
+            release["description"]
+                .as_str()
+                .unwrap()
+                .contains(Access::Operate.needs())
+        );
+        for op in [run, release] {
+            let body = &op["requestBody"]["content"]["application/json"]["schema"]["$ref"];
+            assert_eq!(body, "#/components/schemas/JsonRpcMessage");
+            for status in ["200", "400", "401", "406", "413", "415"] {
+                assert!(op["responses"][status].is_object(), "{status}: {op:#}");
+            }
+            assert!(
+                op["responses"]["413"]["description"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&MAX_MCP_MESSAGE_BYTES.to_string())
+            );
+        }
+        for path in [MCP_PATH, MCP_RELEASE_PATH] {
+            assert!(doc["paths"][path]["delete"]["responses"]["204"].is_object());
+            assert!(doc["paths"][path]["get"].is_null());
+        }
     }
 
     #[test]

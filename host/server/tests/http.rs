@@ -306,7 +306,25 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
     let doc = server.get("/v1/openapi.json", None).await?.body;
     let paths = doc["paths"].as_object().context("paths")?;
     let mut operations = 0;
+    let mut mcp = Vec::new();
     for (path, item) in paths {
+        if [hane_server::MCP_PATH, hane_server::MCP_RELEASE_PATH].contains(&path.as_str()) {
+            // The MCP endpoints, with their own credentials, answer in
+            // JSON-RPC's shape.
+            for method in item.as_object().context("a path item")?.keys() {
+                let method = method.to_ascii_uppercase();
+                let body = (method == "POST").then_some("{}");
+                let reply = request(server.addr, &method, path, None, body).await?;
+                assert_eq!(reply.status, 401, "{method} {path}: {}", reply.body);
+                assert_eq!(
+                    reply.body["error"]["code"], -32001,
+                    "{method} {path}: {}",
+                    reply.body
+                );
+                mcp.push(format!("{method} {path}"));
+            }
+            continue;
+        }
         let path = path
             .replace("{id}", "run_00000000000000000000000000")
             .replace("{tool}", "communication.send_email");
@@ -339,11 +357,16 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
         }
     }
     assert_eq!(operations, 23);
-    // The MCP endpoints are served beside them, with their own credentials.
-    for path in ["/mcp", "/mcp/release"] {
-        let reply = request(server.addr, "POST", path, None, Some("{}")).await?;
-        assert_eq!(reply.status, 401, "{path}: {}", reply.body);
-    }
+    mcp.sort();
+    assert_eq!(
+        mcp,
+        [
+            "DELETE /mcp",
+            "DELETE /mcp/release",
+            "POST /mcp",
+            "POST /mcp/release"
+        ]
+    );
     let reply = server.get("/v1/agents/nothing", None).await?;
     assert!(reply.error(404, "not_found").contains("/v1/agents/nothing"));
     let reply = request(server.addr, "DELETE", "/v1/agents/runs", None, None).await?;
