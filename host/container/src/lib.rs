@@ -51,6 +51,7 @@ mod bwrap;
 mod cgroup;
 mod container;
 mod error;
+mod image;
 mod netns;
 mod runc;
 mod spec;
@@ -65,6 +66,10 @@ use std::sync::{Mutex, OnceLock};
 pub use bwrap::Bubblewrap;
 pub use container::{Container, Exit};
 pub use error::ContainerError;
+pub use image::{
+    ImageDigest, ImageError, ImageRecipe, ImageStore, OciLayout, PROFILE_ANNOTATION, StoredImage,
+    host_debian_mirror,
+};
 pub use runc::Runc;
 pub use spec::{ContainerSpec, Limits, Mount, RootFs, Service, default_masked_paths};
 
