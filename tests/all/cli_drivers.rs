@@ -19,8 +19,8 @@ use serde_json::json;
 
 use crate::agents::release_with;
 
-const FOUND: &str = "架空 300 あ 10-02";
-const UNKNOWN: &str = "架空 999 ん 00-00";
+pub(crate) const FOUND: &str = "架空 300 あ 10-02";
+pub(crate) const UNKNOWN: &str = "架空 999 ん 00-00";
 /// The recording makes the model call data.get_record, a tool of the
 /// release outside the agent's tools.
 const FORBIDDEN: &str = "架空 222 ら 22-22";
@@ -50,10 +50,10 @@ const UNREACHABLE_MODEL: &str = "  model: unreachable/nothing\n";
 
 /// One CLI test at a time: they count the CLI's processes on the host,
 /// and the CLIs are CPU-bound at start on a 2-core machine.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The installed CLIs.
-fn clis() -> PathBuf {
+pub(crate) fn clis() -> PathBuf {
     let dir = std::env::var_os("HANE_TEST_CLIS")
         .filter(|d| !d.is_empty())
         .map_or_else(
@@ -69,7 +69,7 @@ fn clis() -> PathBuf {
 }
 
 /// bubblewrap.
-fn bwrap() -> Arc<dyn hane_container::Runtime> {
+pub(crate) fn bwrap() -> Arc<dyn hane_container::Runtime> {
     let runtime = match std::env::var_os("HANE_TEST_BWRAP").filter(|p| !p.is_empty()) {
         Some(path) => hane_container::Bubblewrap::new(PathBuf::from(path)),
         None => hane_container::Bubblewrap::find()
@@ -80,7 +80,7 @@ fn bwrap() -> Arc<dyn hane_container::Runtime> {
 
 /// The vehicle-check agent of `examples/`, unchanged but for its name
 /// and driver (and the extra `extra` lines under `spec`).
-fn vehicle_check(name: &str, driver: &str, extra: &str) -> String {
+pub(crate) fn vehicle_check(name: &str, driver: &str, extra: &str) -> String {
     let text =
         std::fs::read_to_string(hane_test_support::examples().join("agents/vehicle-check.yaml"))
             .unwrap();
@@ -94,9 +94,9 @@ fn vehicle_check(name: &str, driver: &str, extra: &str) -> String {
     }
 }
 
-/// A runtime on a release with `agents`, the CLI drivers configured, and
-/// hane's HTTP server on a loopback port.
-async fn served(dir: &Path, agents: &[(&str, String)]) -> AgentRuntime {
+/// A release in `dir` with `agents` and the recorded provider of
+/// `tests/fixtures/cli-drivers`.
+pub(crate) fn release_with_recording(dir: &Path, agents: &[(&str, String)]) -> PathBuf {
     let files: Vec<(&str, &str)> = agents.iter().map(|(f, t)| (*f, t.as_str())).collect();
     let release = release_with(dir, &files);
     let fixtures = hane_test_support::repository().join("tests/fixtures/cli-drivers");
@@ -107,12 +107,40 @@ async fn served(dir: &Path, agents: &[(&str, String)]) -> AgentRuntime {
             std::fs::copy(entry.path(), release.join(sub).join(entry.file_name())).unwrap();
         }
     }
+    release
+}
+
+/// A runtime on a release with `agents`, the CLI drivers configured, and
+/// hane's HTTP server on a loopback port.
+async fn served(dir: &Path, agents: &[(&str, String)]) -> AgentRuntime {
     let mut cli = CliConfig::new();
     cli.clis(clis()).container(bwrap());
+    served_with(dir, agents, cli).await
+}
+
+/// [`served`] with `cli` as the CLI drivers' configuration.
+pub(crate) async fn served_with(
+    dir: &Path,
+    agents: &[(&str, String)],
+    cli: CliConfig,
+) -> AgentRuntime {
+    let release = release_with_recording(dir, agents);
+    let runtime = open_with(dir, cli);
+    runtime.activate(&release).await.unwrap();
+    serve(&runtime).await;
+    runtime
+}
+
+/// A runtime on the store in `dir` with `cli` as the CLI drivers'
+/// configuration, no release active.
+pub(crate) fn open_with(dir: &Path, cli: CliConfig) -> AgentRuntime {
     let mut config = crate::agents::config();
     config.cli(cli);
-    let runtime = AgentRuntime::open(&dir.join("hane.db"), &config).unwrap();
-    runtime.activate(&release).await.unwrap();
+    AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
+}
+
+/// hane's HTTP server for `runtime` on a loopback port.
+pub(crate) async fn serve(runtime: &AgentRuntime) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     runtime.set_server_address(listener.local_addr().unwrap());
     tokio::spawn(hane_server::serve(
@@ -120,10 +148,9 @@ async fn served(dir: &Path, agents: &[(&str, String)]) -> AgentRuntime {
         runtime.clone(),
         std::future::pending(),
     ));
-    runtime
 }
 
-fn start(agent: &str, vehicle: &str) -> StartRun {
+pub(crate) fn start(agent: &str, vehicle: &str) -> StartRun {
     StartRun {
         agent: agent.to_owned(),
         input: json!({ "vehicle": vehicle }),
@@ -273,42 +300,37 @@ async fn cancel_mid_run_kills_the_container_and_max_seconds_ends_limit_exceeded(
 }
 
 #[tokio::test]
-async fn a_cli_run_is_refused_when_its_profile_pins_another_version_or_nothing_is_configured() {
+async fn a_release_naming_an_image_is_refused_without_an_image_store_and_a_run_without_clis() {
     let dir = tempfile::tempdir().unwrap();
+    let digest = format!("sha256:{}", "0".repeat(64));
     let pinned = vehicle_check(
         "vehicle-check-pinned",
         "codex",
-        "  cliProfile:\n    cliVersion: 0.170.0\n    image: codex-baseline\n",
+        &format!("  cliProfile:\n    cliVersion: 0.171.0\n    image: {digest}\n"),
     );
-    let runtime = served(dir.path(), &[("pinned.yaml", pinned)]).await;
-    let err = runtime
-        .start(start("vehicle-check-pinned", FOUND))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, RunError::DriverUnavailable { .. }), "{err:?}");
+    let release = release_with_recording(dir.path(), &[("pinned.yaml", pinned)]);
+    let mut cli = CliConfig::new();
+    cli.clis(clis()).container(bwrap());
+    let runtime = open_with(dir.path(), cli);
+    let err = runtime.activate(&release).await.unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("0.170.0") && text.contains("0.171.0"),
+        text.contains(&format!(
+            "pinned.yaml: spec.cliProfile.image: image {digest} cannot be found: no image store is configured (build it with `hane image build codex-baseline`)"
+        )),
         "{text}"
     );
+    assert!(matches!(runtime.release().await, Err(RunError::NoRelease)));
 
     // No CLIs, no container runtime, no server.
     let bare = tempfile::tempdir().unwrap();
-    let release = release_with(
+    let release = release_with_recording(
         bare.path(),
         &[(
             "codex.yaml",
-            &vehicle_check("vehicle-check-codex", "codex", ""),
+            vehicle_check("vehicle-check-codex", "codex", ""),
         )],
     );
-    let fixtures = hane_test_support::repository().join("tests/fixtures/cli-drivers");
-    for sub in ["providers", "recordings"] {
-        std::fs::create_dir_all(release.join(sub)).unwrap();
-        for entry in std::fs::read_dir(fixtures.join(sub)).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), release.join(sub).join(entry.file_name())).unwrap();
-        }
-    }
     let runtime =
         AgentRuntime::open(&bare.path().join("hane.db"), &crate::agents::config()).unwrap();
     runtime.activate(&release).await.unwrap();

@@ -35,8 +35,9 @@ pub use coordinator::{
     ending_event,
 };
 pub use drivers::{
-    BoxFuture, CliConfig, Driver, Llm, MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo,
-    REMINDER, RunEnd, ServerAddress, ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
+    BASELINE_PROFILES, BoxFuture, CliConfig, CliImageProfile, Driver, IMAGE_PREFIX, Llm,
+    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ServerAddress,
+    ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
 };
 pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};
 pub use gateway::{

@@ -331,8 +331,27 @@ pub struct ToolExposure {
 pub struct CliProfile {
     /// The CLI's version, such as `0.4.2`.
     pub cli_version: String,
-    /// The sandbox image, such as `registry.example.com/opencode:0.4.2`.
+    /// The digest of the root-filesystem image the CLI runs in
+    /// (`sha256:` and 64 lowercase hex digits), as `hane image build`
+    /// prints it.
     pub image: String,
+}
+
+/// An image is named by its digest, so that what a release runs is fixed
+/// by the release: `sha256:` and 64 lowercase hex digits.
+fn check_image_digest(image: &str) -> Result<(), String> {
+    let digits = image.strip_prefix("sha256:").unwrap_or_default();
+    if digits.len() == 64
+        && digits
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{image}` is not an image digest: expected `sha256:` and 64 lowercase hex digits, as `hane image build PROFILE` prints"
+        ))
+    }
 }
 
 impl AgentManifest {
@@ -344,7 +363,8 @@ impl AgentManifest {
     /// - `input` and `output` are JSON Schemas with `type: object`, and
     ///   `output` lists `status` in `required`;
     /// - `driver: scripted` has a script, no other driver has one, and
-    ///   `cliProfile` goes with a CLI driver;
+    ///   `cliProfile` goes with a CLI driver, its `image` a digest
+    ///   (`sha256:` and 64 lowercase hex digits);
     /// - tool names are `a-z`, `0-9`, `_` and `.`, listed once;
     ///   `request_human_help` comes with `handover`;
     /// - the script passes [`check_script`] and calls only tools the agent
@@ -454,7 +474,7 @@ impl AgentSpec {
                 ));
             }
             not_blank(&profile.cli_version).map_err(|m| fail("spec.cliProfile.cliVersion", m))?;
-            not_blank(&profile.image).map_err(|m| fail("spec.cliProfile.image", m))?;
+            check_image_digest(&profile.image).map_err(|m| fail("spec.cliProfile.image", m))?;
         }
         Ok(())
     }

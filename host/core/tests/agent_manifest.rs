@@ -425,7 +425,7 @@ fn every_optional_agent_field_parses() {
       timeout: 3s
   cliProfile:
     cliVersion: 2.1.0
-    image: registry.example.com/claude:2.1.0
+    image: sha256:4f0e4c6b0c5e2a1d8f3b7a9e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c
   shadow: true
 ";
     // Drop the script, which only the scripted driver takes.
@@ -454,6 +454,30 @@ fn every_optional_agent_field_parses() {
     );
     assert_eq!(spec.operation_for("fleet.lookup"), Some("data.get_record"));
     assert_eq!(spec.cli_profile.as_ref().unwrap().cli_version, "2.1.0");
+    assert_eq!(
+        spec.cli_profile.as_ref().unwrap().image,
+        "sha256:4f0e4c6b0c5e2a1d8f3b7a9e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c"
+    );
+
+    // An image is named by its digest only: a name, a tag, upper case or
+    // a short digest is refused, naming the field.
+    let digest = "sha256:4f0e4c6b0c5e2a1d8f3b7a9e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c";
+    for bad in [
+        "codex-baseline",
+        "registry.example.com/claude:2.1.0",
+        "sha256:4F0E4C6B0C5E2A1D8F3B7A9E6D5C4B3A2F1E0D9C8B7A6F5E4D3C2B1A0F9E8D7C",
+        "sha256:4f0e4c6b",
+        "sha512:4f0e4c6b0c5e2a1d8f3b7a9e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c",
+    ] {
+        let err = AgentManifest::from_yaml("a.yaml", &text.replace(digest, bad)).unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("spec.cliProfile.image")
+                && shown.contains(&format!("`{bad}` is not an image digest"))
+                && shown.contains("hane image build"),
+            "{shown}"
+        );
+    }
     assert!(spec.shadow);
     // Every driver is in this build; whether a host can run a CLI driver
     // is decided at run start.

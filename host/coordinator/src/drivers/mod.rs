@@ -13,7 +13,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-pub use cli::{CliConfig, ServerAddress};
+pub use cli::{BASELINE_PROFILES, CliConfig, CliImageProfile, IMAGE_PREFIX, ServerAddress};
 pub use llm::{Llm, MAX_RESULT_BYTES, REMINDER, UNTRUSTED_NOTE, model_tool_name, task_message};
 pub use scripted::Scripted;
 

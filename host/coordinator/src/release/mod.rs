@@ -16,6 +16,7 @@ use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
+use crate::drivers::CliConfig;
 use crate::tools::{ReleasedOperation, Tool, ToolDefinition, ToolRegistry};
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
@@ -276,7 +277,8 @@ impl LoadedRelease {
 /// `components`) loaded in `sandbox` under its
 /// policy (so an import without its grant is refused now, not at the
 /// first call), the ledger read, and every agent's schemas and tools
-/// checked; then the release is stored and made active in one
+/// checked, and the image every agent's `cliProfile` names found in
+/// `cli`'s image store; then the release is stored and made active in one
 /// transaction.
 ///
 /// # Errors
@@ -288,8 +290,9 @@ pub async fn activate_dir(
     sandbox: &Sandbox,
     builtins: &Components,
     registry: &Registry,
+    cli: &CliConfig,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
-    let (body, components) = build(dir, sandbox, builtins).await?;
+    let (body, components) = build(dir, sandbox, builtins, cli).await?;
     let sealed = hane_core::seal(&body);
     let providers = match body.model_providers.len() {
         0 => String::new(),
@@ -340,6 +343,7 @@ async fn build(
     dir: &Path,
     sandbox: &Sandbox,
     builtins: &Components,
+    cli: &CliConfig,
 ) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
     let definitions =
         hane_core::read_bundle_dir(dir).map_err(|e| ActivationError::Invalid(e.errors))?;
@@ -368,10 +372,19 @@ async fn build(
         match sourced.definition {
             // Stored as JSON, which the YAML parser reads back (and checks
             // again) when the release is loaded.
-            Definition::Agent(manifest) => agents.push(SourceFile {
-                file,
-                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
-            }),
+            Definition::Agent(manifest) => {
+                // A release runs only what is there: the image a profile
+                // names must be built before the release is active.
+                if let Some(profile) = &manifest.spec.cli_profile
+                    && let Err(message) = cli.image(manifest.spec.driver, profile)
+                {
+                    errors.push(ManifestError::new(&file, "spec.cliProfile.image", message));
+                }
+                agents.push(SourceFile {
+                    file,
+                    text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+                });
+            }
             Definition::EvalSuite(manifest) => eval_suites.push(SourceFile {
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),

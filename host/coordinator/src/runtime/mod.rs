@@ -510,6 +510,7 @@ impl AgentRuntime {
             &self.inner.sandbox,
             &self.inner.components,
             &self.inner.registry,
+            &self.inner.cli,
         )
         .await?;
         self.install(Arc::new(loaded)).await?;

