@@ -2,6 +2,7 @@
 
 mod agents;
 mod approvals;
+mod image;
 mod keys;
 mod mcp;
 mod op;
@@ -81,6 +82,9 @@ enum Command {
     /// Serve a run's tools over MCP on stdin and stdout, relayed to a
     /// `hane serve` (for MCP clients that spawn their servers).
     Mcp(mcp::McpArgs),
+    /// Build and list the root-filesystem images the CLI drivers run in,
+    /// which an agent's spec.cliProfile.image names by digest.
+    Image(image::ImageArgs),
 }
 
 /// The crates whose spans and events `-v` shows.
@@ -139,5 +143,6 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys::main(args),
         Command::Approvals(args) => approvals::main(args),
         Command::Mcp(args) => mcp::main(args),
+        Command::Image(args) => image::main(args),
     }
 }

@@ -38,6 +38,8 @@ CLI drivers (codex, claude, opencode):
   HANE_CLIS                 The node_modules directory holding the CLIs' npm packages
                             (@openai/codex, @anthropic-ai/claude-code, opencode-ai)
   HANE_CONTAINER_RUNTIME    bwrap or runc, or the path of either [default: bwrap on PATH]
+  HANE_IMAGES               The image store `hane image build` fills, whose images agents'
+                            cliProfile.image names [default: `images` beside the store]
 
 A variable set to the empty string counts as unset; a malformed one stops the command, naming it.";
 
@@ -145,6 +147,10 @@ pub(crate) async fn open_runtime_with(
         .scope(scope_from_env())
         .components(builtins())
         .model(model)
-        .cli(cli_from_env()?);
+        .cli({
+            let mut cli = cli_from_env()?;
+            cli.images(crate::image::store_for(path));
+            cli
+        });
     AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
 }
