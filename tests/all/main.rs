@@ -8,6 +8,7 @@ mod coordinator;
 mod delivery;
 mod harness;
 mod hostile;
+mod images;
 mod ledger;
 mod manager;
 mod mcp;
