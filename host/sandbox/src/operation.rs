@@ -238,6 +238,9 @@ impl Operation {
             return finish(receipt, Err(CallError::InvalidInput(violations)), vec![]);
         }
 
+        // The epoch ticker runs while the guest may: its deadline and
+        // cancellation are checked at each tick.
+        let _ticking = inner.sandbox.inner.ticker.hold();
         let (mut store, stdio) =
             match new_store(&inner.sandbox, limits, start, cancel, &inner.policy) {
                 Ok(s) => s,

@@ -2,7 +2,7 @@
 
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use hane_core::{ByteSize, Ledger, Limits, Policy};
@@ -127,6 +127,53 @@ pub(crate) struct SandboxInner {
     /// What the `records` and `documents` capabilities read; each call
     /// takes the one current when it starts.
     ledger: RwLock<Arc<Ledger>>,
+    /// Whether the epoch ticker has calls to tick for.
+    pub(crate) ticker: Arc<Ticker>,
+}
+
+/// The calls running on the engine, which the epoch ticker thread ticks
+/// for: it sleeps while there are none, so an idle process is not woken
+/// every tick (and a host that runs no guest for a while, such as one
+/// serving model calls, has no thread competing with its requests).
+#[derive(Default)]
+pub(crate) struct Ticker {
+    running: Mutex<usize>,
+    started: Condvar,
+}
+
+/// One running call, for as long as it lives.
+pub(crate) struct Ticking(Arc<Ticker>);
+
+impl Ticker {
+    /// Counts a call as running until the returned guard is dropped.
+    pub(crate) fn hold(self: &Arc<Self>) -> Ticking {
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.started.notify_one();
+        Ticking(self.clone())
+    }
+
+    /// Waits until a call runs, checking `alive` every second; false
+    /// once it says the engine is gone.
+    fn wait_for_calls(&self, alive: impl Fn() -> bool) -> bool {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        while *running == 0 {
+            if !alive() {
+                return false;
+            }
+            running = self
+                .started
+                .wait_timeout(running, Duration::from_secs(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        *self.0.running.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+    }
 }
 
 /// The sandbox could not start: the engine, its linker or its ticker
@@ -223,12 +270,17 @@ impl Sandbox {
             hex::encode(&h.0.finalize()[..8])
         };
 
+        let ticker = Arc::new(Ticker::default());
         let weak = engine.weak();
         let tick = config.epoch_tick;
+        let ticking = ticker.clone();
         std::thread::Builder::new()
             .name("hane-epoch".into())
             .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
+                while ticking.wait_for_calls(|| weak.upgrade().is_some()) {
+                    let Some(engine) = weak.upgrade() else {
+                        return;
+                    };
                     engine.increment_epoch();
                     drop(engine);
                     std::thread::sleep(tick);
@@ -243,6 +295,7 @@ impl Sandbox {
                 config: config.clone(),
                 fingerprint,
                 ledger: RwLock::default(),
+                ticker,
             }),
         })
     }
@@ -438,5 +491,68 @@ impl Hasher for Sha256Hasher {
 
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tasks of this process named `hane-epoch`.
+    fn epoch_threads() -> Vec<PathBuf> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .map(|t| t.unwrap().path())
+            .filter(|t| {
+                std::fs::read_to_string(t.join("comm")).is_ok_and(|n| n.trim() == "hane-epoch")
+            })
+            .collect()
+    }
+
+    /// The context switches of thread `task` so far.
+    fn switches(task: &Path) -> u64 {
+        std::fs::read_to_string(task.join("status"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    #[test]
+    fn the_epoch_ticker_sleeps_while_no_call_runs_and_ticks_while_one_does() {
+        let before = epoch_threads();
+        let mut config = SandboxConfig::new();
+        config.cache_dir(None);
+        let sandbox = Sandbox::new(&config).unwrap();
+        // This sandbox's ticker (other tests' sandboxes have their own).
+        let ticker = epoch_threads()
+            .into_iter()
+            .find(|t| !before.contains(t))
+            .expect("the sandbox's ticker thread");
+        let woken_in = |during: Duration| {
+            let from = switches(&ticker);
+            std::thread::sleep(during);
+            switches(&ticker) - from
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        // At 1 ms a tick, 500 ms of ticking is hundreds of wake-ups; idle,
+        // it wakes once a second to see whether the engine is gone.
+        let idle = woken_in(Duration::from_millis(500));
+        assert!(idle <= 4, "{idle} wake-ups in 500 ms with no call");
+
+        let held = sandbox.inner.ticker.hold();
+        let busy = woken_in(Duration::from_millis(200));
+        assert!(
+            busy >= 50,
+            "only {busy} wake-ups in 200 ms with a call running"
+        );
+        drop(held);
+        std::thread::sleep(Duration::from_millis(50));
+        let after = woken_in(Duration::from_millis(300));
+        assert!(
+            after <= 4,
+            "{after} wake-ups in 300 ms after the call ended"
+        );
     }
 }
