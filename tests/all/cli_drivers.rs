@@ -669,3 +669,55 @@ async fn a_live_run_on_the_local_model_ends_in_a_valid_state_with_its_tokens_cou
         );
     }
 }
+
+/// runc.
+fn runc() -> Arc<dyn hane_container::Runtime> {
+    let runtime = match std::env::var_os("HANE_TEST_RUNC").filter(|p| !p.is_empty()) {
+        Some(path) => hane_container::Runc::new(
+            PathBuf::from(path),
+            std::env::temp_dir().join("hane-runc-cli"),
+        )
+        .unwrap(),
+        None => hane_container::Runc::find()
+            .expect("runc is not installed: run `cargo xtask provision`"),
+    };
+    Arc::new(runtime)
+}
+
+/// The other container runtime behind the same trait: codex's run in
+/// runc (an OCI bundle, its `config.json` from `oci-spec`) is the run in
+/// bubblewrap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_the_same_in_runc() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cli = CliConfig::new();
+    cli.clis(clis()).container(runc());
+    let runtime = served_with(
+        dir.path(),
+        &[(
+            "codex.yaml",
+            vehicle_check("vehicle-check-codex", "codex", ""),
+        )],
+        cli,
+    )
+    .await;
+    for (vehicle, status) in [(FOUND, "found"), (UNKNOWN, "handed_over")] {
+        let run = runtime
+            .run_to_end(start("vehicle-check-codex", vehicle))
+            .await
+            .unwrap();
+        assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+        assert_eq!(run.result.unwrap().to_value().unwrap()["status"], status);
+        let output = runtime.cli_output(&run.id).await.unwrap().unwrap();
+        assert_eq!(
+            (output.driver.as_str(), output.version.as_str()),
+            ("codex", "0.171.0")
+        );
+    }
+    let binary = clis()
+        .join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+        .display()
+        .to_string();
+    assert_eq!(cli_processes(&binary), 0, "a container outlived its run");
+}
