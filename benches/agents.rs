@@ -152,6 +152,9 @@ fn release(dir: &Path) -> PathBuf {
         &[
             "agents",
             "policies",
+            // The llm agent's model: a recording.
+            "providers",
+            "recordings",
             "tools",
             "ledger/records",
             "ledger/documents/leases",
