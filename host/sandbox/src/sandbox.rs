@@ -2,6 +2,7 @@
 
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
@@ -139,6 +140,8 @@ pub(crate) struct SandboxInner {
 pub(crate) struct Ticker {
     running: Mutex<usize>,
     started: Condvar,
+    /// Ticks so far.
+    ticks: AtomicU64,
 }
 
 /// One running call, for as long as it lives.
@@ -283,6 +286,7 @@ impl Sandbox {
                     };
                     engine.increment_epoch();
                     drop(engine);
+                    ticking.ticks.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(tick);
                 }
             })
@@ -498,61 +502,31 @@ impl Hasher for Sha256Hasher {
 mod tests {
     use super::*;
 
-    /// The tasks of this process named `hane-epoch`.
-    fn epoch_threads() -> Vec<PathBuf> {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .map(|t| t.unwrap().path())
-            .filter(|t| {
-                std::fs::read_to_string(t.join("comm")).is_ok_and(|n| n.trim() == "hane-epoch")
-            })
-            .collect()
-    }
-
-    /// The context switches of thread `task` so far.
-    fn switches(task: &Path) -> u64 {
-        std::fs::read_to_string(task.join("status"))
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains("ctxt_switches"))
-            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-            .sum()
-    }
-
     #[test]
     fn the_epoch_ticker_sleeps_while_no_call_runs_and_ticks_while_one_does() {
-        let before = epoch_threads();
         let mut config = SandboxConfig::new();
         config.cache_dir(None);
         let sandbox = Sandbox::new(&config).unwrap();
-        // This sandbox's ticker (other tests' sandboxes have their own).
-        let ticker = epoch_threads()
-            .into_iter()
-            .find(|t| !before.contains(t))
-            .expect("the sandbox's ticker thread");
-        let woken_in = |during: Duration| {
-            let from = switches(&ticker);
+        let ticker = &sandbox.inner.ticker;
+        let ticks_in = |during: Duration| {
+            let from = ticker.ticks.load(Ordering::Relaxed);
             std::thread::sleep(during);
-            switches(&ticker) - from
+            ticker.ticks.load(Ordering::Relaxed) - from
         };
-        std::thread::sleep(Duration::from_millis(100));
-        // At 1 ms a tick, 500 ms of ticking is hundreds of wake-ups; idle,
-        // it wakes once a second to see whether the engine is gone.
-        let idle = woken_in(Duration::from_millis(500));
-        assert!(idle <= 4, "{idle} wake-ups in 500 ms with no call");
+        // At 1 ms a tick, 500 ms of ticking is hundreds of ticks.
+        let idle = ticks_in(Duration::from_millis(500));
+        assert_eq!(idle, 0, "{idle} ticks in 500 ms with no call");
 
-        let held = sandbox.inner.ticker.hold();
-        let busy = woken_in(Duration::from_millis(200));
+        let held = ticker.hold();
+        let busy = ticks_in(Duration::from_millis(200));
         assert!(
             busy >= 50,
-            "only {busy} wake-ups in 200 ms with a call running"
+            "only {busy} ticks in 200 ms with a call running"
         );
         drop(held);
+        // The tick under way when the call ended may still count.
         std::thread::sleep(Duration::from_millis(50));
-        let after = woken_in(Duration::from_millis(300));
-        assert!(
-            after <= 4,
-            "{after} wake-ups in 300 ms after the call ended"
-        );
+        let after = ticks_in(Duration::from_millis(300));
+        assert_eq!(after, 0, "{after} ticks in 300 ms after the call ended");
     }
 }
