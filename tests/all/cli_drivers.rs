@@ -620,13 +620,7 @@ async fn a_live_run_on_the_local_model_ends_in_a_valid_state_with_its_tokens_cou
     config.cli(cli).model(model);
     let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
     runtime.activate(&release).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    runtime.set_server_address(listener.local_addr().unwrap());
-    tokio::spawn(hane_server::serve(
-        listener,
-        runtime.clone(),
-        std::future::pending(),
-    ));
+    serve(&runtime).await;
 
     let run = runtime
         .run_to_end(start("vehicle-check-live", FOUND))
