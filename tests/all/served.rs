@@ -433,8 +433,11 @@ async fn a_client_that_drops_a_stream_cancels_it_and_its_tokens_still_count() {
         let mut spec = spec("drop", format, true, addr, &[attached.token.as_str()]);
         spec["model"] = json!(LlamaServer::shared().model());
         // Long enough that the answer is still coming when the client
-        // goes.
+        // goes: a question whose answer runs to the cap (the vehicle
+        // question alone may end in a few tokens, before the server sees
+        // the client gone).
         spec["max_tokens"] = json!(400);
+        spec["question"] = json!("Count from 1 to 500, one number per line, and nothing else.");
         let out = model_client(&spec).await.unwrap();
         assert!(out["events"].as_u64().unwrap() >= 1, "{out}");
         // The call ends once the server sees the client gone; its input
