@@ -956,6 +956,78 @@ async fn what_real_and_broken_clients_send_gets_an_answer_never_a_5xx() {
     assert_eq!(reply.status, 200, "{reply:?}");
 }
 
+#[tokio::test]
+async fn a_plain_tools_call_gets_the_answer_rmcp_gives_and_what_rmcp_refuses_stays_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(dir.path(), None).await;
+    let addr = serve(&runtime, &McpConfig::new()).await;
+    let attached = attach(&runtime).await;
+    let token = Some(attached.token.as_str());
+    let call = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "data-find_record",
+            "arguments": {"collection": "vehicles", "match": {"registration": FOUND}}}})
+    .to_string();
+    let with = |headers: &[&'static str]| {
+        let mut all = vec!["Content-Type: application/json"];
+        all.extend_from_slice(headers);
+        all
+    };
+    let ask = async |headers: &[&'static str]| {
+        send(addr, "POST", "/mcp", token, &with(headers), Some(&call)).await
+    };
+    // As the SDKs send it (answered without rmcp's per-request service),
+    // and with a media-type parameter in `Accept` (handed to rmcp): the
+    // same answer.
+    let plain = ask(&[
+        "Accept: application/json, text/event-stream",
+        "MCP-Protocol-Version: 2025-11-25",
+    ])
+    .await;
+    let through_rmcp = ask(&["Accept: application/json;q=1, text/event-stream"]).await;
+    for reply in [&plain, &through_rmcp] {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/json"),
+            "{reply:?}"
+        );
+    }
+    let (plain, through_rmcp) = (plain.json(), through_rmcp.json());
+    assert_eq!(plain, through_rmcp);
+    assert_eq!(plain["id"], 11);
+    assert_eq!(
+        plain["result"]["structuredContent"]["records"][0]["model"], "Toyota Hiace Van",
+        "{plain}"
+    );
+    assert_eq!(plain["result"]["isError"], false, "{plain}");
+
+    // What rmcp refuses, refused as rmcp refuses it.
+    let unknown = ask(&[
+        "Accept: application/json, text/event-stream",
+        "MCP-Protocol-Version: 1999-01-01",
+    ])
+    .await;
+    assert_eq!(unknown.status, 400, "{unknown:?}");
+    assert!(unknown.body.contains("1999-01-01"), "{unknown:?}");
+    let json_only = ask(&["Accept: application/json"]).await;
+    assert_eq!(json_only.status, 406, "{json_only:?}");
+
+    // Both answered calls went through the Tool Gateway, and only they.
+    let run = runtime.get(&attached.run.id).await.unwrap();
+    let calls: Vec<_> = run
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("data.find_record", "succeeded"),
+            ("data.find_record", "succeeded")
+        ]
+    );
+}
+
 fn initialize_body(version: &str) -> String {
     json!({
         "jsonrpc": "2.0",

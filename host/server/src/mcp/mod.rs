@@ -25,6 +25,11 @@
 //! The same tool called again with the same input reports that call's
 //! state (or, once it ended, its result) instead of proposing again.
 //!
+//! A `tools/call` as the SDKs and CLIs send it (JSON, a protocol version
+//! with the `initialize` handshake) is answered on `/mcp` without rmcp's
+//! per-request service, with the answer that service gives
+//! ([`plain_tool_call`]); everything else goes through rmcp.
+//!
 //! Robustness: a missing, forged or expired token (or key) is a 401 before
 //! any JSON-RPC is read; a body that is not JSON, not one JSON-RPC message
 //! or over [`MAX_MCP_MESSAGE_BYTES`] is a JSON-RPC error with a 4xx;
@@ -49,8 +54,13 @@ use hane_coordinator::{AgentRuntime, RunToken, TokenError};
 use hane_core::RunId;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
-use rmcp::model::{ClientJsonRpcMessage, ErrorData, JsonObject, ToolAnnotations};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientRequest, ErrorData,
+    GetMeta, JsonObject, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    ToolAnnotations,
+};
 use rmcp::service::RequestContext;
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -127,6 +137,7 @@ where
     let releases = release::ReleaseTools::new(runtime.clone());
     let state = Endpoints {
         runtime,
+        tools: runs.clone(),
         runs: service(runs),
         releases: service(releases),
     };
@@ -158,6 +169,9 @@ type McpService<H> = StreamableHttpService<H, NeverSessionManager>;
 #[derive(Clone)]
 struct Endpoints {
     runtime: AgentRuntime,
+    /// The run-scoped handler, for the calls answered without rmcp's
+    /// per-request service ([`plain_tool_call`]).
+    tools: run::RunTools,
     runs: McpService<run::RunTools>,
     releases: McpService<release::ReleaseTools>,
 }
@@ -181,7 +195,14 @@ async fn run_endpoint(State(endpoints): State<Endpoints>, request: Request) -> R
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
-    serve(&endpoints.runs, request, caller).await
+    let (parts, bytes, message) = match read(request).await {
+        Ok(read) => read,
+        Err(response) => return response,
+    };
+    if let Some((id, params)) = plain_tool_call(&parts.headers, message) {
+        return call_directly(endpoints.tools, caller, id, params).await;
+    }
+    hand_over(&endpoints.runs, parts, bytes, caller).await
 }
 
 async fn release_endpoint(State(endpoints): State<Endpoints>, request: Request) -> Response {
@@ -189,36 +210,38 @@ async fn release_endpoint(State(endpoints): State<Endpoints>, request: Request) 
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
-    serve(&endpoints.releases, request, caller).await
+    let (parts, bytes, _) = match read(request).await {
+        Ok(read) => read,
+        Err(response) => return response,
+    };
+    hand_over(&endpoints.releases, parts, bytes, caller).await
 }
 
-/// One authenticated request to an MCP endpoint: `POST` checked to be one
-/// JSON-RPC message and handed to rmcp with `caller` in its extensions;
-/// `GET` and `DELETE` answered here.
-async fn serve<H, C>(service: &McpService<H>, request: Request, caller: C) -> Response
-where
-    H: ServerHandler + Clone,
-    C: Clone + Send + Sync + 'static,
-{
+/// One authenticated request to an MCP endpoint: a `POST` of one JSON-RPC
+/// message, read and checked (its parts, its body and the message); `GET`
+/// and `DELETE` are answered here.
+async fn read(
+    request: Request,
+) -> Result<(axum::http::request::Parts, Bytes, ClientJsonRpcMessage), Response> {
     match *request.method() {
         Method::POST => {}
         // There are no sessions: nothing to end.
-        Method::DELETE => return StatusCode::NO_CONTENT.into_response(),
+        Method::DELETE => return Err(StatusCode::NO_CONTENT.into_response()),
         // There is no stream of server messages to open.
         _ => {
-            return (
+            return Err((
                 StatusCode::METHOD_NOT_ALLOWED,
                 [(header::ALLOW, HeaderValue::from_static("POST, DELETE"))],
                 "this MCP endpoint takes POST (one JSON-RPC message) and DELETE",
             )
-                .into_response();
+                .into_response());
         }
     }
-    let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_MCP_MESSAGE_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            return Refusal::jsonrpc(
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_MCP_MESSAGE_BYTES)
+        .await
+        .map_err(|_| {
+            Refusal::jsonrpc(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,
                 ErrorData::invalid_request(
@@ -228,26 +251,129 @@ where
                     None,
                 ),
             )
-            .into_response();
-        }
-    };
-    if let Err(refusal) = check_message(&bytes) {
-        return refusal.into_response();
-    }
+            .into_response()
+        })?;
+    let message = check_message(&bytes).map_err(IntoResponse::into_response)?;
+    Ok((parts, bytes, message))
+}
+
+/// A request handed to rmcp's transport with `caller` in its extensions.
+async fn hand_over<H, C>(
+    service: &McpService<H>,
+    mut parts: axum::http::request::Parts,
+    bytes: Bytes,
+    caller: C,
+) -> Response
+where
+    H: ServerHandler + Clone,
+    C: Clone + Send + Sync + 'static,
+{
     parts.extensions.insert(caller);
     let request = Request::from_parts(parts, Body::from(bytes));
     let response = service.handle(request).await;
     response.map(Body::new)
 }
 
-/// Checks that `bytes` are one JSON-RPC message rmcp can read, so what
-/// is not gets a JSON-RPC error naming why (rmcp answers a plain-text
-/// `415`).
-fn check_message(bytes: &Bytes) -> Result<(), Refusal> {
+/// A `tools/call` that rmcp's stateless transport would hand to the
+/// handler as it is, and answer with the handler's result as JSON: the
+/// client accepts JSON and event streams (no media-type parameters),
+/// sends JSON, and speaks a protocol version that has the `initialize`
+/// handshake (or names none), with no version of its own in `_meta`.
+/// rmcp's service for one request costs two tasks and a channel (its
+/// serve loop, the handler's task, the answer sent back); such a call is
+/// answered by [`call_directly`] with the same answer. Anything else
+/// (another method, a newer version with its standard headers, a header
+/// rmcp refuses) goes to rmcp, which checks and answers it.
+fn plain_tool_call(
+    headers: &HeaderMap,
+    message: ClientJsonRpcMessage,
+) -> Option<(RequestId, CallToolRequestParams)> {
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    if request.request.get_meta().protocol_version().is_some() {
+        return None;
+    }
+    let ClientRequest::CallToolRequest(call) = request.request else {
+        return None;
+    };
+    let version = match headers.get_all(HEADER_MCP_PROTOCOL_VERSION).iter().count() {
+        0 => None,
+        1 => Some(headers.get(HEADER_MCP_PROTOCOL_VERSION)?.to_str().ok()?),
+        _ => return None,
+    };
+    if let Some(version) = version {
+        let known = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|v| v.as_str() == version);
+        if !known
+            || version >= ProtocolVersion::NO_INITIALIZE.as_str()
+            || version >= ProtocolVersion::STANDARD_HEADERS.as_str()
+        {
+            return None;
+        }
+    }
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        for media in value.to_str().ok()?.split(',') {
+            let media = media.trim();
+            if media.contains(';') {
+                return None;
+            }
+            json |= media.eq_ignore_ascii_case("application/json");
+            sse |= media.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    (json && sse && essence.eq_ignore_ascii_case("application/json"))
+        .then_some((request.id, call.params))
+}
+
+/// The answer to a [`plain_tool_call`], as rmcp gives it: the handler's
+/// result in the shape of the peer's protocol version, as a JSON-RPC
+/// response. The call runs in a task of its own (see
+/// [`run::RunTools::call`]), so a client that goes away does not cut it
+/// off.
+async fn call_directly(
+    tools: run::RunTools,
+    caller: RunCaller,
+    id: RequestId,
+    params: CallToolRequestParams,
+) -> Response {
+    let input = Value::Object(params.arguments.unwrap_or_default());
+    let result = tools.call(caller, &params.name, input).await;
+    let mut result = ServerResult::from(CallToolResponse::from(result));
+    // The shape of a protocol version with the handshake, as rmcp's
+    // handler gives it to such a peer.
+    result.strip_result_type_for_legacy_peer();
+    result.strip_non_object_output_for_legacy_peer();
+    let message = ServerJsonRpcMessage::response(result, id);
+    match serde_json::to_vec(&message) {
+        Ok(body) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!("serializing an MCP answer: {e}");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// Reads `bytes` as one JSON-RPC message rmcp can read, so what is not
+/// gets a JSON-RPC error naming why (rmcp answers a plain-text `415`).
+fn check_message(bytes: &Bytes) -> Result<ClientJsonRpcMessage, Refusal> {
     // What real clients send reads at once; the rest is read again to say
     // what is wrong with it.
-    let Err(unreadable) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes) else {
-        return Ok(());
+    let unreadable = match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(message) => return Ok(message),
+        Err(unreadable) => unreadable,
     };
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         Refusal::jsonrpc(
@@ -468,6 +594,73 @@ mod tests {
         ] {
             assert!(check_message(&Bytes::from(ok)).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn only_plain_tool_calls_skip_rmcps_service() {
+        let message = |body: Value| check_message(&Bytes::from(body.to_string())).unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "data-find_record", "arguments": {"id": "V-001"}}});
+        let headers = |values: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in values {
+                h.append(*name, HeaderValue::from_static(value));
+            }
+            h
+        };
+        let sdk = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        let (id, params) = plain_tool_call(&headers(&sdk), message(call.clone())).unwrap();
+        assert_eq!(id, RequestId::Number(4));
+        assert_eq!(params.name, "data-find_record");
+        assert_eq!(params.arguments.unwrap()["id"], "V-001");
+        let versioned = [sdk[0], sdk[1], ("mcp-protocol-version", "2025-06-18")];
+        assert!(plain_tool_call(&headers(&versioned), message(call.clone())).is_some());
+        // Each of these is rmcp's to check and answer.
+        for (what, values) in [
+            (
+                "a newer version",
+                vec![sdk[0], sdk[1], ("mcp-protocol-version", "2026-07-28")],
+            ),
+            (
+                "an unknown version",
+                vec![sdk[0], sdk[1], ("mcp-protocol-version", "2099-01-01")],
+            ),
+            (
+                "two versions",
+                vec![
+                    sdk[0],
+                    sdk[1],
+                    ("mcp-protocol-version", "2025-06-18"),
+                    ("mcp-protocol-version", "2025-11-25"),
+                ],
+            ),
+            (
+                "no event streams",
+                vec![sdk[0], ("accept", "application/json")],
+            ),
+            (
+                "a quality",
+                vec![
+                    sdk[0],
+                    ("accept", "application/json;q=0, text/event-stream"),
+                ],
+            ),
+            ("no content type", vec![sdk[1]]),
+            ("text", vec![("content-type", "text/plain"), sdk[1]]),
+        ] {
+            assert!(
+                plain_tool_call(&headers(&values), message(call.clone())).is_none(),
+                "{what}"
+            );
+        }
+        let mut meta = call.clone();
+        meta["params"]["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        assert!(plain_tool_call(&headers(&sdk), message(meta)).is_none());
+        let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+        assert!(plain_tool_call(&headers(&sdk), message(list)).is_none());
     }
 
     #[test]

@@ -146,9 +146,10 @@ impl RunTools {
         Ok(agent)
     }
 
-    /// Calls `name` (as listed) for `caller`'s run.
+    /// Calls `name` (as listed) for `caller`'s run. The call itself runs
+    /// in a task of its own: dropping this future loses only its answer.
     #[tracing::instrument(name = "mcp_call", skip_all, fields(run = %caller.run, tool = name))]
-    async fn call(&self, caller: RunCaller, name: &str, input: Value) -> CallToolResult {
+    pub(super) async fn call(&self, caller: RunCaller, name: &str, input: Value) -> CallToolResult {
         let agent = self.agent_of(&caller.run).await;
         let (tool, outbound) = match &agent {
             Ok(agent) => {
@@ -168,7 +169,21 @@ impl RunTools {
                 let result = self.spawn_call(&caller, &tool, input).await;
                 self.respond(result).await
             }
-            Some(kind) => self.call_outbound(caller, tool, input, kind).await,
+            // In a task of its own too: the call's bookkeeping is not cut
+            // off half-way when the client goes.
+            Some(kind) => {
+                let this = self.clone();
+                let call =
+                    tokio::spawn(
+                        async move { this.call_outbound(caller, tool, input, kind).await },
+                    );
+                match call.await {
+                    Ok(result) => result,
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                        "the call failed inside hane: {e}"
+                    ))]),
+                }
+            }
         }
     }
 
