@@ -12,7 +12,10 @@
 //!   application/json, text/event-stream`, `mcp-protocol-version`, the
 //!   token as `Authorization: Bearer`);
 //! - `mcp-ping`: a `ping` to the same endpoint: HTTP, the token check and
-//!   rmcp without any tool, the floor of every MCP request.
+//!   rmcp's per-request service, without any tool (a plain `tools/call` is
+//!   answered without that service);
+//! - `http-head`: a `HEAD /` on the same connection: hane's HTTP server
+//!   and router alone, the floor of any request over HTTP.
 //!
 //! MCP's cost is `mcp`'s p50 minus `in-process`'s. Beside the
 //! percentiles, each row's CPU time per call in this process (client and
@@ -115,7 +118,13 @@ fn main() {
         }
     );
     if let Some(ping) = p50_of("mcp-ping") {
-        println!("  of which a ping's p50: {:.1} µs", ping * 1e6);
+        println!("  a ping's p50: {:.1} µs", ping * 1e6);
+    }
+    if let Some(head) = p50_of("http-head") {
+        println!(
+            "  a HEAD / on the same connection, p50: {:.1} µs",
+            head * 1e6
+        );
     }
 }
 
@@ -213,6 +222,17 @@ fn tools_call(c: &mut Criterion) {
             })
         });
         b.iter(|| mcp(true));
+    });
+    group.bench_function("http-head", |b| {
+        let name = "tools_call/http-head";
+        CALLS.record(name, || {
+            with_cpu(name, || {
+                time_each(SAMPLES / 10, SAMPLES, || {
+                    client_rt.block_on(client.head());
+                })
+            })
+        });
+        b.iter(|| client_rt.block_on(client.head()));
     });
     group.finish();
     runs.borrow().end();
@@ -379,6 +399,21 @@ impl Client {
     async fn ping(&mut self) {
         let answer = self.request("ping", json!({})).await;
         assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+
+    /// A `HEAD /` on the same connection: hane's HTTP server and router,
+    /// without MCP or a token.
+    async fn head(&mut self) {
+        let request = Request::head("/")
+            .header("host", self.addr.to_string())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let sender = self.connect().await;
+        sender.ready().await.unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status();
+        response.into_body().collect().await.unwrap();
+        assert_eq!(status, StatusCode::OK);
     }
 
     /// One JSON-RPC request, POSTed as MCP clients do; the answer, as JSON
