@@ -249,7 +249,7 @@ impl AgentRuntime {
             }
         };
         if let Some(task) = &action.task {
-            self.update(live, |r| r.tasks.push(task.clone()));
+            self.amend(live, |r| r.tasks.push(task.clone()));
         }
         if let Err(unknown) = self.decide_now(&action, choice, group).await {
             return unknown;
@@ -262,7 +262,7 @@ impl AgentRuntime {
         if let Some(task) = &settled.task
             && !live.snapshot().tasks.contains(task)
         {
-            self.update(live, |r| r.tasks.push(task.clone()));
+            self.amend(live, |r| r.tasks.push(task.clone()));
         }
         action_result(&settled)
     }

@@ -201,7 +201,10 @@ pub(crate) struct LiveRun {
     /// For a run of a CLI driver: what its start found (the CLI, its
     /// version, the container runtime, the server's address).
     pub(crate) cli: Mutex<Option<drivers::cli::Prepared>>,
-    pub(crate) changes: watch::Sender<AgentRun>,
+    /// The run's status, told to waiters on every change of the run (the
+    /// run itself is read from `run` when wanted: a run of many tool calls
+    /// is not copied on each).
+    pub(crate) changes: watch::Sender<RunStatus>,
 }
 
 impl LiveRun {
@@ -719,7 +722,7 @@ impl AgentRuntime {
             .charge_run(&release, tokens, Some(run_row(&run)))
             .await?;
         let reservation = (tokens > 0).then_some((day, tokens));
-        let (changes, _) = watch::channel(run.clone());
+        let (changes, _) = watch::channel(run.status);
         let live = Arc::new(LiveRun {
             run: Mutex::new(run.clone()),
             agent,
@@ -777,7 +780,7 @@ impl AgentRuntime {
         if let Some(live) = live {
             let mut changes = live.changes.subscribe();
             loop {
-                if changes.borrow_and_update().status.is_final() {
+                if changes.borrow_and_update().is_final() {
                     break;
                 }
                 if changes.changed().await.is_err() {
@@ -895,7 +898,8 @@ impl AgentRuntime {
         Ok(())
     }
 
-    /// Applies `change` to the live run and tells waiters.
+    /// Applies `change` to the live run and tells waiters; the run as it
+    /// is now.
     pub(crate) fn update(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
         let snapshot = {
             let mut run = lock(&live.run);
@@ -903,8 +907,21 @@ impl AgentRuntime {
             run.updated_at_ms = now_ms();
             run.clone()
         };
-        live.changes.send_replace(snapshot.clone());
+        live.changes.send_replace(snapshot.status);
         snapshot
+    }
+
+    /// As [`AgentRuntime::update`], without a copy of the run: what each
+    /// tool call and model call does, so that a call's cost does not grow
+    /// with the run's calls so far.
+    pub(crate) fn amend(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) {
+        let status = {
+            let mut run = lock(&live.run);
+            change(&mut run);
+            run.updated_at_ms = now_ms();
+            run.status
+        };
+        live.changes.send_replace(status);
     }
 
     pub(crate) async fn drive(&self, live: Arc<LiveRun>) {
@@ -961,7 +978,7 @@ impl AgentRuntime {
         };
         // Model calls still in flight end now, and what they used counts.
         if let Some(used) = self.inner.gateway.end_model_calls(&id).await {
-            self.update(live, |r| r.tokens_used = used);
+            self.amend(live, |r| r.tokens_used = used);
         }
         self.inner.gateway.close(&id);
         // What the run did is stored before its end is.
@@ -1025,7 +1042,7 @@ impl AgentRuntime {
             tracing::error!(run = %id, "withdrawing the run's pending actions: {e}");
         }
         lock(&self.inner.live).remove(&id);
-        live.changes.send_replace(run);
+        live.changes.send_replace(run.status);
     }
 
     async fn drive_inner(&self, live: &Arc<LiveRun>) -> Result<(), RunEnd> {
@@ -1431,7 +1448,7 @@ impl AgentRuntime {
             operation,
             duration_us: started.elapsed().as_micros() as u64,
         };
-        self.update(&live, |run| run.tool_calls.push(summary));
+        self.amend(&live, |run| run.tool_calls.push(summary));
     }
 }
 

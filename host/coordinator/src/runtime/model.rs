@@ -265,7 +265,7 @@ impl AgentRuntime {
             .gateway
             .model_tokens_used(&run)
             .unwrap_or(live.snapshot().tokens_used);
-        self.update(&live, |r| r.tokens_used = used);
+        self.amend(&live, |r| r.tokens_used = used);
         record_turn(&live, turn);
         Ok(response)
     }

@@ -68,7 +68,7 @@ impl AgentRuntime {
         if let Err(e) = self.inner.registry.create_task(task_row(&task)).await {
             return ToolResult::error("failed", format!("the task could not be stored: {e}"));
         }
-        self.update(live, |r| r.tasks.push(task.id.clone()));
+        self.amend(live, |r| r.tasks.push(task.id.clone()));
         ToolResult::Output(json!({
             "task": task.id.to_string(),
             "assignment": assignment,
