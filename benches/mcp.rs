@@ -17,6 +17,10 @@
 //! - `http-head`: a `HEAD /` on the same connection: hane's HTTP server
 //!   and router alone, the floor of any request over HTTP.
 //!
+//! Beside them, `in-process-one-run`: the in-process call with all of the
+//! row's calls (thousands) for one run, against `in-process`'s runs of
+//! 100: a call's cost must not grow with its run's calls.
+//!
 //! MCP's cost is `mcp`'s p50 minus `in-process`'s. Beside the
 //! percentiles, each row's CPU time per call in this process (client and
 //! hane). Target: MCP adds ≤ 200 µs at p50.
@@ -49,11 +53,9 @@ use latency::{LatencyTable, Samples, time_each};
 /// Calls timed per row, after a tenth as many untimed ones.
 const SAMPLES: usize = 2_000;
 
-/// Tool calls made for one run before the next run starts (untimed): every
-/// call of `AgentRuntime::call_tool` copies and writes its run's record of
-/// the calls so far, so a call's cost grows with its run's calls; every
-/// row's calls are made by runs of the same sizes, as a client's session
-/// of up to a hundred calls.
+/// Tool calls made for one run before the next run starts (untimed), as
+/// a client's session of up to a hundred calls; every row's calls are
+/// made by runs of the same sizes.
 const CALLS_PER_RUN: usize = 100;
 
 /// Target: what MCP adds to a call at p50.
@@ -171,16 +173,7 @@ fn tools_call(c: &mut Criterion) {
     // starts untimed.
     let mut in_process = || {
         let token = runs.borrow_mut().next().clone();
-        let start = Instant::now();
-        let result = hane_rt
-            .block_on(runtime.call_tool(&token, "data.find_record", input.clone()))
-            .unwrap();
-        let elapsed = start.elapsed();
-        match result {
-            ToolResult::Output(output) => check_found(&output),
-            ToolResult::Error { kind, message } => panic!("{kind}: {message}"),
-        }
-        elapsed
+        call_in_process(&hane_rt, &runtime, &token, &input)
     };
     // A ping makes no tool call: it goes with the token of the run there is.
     let mut mcp = |ping: bool| {
@@ -206,6 +199,15 @@ fn tools_call(c: &mut Criterion) {
         let name = "tools_call/in-process";
         CALLS.record(name, || with_cpu(name, || time_calls(&mut in_process)));
         b.iter_custom(|iters| (0..iters).map(|_| in_process()).sum());
+    });
+    // All of a row's calls for one run: a call's cost must not grow with
+    // the run's calls so far.
+    let long = Runs::attach(&hane_rt, &runtime);
+    let mut one_run = || call_in_process(&hane_rt, &runtime, &long.token, &input);
+    group.bench_function("in-process-one-run", |b| {
+        let name = "tools_call/in-process-one-run";
+        CALLS.record(name, || with_cpu(name, || time_calls(&mut one_run)));
+        b.iter_custom(|iters| (0..iters).map(|_| one_run()).sum());
     });
     group.bench_function("mcp", |b| {
         let name = "tools_call/mcp";
@@ -236,6 +238,7 @@ fn tools_call(c: &mut Criterion) {
     });
     group.finish();
     runs.borrow().end();
+    hane_rt.block_on(runtime.cancel(&long.run.id)).unwrap();
     let _ = stop.send(());
 }
 
@@ -353,6 +356,26 @@ fn cpu_time() -> Duration {
         Some(user + system)
     };
     Duration::from_millis(ticks().unwrap_or(0) * 10)
+}
+
+/// One `AgentRuntime::call_tool` of `data.find_record` for `token`'s run,
+/// its result checked; its time.
+fn call_in_process(
+    rt: &Runtime,
+    runtime: &AgentRuntime,
+    token: &RunToken,
+    input: &Value,
+) -> Duration {
+    let start = Instant::now();
+    let result = rt
+        .block_on(runtime.call_tool(token, "data.find_record", input.clone()))
+        .unwrap();
+    let elapsed = start.elapsed();
+    match result {
+        ToolResult::Output(output) => check_found(&output),
+        ToolResult::Error { kind, message } => panic!("{kind}: {message}"),
+    }
+    elapsed
 }
 
 /// The record a call must find.
