@@ -179,6 +179,7 @@ impl SqliteStore {
         let path = path.as_ref().to_owned();
         let writer = Writer::new(
             schema::open_writer(&path, config.synchronous)?,
+            config.synchronous,
             config.max_batch,
         );
         // Opened after the writer's connection, which created the schema.
@@ -220,6 +221,25 @@ impl SqliteStore {
     }
 
     /// Sends a request to the writer and waits for its answer.
+    /// An append whose commit is synced to disk before it is answered
+    /// when `synced`, else only written (see
+    /// [`SessionStore::append_deferred`]).
+    async fn append_synced(
+        &self,
+        session: &SessionId,
+        events: Vec<SessionEvent>,
+        synced: bool,
+    ) -> Result<Appended, StoreError> {
+        let events = Prepared::batch(session, &events)?;
+        self.write(|reply| Request::Append {
+            session: session.clone(),
+            events,
+            synced,
+            reply,
+        })
+        .await
+    }
+
     async fn write<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, StoreError> {
         let (reply, answer) = oneshot::channel();
         let writer = self.inner.writer.as_ref().ok_or(StoreError::Closed)?;
@@ -305,15 +325,15 @@ impl SessionStore for SqliteStore {
         session: &'a SessionId,
         events: Vec<SessionEvent>,
     ) -> StoreFuture<'a, Appended> {
-        Box::pin(async move {
-            let events = Prepared::batch(session, &events)?;
-            self.write(|reply| Request::Append {
-                session: session.clone(),
-                events,
-                reply,
-            })
-            .await
-        })
+        Box::pin(self.append_synced(session, events, true))
+    }
+
+    fn append_deferred<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<SessionEvent>,
+    ) -> StoreFuture<'a, Appended> {
+        Box::pin(self.append_synced(session, events, false))
     }
 
     fn read<'a>(

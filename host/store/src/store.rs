@@ -162,9 +162,9 @@ pub enum StoreError {
 /// Persists sessions: their history, the inputs they accepted and the state
 /// of their operations.
 ///
-/// Every method is durable on return: an append is acknowledged only after
-/// its batch is on disk (as far as the store's configured synchronous mode
-/// goes).
+/// Every method but [`SessionStore::append_deferred`] is durable on
+/// return: an append is acknowledged only after its batch is on disk (as
+/// far as the store's configured synchronous mode goes).
 pub trait SessionStore: Send + Sync {
     /// Creates an empty session.
     fn create_session(&self) -> StoreFuture<'_, SessionInfo>;
@@ -184,6 +184,22 @@ pub trait SessionStore: Send + Sync {
         session: &'a SessionId,
         events: Vec<SessionEvent>,
     ) -> StoreFuture<'a, Appended>;
+
+    /// As [`SessionStore::append`], but acknowledged once written, before
+    /// it is synced to disk: it survives the process crashing, and the
+    /// next append makes it durable with everything before it (a store
+    /// writes its history in order), but a crash of the machine before
+    /// then may lose it. For events that are safe to lose, such as an LLM
+    /// turn already counted elsewhere or the call of a `read` operation,
+    /// which runs again. A store that cannot defer a sync appends as
+    /// [`SessionStore::append`] does.
+    fn append_deferred<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<SessionEvent>,
+    ) -> StoreFuture<'a, Appended> {
+        self.append(session, events)
+    }
 
     /// Reads the events with sequence numbers in `range` (clamped to the
     /// session's length), a fork's shared prefix included.

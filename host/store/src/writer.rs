@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::query::{self, Fail, Segment, int, now_ms};
 use crate::schema::CHECKPOINT_PAGES;
-use crate::{Appended, ForkPoint, SessionInfo, StoreError};
+use crate::{Appended, ForkPoint, SessionInfo, StoreError, Synchronous};
 
 /// Where the writer sends a request's answer.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -25,6 +25,9 @@ pub(crate) enum Request {
     Append {
         session: SessionId,
         events: Vec<Prepared>,
+        /// Whether the commit must reach the disk before it is
+        /// acknowledged (see [`crate::SessionStore::append_deferred`]).
+        synced: bool,
         reply: Reply<Appended>,
     },
     Fork {
@@ -32,6 +35,17 @@ pub(crate) enum Request {
         at: u64,
         reply: Reply<SessionInfo>,
     },
+}
+
+impl Request {
+    /// Whether its commit must be synced to disk before it is answered:
+    /// all but a deferred append.
+    fn needs_sync(&self) -> bool {
+        match self {
+            Request::Append { synced, .. } => *synced,
+            Request::Create { .. } | Request::Fork { .. } => true,
+        }
+    }
 }
 
 /// An event ready for the writer: sealed and checked on the caller's
@@ -202,15 +216,22 @@ pub(crate) struct Writer {
     cursors: HashMap<SessionId, Cursor>,
     max_batch: usize,
     checkpoint_pages: i32,
+    /// The store's configured mode, for the groups that need a sync.
+    synchronous: Synchronous,
+    /// The connection's mode now.
+    mode: Synchronous,
 }
 
 impl Writer {
-    pub(crate) fn new(conn: Connection, max_batch: usize) -> Self {
+    /// A writer on `conn`, opened with `synchronous` as its mode.
+    pub(crate) fn new(conn: Connection, synchronous: Synchronous, max_batch: usize) -> Self {
         Self {
             conn,
             cursors: HashMap::new(),
             max_batch: max_batch.max(1),
             checkpoint_pages: CHECKPOINT_PAGES,
+            synchronous,
+            mode: synchronous,
         }
     }
 
@@ -226,7 +247,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            self.commit(group.drain(..));
+            self.commit_group(&mut group);
             self.checkpoint();
         }
     }
@@ -253,6 +274,38 @@ impl Writer {
                     .wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE),
             );
         }
+    }
+
+    /// Commits `group`, synced to disk as the store is configured when any
+    /// of its requests needs it, else at most as [`Synchronous::Normal`]
+    /// syncs: the commit survives the process crashing, and the next synced
+    /// commit makes it durable with everything before it, since the log is
+    /// written in order.
+    fn commit_group(&mut self, group: &mut Vec<Request>) {
+        let mode = if group.iter().any(Request::needs_sync) {
+            self.synchronous
+        } else {
+            match self.synchronous {
+                Synchronous::Full => Synchronous::Normal,
+                other => other,
+            }
+        };
+        if mode != self.mode {
+            if let Err(e) = self.conn.pragma_update(None, "synchronous", mode.pragma()) {
+                // Left as it was. A group that needs a sync is not
+                // committed without one.
+                if mode == self.synchronous {
+                    let error = format!("setting the synchronous mode to {}: {e}", mode.pragma());
+                    for request in group.drain(..) {
+                        Self::refuse(request, &error).send();
+                    }
+                    return;
+                }
+            } else {
+                self.mode = mode;
+            }
+        }
+        self.commit(group.drain(..));
     }
 
     fn exec(&self, sql: &str) -> rusqlite::Result<()> {
@@ -329,6 +382,7 @@ impl Writer {
                 session,
                 events,
                 reply,
+                ..
             } => {
                 let r = self.savepoint(|w| w.append(&session, &events));
                 let r = r.map_err(|f| f.doing(|| format!("appending to session {session}")));
@@ -655,7 +709,6 @@ mod tests {
     use hane_core::{Input, InputKind};
 
     use super::*;
-    use crate::Synchronous;
     use crate::schema::open_writer;
 
     fn accepted(id: &str) -> SessionEvent {
@@ -677,17 +730,102 @@ mod tests {
         }
     }
 
-    fn append(
+    type Answer = oneshot::Receiver<Result<Appended, StoreError>>;
+
+    fn append(session: &SessionId, events: &[SessionEvent]) -> (Request, Answer) {
+        append_synced(session, events, true)
+    }
+
+    fn append_synced(
         session: &SessionId,
         events: &[SessionEvent],
-    ) -> (Request, oneshot::Receiver<Result<Appended, StoreError>>) {
+        synced: bool,
+    ) -> (Request, Answer) {
         let (reply, answer) = oneshot::channel();
         let request = Request::Append {
             session: session.clone(),
             events: Prepared::batch(session, events).unwrap(),
+            synced,
             reply,
         };
         (request, answer)
+    }
+
+    /// The writer connection's `synchronous` pragma: 0 `OFF`, 1 `NORMAL`,
+    /// 2 `FULL`.
+    fn mode(writer: &Writer) -> i64 {
+        writer
+            .conn
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap()
+    }
+
+    /// A group of deferred appends only commits without a sync
+    /// (`NORMAL`); a group with any request that needs one commits as the
+    /// store is configured (`FULL`), which syncs what came before too.
+    /// A store configured `OFF` stays so.
+    #[test]
+    fn only_a_group_of_deferred_appends_skips_the_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_writer(&dir.path().join("store.db"), Synchronous::Full).unwrap();
+        let mut writer = Writer::new(conn, Synchronous::Full, 16);
+        let mut group = Vec::new();
+        let (reply, mut created) = oneshot::channel();
+        group.push(Request::Create { reply });
+        writer.commit_group(&mut group);
+        let session = created.try_recv().unwrap().unwrap().id;
+        assert_eq!(mode(&writer), 2);
+
+        let (a, mut a_answer) = append_synced(&session, &[run("1")], false);
+        let (b, mut b_answer) = append_synced(&session, &[run("2")], false);
+        group.extend([a, b]);
+        writer.commit_group(&mut group);
+        assert_eq!(mode(&writer), 1, "deferred appends alone are not synced");
+        assert_eq!(a_answer.try_recv().unwrap().unwrap().first_seq, 0);
+        assert_eq!(b_answer.try_recv().unwrap().unwrap().first_seq, 1);
+
+        let (c, mut c_answer) = append_synced(&session, &[run("3")], false);
+        let (d, mut d_answer) = append(&session, &[run("4")]);
+        group.extend([c, d]);
+        writer.commit_group(&mut group);
+        assert_eq!(
+            mode(&writer),
+            2,
+            "one append that needs a sync syncs the group"
+        );
+        assert_eq!(c_answer.try_recv().unwrap().unwrap().first_seq, 2);
+        assert_eq!(d_answer.try_recv().unwrap().unwrap().first_seq, 3);
+
+        let (e, _) = append_synced(&session, &[run("5")], false);
+        group.push(e);
+        writer.commit_group(&mut group);
+        assert_eq!(mode(&writer), 1);
+        let (reply, mut forked) = oneshot::channel();
+        group.push(Request::Fork {
+            session: session.clone(),
+            at: 2,
+            reply,
+        });
+        writer.commit_group(&mut group);
+        assert_eq!(mode(&writer), 2, "a fork is synced");
+        forked.try_recv().unwrap().unwrap();
+        let events = query::read(&writer.conn, &session, 0..u64::MAX).unwrap();
+        let states: Vec<_> = events.iter().map(|r| r.event.clone()).collect();
+        assert_eq!(states, [run("1"), run("2"), run("3"), run("4"), run("5")]);
+
+        let conn = open_writer(&dir.path().join("off.db"), Synchronous::Off).unwrap();
+        let mut writer = Writer::new(conn, Synchronous::Off, 16);
+        let (reply, mut created) = oneshot::channel();
+        group.push(Request::Create { reply });
+        writer.commit_group(&mut group);
+        let session = created.try_recv().unwrap().unwrap().id;
+        for synced in [false, true] {
+            let (request, mut answer) = append_synced(&session, &[run("1")], synced);
+            group.push(request);
+            writer.commit_group(&mut group);
+            answer.try_recv().unwrap().unwrap();
+            assert_eq!(mode(&writer), 0);
+        }
     }
 
     /// One group in which some requests are refused: the others commit,
@@ -697,7 +835,7 @@ mod tests {
     fn a_refused_request_rolls_back_alone() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
-        let mut writer = Writer::new(conn, 16);
+        let mut writer = Writer::new(conn, Synchronous::Off, 16);
 
         let (reply, mut created) = oneshot::channel();
         writer.commit([Request::Create { reply }].into_iter());
@@ -751,7 +889,7 @@ mod tests {
     fn the_writer_checkpoints_between_groups() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
-        let mut writer = Writer::new(conn, 16);
+        let mut writer = Writer::new(conn, Synchronous::Off, 16);
         let (reply, mut created) = oneshot::channel();
         writer.commit([Request::Create { reply }].into_iter());
         let session = created.try_recv().unwrap().unwrap().id;

@@ -72,10 +72,13 @@ async fn next_batch(first: Entry, entries: &mut mpsc::UnboundedReceiver<Entry>) 
 /// stored.
 ///
 /// The agent runtime writes the calls of `read` operations and of control
-/// tools here: a crash can lose the last of them, and both are safe to run
-/// again. Anything that must be on disk before it happens — an input, a
-/// `write` or `outbound` operation starting, a run's end — is flushed
-/// first and written directly.
+/// tools here, and LLM turns: a crash can lose the last of them (the
+/// process's, those still queued; the machine's, those not yet synced to
+/// disk: they are appended with [`SessionStore::append_deferred`]), and
+/// both kinds of call are safe to run again. Anything that must be on disk
+/// before it happens — an input, a `write` or `outbound` operation
+/// starting, a run's end — is flushed first and written directly, which
+/// syncs what the journal wrote before it.
 pub(crate) struct Journal {
     queue: mpsc::UnboundedSender<Entry>,
 }
@@ -94,7 +97,7 @@ impl Journal {
                 // depend on what was lost.
                 if !events.is_empty()
                     && failed.is_none()
-                    && let Err(e) = store.append(&session, events).await
+                    && let Err(e) = store.append_deferred(&session, events).await
                 {
                     failed = Some(format!(
                         "the history of session {session} could not be written: {e}"

@@ -244,6 +244,17 @@ impl std::fmt::Debug for AgentRuntime {
     }
 }
 
+/// Tells the waiters of a run its status when it changed: most changes
+/// (a tool call's summary, tokens used) leave it as it was, and waking
+/// every waiter for each of them would cost a task's wake-up per call.
+fn tell(changes: &watch::Sender<RunStatus>, status: RunStatus) {
+    changes.send_if_modified(|told| {
+        let changed = *told != status;
+        *told = status;
+        changed
+    });
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -907,7 +918,7 @@ impl AgentRuntime {
             run.updated_at_ms = now_ms();
             run.clone()
         };
-        live.changes.send_replace(snapshot.status);
+        tell(&live.changes, snapshot.status);
         snapshot
     }
 
@@ -921,7 +932,7 @@ impl AgentRuntime {
             run.updated_at_ms = now_ms();
             run.status
         };
-        live.changes.send_replace(status);
+        tell(&live.changes, status);
     }
 
     pub(crate) async fn drive(&self, live: Arc<LiveRun>) {

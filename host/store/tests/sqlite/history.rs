@@ -282,3 +282,53 @@ async fn the_store_is_used_through_the_trait() {
     );
     assert_eq!(shared.session(&session).await.unwrap().len, 1);
 }
+
+/// A deferred append is an append in every way but its sync: it numbers
+/// its events in line with the others, refuses an input accepted before,
+/// is read back at once and is in the file when the store is opened again.
+#[tokio::test]
+async fn deferred_appends_number_check_and_keep_their_events_as_appends_do() {
+    let scratch = Scratch::new();
+    let store = scratch.open();
+    let session = store.create_session().await.unwrap().id;
+    store
+        .append(&session, vec![accepted("in-1"), run("a")])
+        .await
+        .unwrap();
+    let deferred = store
+        .append_deferred(&session, vec![run("b"), run("c")])
+        .await
+        .unwrap();
+    assert_eq!(
+        deferred,
+        Appended {
+            first_seq: 2,
+            len: 4
+        }
+    );
+    let refused = store
+        .append_deferred(&session, vec![run("lost"), accepted("in-1")])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::DuplicateInput { ref input, .. }) if input.as_str() == "in-1"),
+        "{refused:?}"
+    );
+    store.append(&session, vec![run("d")]).await.unwrap();
+    store
+        .append_deferred(&session, vec![run("e")])
+        .await
+        .unwrap();
+    let expected = [
+        accepted("in-1"),
+        run("a"),
+        run("b"),
+        run("c"),
+        run("d"),
+        run("e"),
+    ];
+    assert_eq!(history(&store, &session).await, expected);
+    drop(store);
+
+    let store = scratch.open();
+    assert_eq!(history(&store, &session).await, expected);
+}
