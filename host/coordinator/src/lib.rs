@@ -17,6 +17,7 @@
 
 mod approvals;
 mod budget;
+pub mod conversation;
 mod coordinator;
 mod drivers;
 mod gateway;
@@ -49,7 +50,7 @@ pub use release::{
     MAX_RECORDING_BYTES, ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
 pub use runtime::{
-    AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RuntimeConfig, StartRun,
+    AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RunEvent, RuntimeConfig, StartRun,
 };
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,

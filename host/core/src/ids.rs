@@ -152,6 +152,13 @@ generated_id!(
     "act_",
     "action id"
 );
+generated_id!(
+    /// Names one conversation of the built-in chat: `conv_` and 26
+    /// characters.
+    ConversationId,
+    "conv_",
+    "conversation id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

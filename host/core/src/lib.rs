@@ -42,6 +42,7 @@ mod agent;
 mod approval;
 mod budget;
 mod bundle;
+mod conversation;
 mod credential;
 mod decider;
 mod envelope;
@@ -79,6 +80,7 @@ pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
     read_bundle_dir, resolve_model,
 };
+pub use conversation::{Conversation, ConversationEntry};
 pub use credential::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var, credential_key};
 pub use decider::{
     Decider, DeciderPolicyManifest, DeciderPolicySpec, DeciderRule, PolicyVerdict, glob_matches,
@@ -87,8 +89,8 @@ pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
-    ActionId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId, TaskId,
-    ToolCallId, now_ms,
+    ActionId, ConversationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId,
+    TaskId, ToolCallId, now_ms,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;

@@ -17,11 +17,13 @@ use crate::schema;
 use crate::sqlite::Synchronous;
 
 mod actions;
+mod conversations;
 
 pub use actions::{
     ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage,
     UsageDelta,
 };
+pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
 
 /// Runs listed at most by one [`Registry::runs`] query.
 pub const MAX_RUNS_LISTED: u32 = 1000;

@@ -155,6 +155,25 @@ const MIGRATIONS: &[&str] = &[
     // Version 4: the assignment groups an API key decides outbound actions
     // for, one per line; NULL for every group (keys made before).
     "ALTER TABLE api_keys ADD COLUMN groups TEXT;",
+    // Version 5: conversations of the built-in chat and their entries in
+    // order (a person's message and the run it started, or a saved
+    // memory). Bodies are `seal`ed by their owners; what a run did stays
+    // in the run, its session and the ledger.
+    "CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX conversations_by_updated ON conversations (updated_at);
+    CREATE TABLE conversation_entries (
+        conversation TEXT NOT NULL REFERENCES conversations (id),
+        seq INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (conversation, seq)
+    ) STRICT, WITHOUT ROWID;",
 ];
 
 /// The newest schema version this build reads and writes.

@@ -251,6 +251,15 @@ impl AgentRuntime {
         if let Some(task) = &action.task {
             self.amend(live, |r| r.tasks.push(task.clone()));
         }
+        if matches!(choice, Choice::Person(_)) {
+            live.tell(|| crate::runtime::RunEvent::ActionPending {
+                action: action.id.clone(),
+                tool: action.tool.clone(),
+                recipient: action.recipient.clone(),
+                digest: action.digest.clone(),
+                assignment: action.assignment.clone(),
+            });
+        }
         if let Err(unknown) = self.decide_now(&action, choice, group).await {
             return unknown;
         }

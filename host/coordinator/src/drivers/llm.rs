@@ -60,12 +60,25 @@ fn hane_tool_name(model_name: &str) -> String {
 #[derive(Debug)]
 pub struct Llm<'a> {
     agent: &'a LoadedAgent,
+    history: Vec<Message>,
 }
 
 impl<'a> Llm<'a> {
     /// The driver of `agent`.
     pub fn new(agent: &'a LoadedAgent) -> Self {
-        Self { agent }
+        Self {
+            agent,
+            history: Vec::new(),
+        }
+    }
+
+    /// The driver with `history`, the conversation before the run's task
+    /// (built from a conversation's memory): the model is given it before
+    /// the task message, and the context builder may leave out its oldest
+    /// parts, as it does any message, saying so in its report.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
     }
 
     /// The system text: the agent's instructions, then the note on
@@ -135,6 +148,9 @@ impl Llm<'_> {
             info.max_output_tokens,
             Tokenizer::for_model(&info.name),
         ));
+        for message in &self.history {
+            context.push(message.clone());
+        }
         context.push(task_message(&input));
         let mut reminded = false;
         loop {

@@ -128,11 +128,19 @@ pub(crate) enum Chosen<'a> {
 /// one place that decides it. [`hane_core::Driver::is_available_in_this_build`],
 /// which answers before a run starts, agrees with it (a test checks every
 /// driver).
-pub(crate) fn for_agent(agent: &LoadedAgent) -> Option<Chosen<'_>> {
+///
+/// `history` is the conversation before the run's task, for a message's
+/// run: the `llm` driver puts it before the task message.
+pub(crate) fn for_agent(
+    agent: &LoadedAgent,
+    history: Vec<hane_context::Message>,
+) -> Option<Chosen<'_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {
         hane_core::Driver::Scripted => Some(Chosen::Driver(Box::new(Scripted::new(&spec.script)))),
-        hane_core::Driver::Llm => Some(Chosen::Driver(Box::new(Llm::new(agent)))),
+        hane_core::Driver::Llm => Some(Chosen::Driver(Box::new(
+            Llm::new(agent).with_history(history),
+        ))),
         hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => {
             Some(Chosen::Cli)
         }
@@ -168,7 +176,7 @@ mod tests {
                 model: None,
             };
             assert_eq!(
-                for_agent(&agent).is_some(),
+                for_agent(&agent, Vec::new()).is_some(),
                 driver.is_available_in_this_build(),
                 "{driver}"
             );

@@ -18,9 +18,11 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::Instrument as _;
 
+mod events;
 mod journal;
 mod model;
 
+pub use events::RunEvent;
 pub use model::ModelConfig;
 
 pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
@@ -163,6 +165,17 @@ pub struct StartRun {
     pub shadow: bool,
 }
 
+/// What a run starts with beside its request: for a message of a
+/// conversation, the conversation so far, and that it is followed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunContext {
+    /// Earlier messages, which the `llm` driver puts before the task and a
+    /// CLI driver's prompt before the input.
+    pub(crate) history: Vec<hane_context::Message>,
+    /// Keep the run's events for followers ([`AgentRuntime::follow`]).
+    pub(crate) follow: bool,
+}
+
 /// A run driven from outside, by whoever holds its token
 /// ([`AgentRuntime::start_attached`]).
 #[derive(Debug, Clone)]
@@ -205,11 +218,23 @@ pub(crate) struct LiveRun {
     /// run itself is read from `run` when wanted: a run of many tool calls
     /// is not copied on each).
     pub(crate) changes: watch::Sender<RunStatus>,
+    /// The conversation so far, for a message's run.
+    pub(crate) history: Vec<hane_context::Message>,
+    /// What the run does, for followers, when it was started to be
+    /// followed.
+    pub(crate) events: Option<events::Events>,
 }
 
 impl LiveRun {
     pub(crate) fn snapshot(&self) -> AgentRun {
         lock(&self.run).clone()
+    }
+
+    /// Tells the run's followers of `event`, when it has any.
+    pub(crate) fn tell(&self, event: impl FnOnce() -> RunEvent) {
+        if let Some(events) = &self.events {
+            events.send(event());
+        }
     }
 }
 
@@ -225,6 +250,8 @@ pub(crate) struct Inner {
     pub(crate) model_config: ModelConfig,
     pub(crate) adapters: model::Adapters,
     pub(crate) cli: CliConfig,
+    /// Conversations taking a message now.
+    pub(crate) conversations: crate::conversation::Sending,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -478,6 +505,7 @@ impl AgentRuntime {
                 model_config: ModelConfig::default(),
                 adapters: model::Adapters::default(),
                 cli: CliConfig::default(),
+                conversations: Default::default(),
             }),
         }
     }
@@ -611,7 +639,24 @@ impl AgentRuntime {
     /// No release, unknown agent, input not valid against the agent's
     /// input schema, a driver this build cannot run, or the store failed.
     pub async fn start(&self, request: StartRun) -> Result<AgentRun, RunError> {
-        self.start_with(request, None).await
+        self.start_with(request, None, RunContext::default()).await
+    }
+
+    /// As [`AgentRuntime::start`], with `context`.
+    pub(crate) async fn start_in(
+        &self,
+        request: StartRun,
+        context: RunContext,
+    ) -> Result<AgentRun, RunError> {
+        self.start_with(request, None, context).await
+    }
+
+    /// What run `id` does from now on, after what it did so far, until it
+    /// ends, for a run started to be followed (a conversation's message);
+    /// `None` for a run that is not live here or was not started so.
+    pub fn follow(&self, id: &RunId) -> Option<tokio::sync::mpsc::UnboundedReceiver<RunEvent>> {
+        let live = lock(&self.inner.live).get(id).cloned()?;
+        live.events.as_ref().map(events::Events::follow)
     }
 
     /// Starts a run of `request.agent` that is driven from outside — by a
@@ -631,7 +676,9 @@ impl AgentRuntime {
     /// was cancelled at once).
     pub async fn start_attached(&self, request: StartRun) -> Result<AttachedRun, RunError> {
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        let run = self.start_with(request, Some(sender)).await?;
+        let run = self
+            .start_with(request, Some(sender), RunContext::default())
+            .await?;
         match receiver.await {
             Ok(token) => Ok(AttachedRun { run, token }),
             Err(_) => {
@@ -649,6 +696,7 @@ impl AgentRuntime {
         &self,
         request: StartRun,
         attached: Option<tokio::sync::oneshot::Sender<RunToken>>,
+        context: RunContext,
     ) -> Result<AgentRun, RunError> {
         let release = self.release().await?;
         let Some(agent) = release.agents.get(&request.agent).cloned() else {
@@ -749,6 +797,8 @@ impl AgentRuntime {
             attached: Mutex::new(attached),
             cli: Mutex::new(cli),
             changes,
+            history: context.history,
+            events: context.follow.then(events::Events::default),
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
         let runtime = self.clone();
@@ -1054,6 +1104,7 @@ impl AgentRuntime {
         }
         lock(&self.inner.live).remove(&id);
         live.changes.send_replace(run.status);
+        live.tell(|| RunEvent::End(Box::new(run)));
     }
 
     async fn drive_inner(&self, live: &Arc<LiveRun>) -> Result<(), RunEnd> {
@@ -1141,7 +1192,9 @@ impl AgentRuntime {
                 .drive_cli(live, &run, token, input, prepared, max)
                 .await;
         }
-        let Some(drivers::Chosen::Driver(driver)) = drivers::for_agent(&live.agent) else {
+        let Some(drivers::Chosen::Driver(driver)) =
+            drivers::for_agent(&live.agent, live.history.clone())
+        else {
             return Err(RunEnd::Failed(format!(
                 "driver `{}` is not available in this build",
                 live.agent.manifest.spec.driver
@@ -1155,6 +1208,7 @@ impl AgentRuntime {
             runtime: self,
             token,
             info: model.info.clone(),
+            live,
         });
         let models = models.as_ref().map(|m| m as &dyn drivers::ModelCaller);
         match tokio::time::timeout(max, driver.drive(&tools, models, input)).await {
@@ -1191,6 +1245,7 @@ impl AgentRuntime {
             agent: &live.agent,
             token,
             input,
+            history: &live.history,
             model: &model.info,
             ended: Box::pin(ended),
         })
@@ -1459,6 +1514,9 @@ impl AgentRuntime {
             operation,
             duration_us: started.elapsed().as_micros() as u64,
         };
+        if live.events.is_some() {
+            live.tell(|| RunEvent::ToolCall(summary.clone()));
+        }
         self.amend(&live, |run| run.tool_calls.push(summary));
     }
 }

@@ -355,6 +355,8 @@ pub(crate) struct RunModels<'a> {
     pub(crate) runtime: &'a AgentRuntime,
     pub(crate) token: &'a RunToken,
     pub(crate) info: ModelInfo,
+    /// The run, whose followers are told the model's text as it streams.
+    pub(crate) live: &'a LiveRun,
 }
 
 impl ModelCaller for RunModels<'_> {
@@ -363,6 +365,18 @@ impl ModelCaller for RunModels<'_> {
     }
 
     fn call<'a>(&'a self, call: ModelCall) -> BoxFuture<'a, Result<ModelResponse, ModelCallError>> {
-        Box::pin(self.runtime.call_model(self.token, call, None))
+        Box::pin(async move {
+            if self.live.events.is_none() {
+                return self.runtime.call_model(self.token, call, None).await;
+            }
+            let text = |event: hane_model::StreamEvent| {
+                if let hane_model::StreamEvent::TextDelta { text, .. } = event
+                    && !text.is_empty()
+                {
+                    self.live.tell(|| super::RunEvent::Text(text));
+                }
+            };
+            self.runtime.call_model(self.token, call, Some(&text)).await
+        })
     }
 }

@@ -3,6 +3,7 @@
 //! the whole.
 
 mod concurrency;
+mod conversations;
 mod fork;
 mod history;
 mod model;

@@ -502,7 +502,15 @@ const TOKEN_VAR: &str = "HANE_RUN_TOKEN";
 
 /// The prompt a CLI gets on stdin: the agent's instructions, then the
 /// run's input as the `llm` driver gives it.
-pub(crate) fn prompt(agent: &LoadedAgent, input: &Value) -> String {
+///
+/// For a conversation's message, the conversation so far comes before the
+/// input, as text: hane builds it from its own store, never from a CLI's
+/// session files.
+pub(crate) fn prompt(
+    agent: &LoadedAgent,
+    history: &[hane_context::Message],
+    input: &Value,
+) -> String {
     let task = serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string());
     let instructions = agent
         .manifest
@@ -511,7 +519,29 @@ pub(crate) fn prompt(agent: &LoadedAgent, input: &Value) -> String {
         .as_deref()
         .unwrap_or_default()
         .trim();
-    format!("{instructions}\n\nThe task's input, as JSON:\n{task}")
+    let mut earlier = String::new();
+    for message in history {
+        let who = match message.role {
+            hane_context::Role::User => "The person",
+            hane_context::Role::Assistant => "You",
+        };
+        let text: Vec<&str> = message
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                hane_context::Content::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        earlier.push_str(&format!("{who}:\n{}\n\n", text.join("\n")));
+    }
+    if earlier.is_empty() {
+        format!("{instructions}\n\nThe task's input, as JSON:\n{task}")
+    } else {
+        format!(
+            "{instructions}\n\nThe conversation so far:\n\n{earlier}The task's input, as JSON:\n{task}"
+        )
+    }
 }
 
 /// One run of a CLI driver, as the runtime hands it over.
@@ -520,6 +550,8 @@ pub(crate) struct CliRun<'a> {
     pub(crate) agent: &'a LoadedAgent,
     pub(crate) token: &'a RunToken,
     pub(crate) input: Value,
+    /// The conversation before the task, for a conversation's message.
+    pub(crate) history: &'a [hane_context::Message],
     pub(crate) model: &'a super::ModelInfo,
     /// Ends when the run ends on hane's side: `Ok` once `submit_result`
     /// accepted a result, else the gateway's stop (cancel, a limit,
@@ -549,6 +581,7 @@ async fn drive_container(run: CliRun<'_>, output: &mut hane_core::CliOutput) -> 
         agent,
         token,
         input,
+        history,
         model,
         mut ended,
     } = run;
@@ -615,7 +648,7 @@ async fn drive_container(run: CliRun<'_>, output: &mut hane_core::CliOutput) -> 
     let stdout = container.stdout();
     let stderr = container.stderr();
     let stdin = container.stdin();
-    let prompt = prompt(agent, &input);
+    let prompt = prompt(agent, history, &input);
     // The prompt is written beside the rest: a CLI that does not read it
     // must not hold the run up.
     let feeding = tokio::spawn(async move {

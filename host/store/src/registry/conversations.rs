@@ -1,0 +1,217 @@
+//! What the registry keeps of conversations: one row per conversation and
+//! its entries in order, each body sealed by its owner.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use super::{Registry, db};
+use crate::StoreError;
+
+/// The most conversations one listing returns.
+pub const MAX_CONVERSATIONS_LISTED: u32 = 1000;
+
+/// A stored conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationRow {
+    /// `conv_…`.
+    pub id: String,
+    /// The agent its messages' runs are runs of.
+    pub agent: String,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// When its last entry was added.
+    pub updated_at_ms: u64,
+    /// The sealed conversation.
+    pub body: Vec<u8>,
+}
+
+/// One entry of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryRow {
+    /// Its place in the conversation, from 0.
+    pub seq: u64,
+    /// When it was added.
+    pub at_ms: u64,
+    /// The sealed entry.
+    pub body: Vec<u8>,
+}
+
+impl Registry {
+    /// Stores a new conversation, with `first` as its first entry when
+    /// given (a saved memory it starts from), in one transaction.
+    ///
+    /// # Errors
+    ///
+    /// The database failed, or a conversation with this id exists; then
+    /// nothing was stored.
+    pub async fn create_conversation(
+        &self,
+        conversation: ConversationRow,
+        first: Option<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        self.with("creating a conversation", move |conn| {
+            let failed = db("creating a conversation");
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(&failed)?;
+            tx.execute(
+                "INSERT INTO conversations (id, agent, created_at, updated_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    conversation.id,
+                    conversation.agent,
+                    conversation.created_at_ms as i64,
+                    conversation.updated_at_ms as i64,
+                    conversation.body
+                ],
+            )
+            .map_err(&failed)?;
+            if let Some(body) = first {
+                tx.execute(
+                    "INSERT INTO conversation_entries (conversation, seq, at, body)
+                     VALUES (?1, 0, ?2, ?3)",
+                    params![conversation.id, conversation.created_at_ms as i64, body],
+                )
+                .map_err(&failed)?;
+            }
+            tx.commit().map_err(&failed)
+        })
+        .await
+    }
+
+    /// The conversation with this id.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn conversation(&self, id: &str) -> Result<Option<ConversationRow>, StoreError> {
+        let id = id.to_owned();
+        self.with("reading a conversation", move |conn| {
+            conn.prepare_cached(
+                "SELECT id, agent, created_at, updated_at, body FROM conversations WHERE id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([id], conversation_row).optional())
+            .map_err(db("reading a conversation"))
+        })
+        .await
+    }
+
+    /// Conversations, of `agent` when given, most recently changed first;
+    /// at most `limit` (capped at [`MAX_CONVERSATIONS_LISTED`]; 0 means
+    /// the cap).
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn conversations(
+        &self,
+        agent: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<ConversationRow>, StoreError> {
+        self.with("listing conversations", move |conn| {
+            let limit = match limit {
+                0 => MAX_CONVERSATIONS_LISTED,
+                n => n.min(MAX_CONVERSATIONS_LISTED),
+            };
+            let failed = db("listing conversations");
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, agent, created_at, updated_at, body FROM conversations
+                     WHERE (?1 IS NULL OR agent = ?1)
+                     ORDER BY updated_at DESC, id DESC LIMIT ?2",
+                )
+                .map_err(&failed)?;
+            let rows = stmt
+                .query_map(params![agent, limit], conversation_row)
+                .map_err(&failed)?;
+            rows.collect::<Result<_, _>>().map_err(&failed)
+        })
+        .await
+    }
+
+    /// Adds `body` as the next entry of conversation `id` and returns its
+    /// place; the conversation's `updated_at` becomes `at_ms`.
+    ///
+    /// # Errors
+    ///
+    /// No conversation has this id ([`StoreError::Database`] naming it), or
+    /// the database failed; then nothing was added.
+    pub async fn add_conversation_entry(
+        &self,
+        id: &str,
+        at_ms: u64,
+        body: Vec<u8>,
+    ) -> Result<u64, StoreError> {
+        let id = id.to_owned();
+        self.with("adding to a conversation", move |conn| {
+            let failed = db("adding to a conversation");
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(&failed)?;
+            let changed = tx
+                .execute(
+                    "UPDATE conversations SET updated_at = MAX(updated_at, ?2) WHERE id = ?1",
+                    params![id, at_ms as i64],
+                )
+                .map_err(&failed)?;
+            if changed == 0 {
+                return Err(StoreError::Database(format!(
+                    "adding to a conversation: no conversation `{id}`"
+                )));
+            }
+            let seq: i64 = tx
+                .query_row(
+                    "SELECT COALESCE(MAX(seq) + 1, 0) FROM conversation_entries WHERE conversation = ?1",
+                    [&id],
+                    |row| row.get(0),
+                )
+                .map_err(&failed)?;
+            tx.execute(
+                "INSERT INTO conversation_entries (conversation, seq, at, body) VALUES (?1, ?2, ?3, ?4)",
+                params![id, seq, at_ms as i64, body],
+            )
+            .map_err(&failed)?;
+            tx.commit().map_err(&failed)?;
+            Ok(seq as u64)
+        })
+        .await
+    }
+
+    /// The entries of conversation `id`, in order; none for a conversation
+    /// that has none or does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn conversation_entries(&self, id: &str) -> Result<Vec<EntryRow>, StoreError> {
+        let id = id.to_owned();
+        self.with("reading a conversation", move |conn| {
+            let failed = db("reading a conversation");
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, at, body FROM conversation_entries WHERE conversation = ?1 ORDER BY seq",
+                )
+                .map_err(&failed)?;
+            let rows = stmt
+                .query_map([id], |row| {
+                    Ok(EntryRow {
+                        seq: row.get::<_, i64>(0)? as u64,
+                        at_ms: row.get::<_, i64>(1)? as u64,
+                        body: row.get(2)?,
+                    })
+                })
+                .map_err(&failed)?;
+            rows.collect::<Result<_, _>>().map_err(&failed)
+        })
+        .await
+    }
+}
+
+fn conversation_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationRow> {
+    Ok(ConversationRow {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        created_at_ms: row.get::<_, i64>(2)? as u64,
+        updated_at_ms: row.get::<_, i64>(3)? as u64,
+        body: row.get(4)?,
+    })
+}
