@@ -4,6 +4,7 @@ mod agents;
 mod approvals;
 mod builtins;
 mod cli_drivers;
+mod conversations;
 mod coordinator;
 mod delivery;
 mod harness;

@@ -149,7 +149,7 @@ impl IntoResponse for ApiError {
 impl ApiError {
     /// The answer to an error of `kind`: its status is the kind's, and an
     /// internal failure's details go to the log only.
-    fn of_kind(kind: ErrorKind, what: &str, error: &dyn std::fmt::Display) -> Self {
+    pub(crate) fn of_kind(kind: ErrorKind, what: &str, error: &dyn std::fmt::Display) -> Self {
         let code = match kind {
             ErrorKind::NotFound => ErrorCode::NotFound,
             ErrorKind::Invalid => ErrorCode::InvalidInput,

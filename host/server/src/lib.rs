@@ -48,6 +48,7 @@
 //! ```
 
 mod actions;
+mod conversations;
 mod error;
 mod keys;
 mod mcp;

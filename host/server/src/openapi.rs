@@ -160,6 +160,54 @@ fn operation(route: &Route) -> Value {
             "Remove a decider override",
             "From the next action on, the agents' decider policies choose again.",
         ),
+        Endpoint::CreateConversation => (
+            "createConversation",
+            "Start a conversation with an agent",
+            "Each message of the conversation starts an ordinary run of the agent whose context \
+             is built from the conversation so far. With `memory`, the conversation starts from \
+             a saved history (any memory version this server reads; see \
+             `GET /v1/agents/conversations/memory-schema`): it is checked, redacted, and its \
+             actions are replaced by the execution ledger's; `notes` says what changed.",
+        ),
+        Endpoint::ListConversations => (
+            "listConversations",
+            "List conversations, the most recently changed first",
+            "",
+        ),
+        Endpoint::GetConversation => (
+            "getConversation",
+            "Get a conversation: its messages, each with its run as it is now",
+            "",
+        ),
+        Endpoint::SendMessage => (
+            "sendMessage",
+            "Send a message: start the agent's run for it",
+            "The run's input is `input` when given, else `{\"message\": TEXT}` when the agent's \
+             input schema takes it. One message at a time: while the previous message's run has \
+             not ended, a new one is refused with 409. With `Accept: text/event-stream` the reply \
+             is followed as Server-Sent Events: `message` (the entry and its run), then `text` \
+             (the model's text as it streams), `tool_call` (each call as it ends), \
+             `action_pending` (an outbound action waiting for a person, with its digest and how \
+             to approve it) and `end` (the run as it ended).",
+        ),
+        Endpoint::GetMemory => (
+            "getMemory",
+            "The conversation's current context, as versioned JSON",
+            "Messages, run summaries and action states (the execution ledger's). Never holds a \
+             run's token, an API key or a credential: they are replaced by `***`.",
+        ),
+        Endpoint::PutMemory => (
+            "putMemory",
+            "Save a memory as the conversation's context from now on",
+            "Checked like a new conversation's `memory`. It grants nothing: permissions, limits \
+             and budgets come from the active release, action states from the ledger. A newer \
+             `schemaVersion` than this server reads is refused with 422.",
+        ),
+        Endpoint::MemorySchema => (
+            "memorySchema",
+            "The JSON Schema of the memory format this server writes",
+            "",
+        ),
         Endpoint::ChatCompletions => (
             "createChatCompletion",
             "A model call of a run, in the OpenAI Chat Completions format",
@@ -229,6 +277,7 @@ fn operation(route: &Route) -> Value {
         op["security"] = json!([{ "runToken": [] }, { "runTokenKey": [] }]);
     }
     let run_id = json!([{ "$ref": "#/components/parameters/RunId" }]);
+    let conversation_id = json!([{ "$ref": "#/components/parameters/ConversationId" }]);
     let action_id = json!([{ "$ref": "#/components/parameters/ActionId" }]);
     let conflict = |description: &str| {
         json!({
@@ -444,6 +493,89 @@ fn operation(route: &Route) -> Value {
         Endpoint::Budget => {
             responses["200"] = ok("Today's usage and budget", "BudgetReport");
         }
+        Endpoint::CreateConversation => {
+            responses["201"] = ok(
+                "The conversation, with `notes` on its memory",
+                "Conversation",
+            );
+            responses["400"] = response("BadRequest");
+            responses["404"] =
+                conflict("No agent of this name in the active release (`path` is `/agent`)");
+            responses["409"] = conflict("No release is active");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] = conflict(
+                "The body or its memory is not valid; `path` points at the place, such as `/memory/runs/0/status`",
+            );
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("CreateConversationRequest") } }
+            });
+        }
+        Endpoint::ListConversations => {
+            responses["200"] = ok("The conversations", "ConversationList");
+            responses["400"] = response("BadRequest");
+            op["parameters"] = json!([
+                { "name": "agent", "in": "query", "required": false, "schema": { "type": "string" } },
+                { "name": "limit", "in": "query", "required": false,
+                  "schema": { "type": "integer", "minimum": 1, "maximum": hane_store::MAX_CONVERSATIONS_LISTED } }
+            ]);
+        }
+        Endpoint::GetConversation => {
+            responses["200"] = ok("The conversation", "Conversation");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = conversation_id;
+        }
+        Endpoint::SendMessage => {
+            responses["201"] = ok(
+                "The message's entry and its run (`queued`, or ended with `wait`)",
+                "SentMessage",
+            );
+            responses["200"] = json!({
+                "description": "With `Accept: text/event-stream`: the message was accepted, and the reply follows as events",
+                "content": { "text/event-stream": { "schema": { "type": "string" } } }
+            });
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] =
+                conflict("The previous message's run has not ended, or no release is active");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] = conflict(
+                "The text or input is not valid, or the agent does not take a message as its input; `path` points at the field",
+            );
+            responses["429"] = response("BudgetExceeded");
+            op["parameters"] = conversation_id;
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("SendMessageRequest") } }
+            });
+        }
+        Endpoint::GetMemory => {
+            responses["200"] = ok("The memory", "Memory");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = conversation_id;
+        }
+        Endpoint::PutMemory => {
+            responses["200"] = ok("The memory as saved, and what changed", "SavedMemory");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] = conflict("A message is being sent now");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] =
+                conflict("Not a memory this server reads; `path` points at the place");
+            op["parameters"] = conversation_id;
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": { "type": "object" } } }
+            });
+        }
+        Endpoint::MemorySchema => {
+            responses["200"] = json!({
+                "description": "The JSON Schema (draft 2020-12) of memory version 2",
+                "content": { "application/json": { "schema": { "type": "object" } } }
+            });
+        }
         Endpoint::ChatCompletions
         | Endpoint::Responses
         | Endpoint::Messages
@@ -619,6 +751,13 @@ fn components() -> Value {
                 "required": true,
                 "description": "The run's id",
                 "schema": id("run_")
+            },
+            "ConversationId": {
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "The conversation's id",
+                "schema": id("conv_")
             },
             "ActionId": {
                 "name": "id",
@@ -800,8 +939,109 @@ fn components() -> Value {
     });
     if let Some(schemas) = components["schemas"].as_object_mut() {
         schemas.extend(action_schemas(&millis, id));
+        schemas.extend(conversation_schemas(&millis, id));
     }
     components
+}
+
+/// The schemas of conversations and their memory.
+fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let mut schemas = Map::new();
+    let mut memory = hane_coordinator::conversation::memory_schema().clone();
+    if let Some(fields) = memory.as_object_mut() {
+        fields.remove("$schema");
+        fields.remove("$id");
+    }
+    schemas.insert("Memory".to_owned(), memory);
+    schemas.insert(
+        "Conversation".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "agent", "createdAtMs", "updatedAtMs", "entries"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("conv_"),
+                "agent": { "type": "string" },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "notes": { "type": "array", "items": { "type": "string" }, "description": "On creation from a memory: what was changed or left out" },
+                "entries": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["seq", "kind", "atMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "seq": { "type": "integer", "minimum": 0 },
+                            "kind": { "enum": ["message", "memory"] },
+                            "atMs": millis,
+                            "text": { "type": "string", "description": "A message's text" },
+                            "run": schema("AgentRun"),
+                            "messages": { "type": "integer", "minimum": 0, "description": "A saved memory's messages" }
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "ConversationList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["conversations"],
+            "additionalProperties": false,
+            "properties": { "conversations": { "type": "array", "items": {
+                "type": "object",
+                "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
+                "additionalProperties": false,
+                "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
+            } } }
+        }),
+    );
+    schemas.insert(
+        "CreateConversationRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["agent"],
+            "additionalProperties": false,
+            "properties": {
+                "agent": { "type": "string" },
+                "memory": { "type": "object", "description": "A saved history to start from, of a memory version this server reads" }
+            }
+        }),
+    );
+    schemas.insert(
+        "SendMessageRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["text"],
+            "additionalProperties": false,
+            "properties": {
+                "text": { "type": "string", "minLength": 1 },
+                "input": { "type": "object", "description": "The run's input; without it, `{\"message\": TEXT}`" },
+                "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" }
+            }
+        }),
+    );
+    schemas.insert(
+        "SentMessage".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["conversation", "seq", "run"],
+            "additionalProperties": false,
+            "properties": { "conversation": id("conv_"), "seq": { "type": "integer", "minimum": 0 }, "run": schema("AgentRun") }
+        }),
+    );
+    schemas.insert(
+        "SavedMemory".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["seq", "memory", "notes"],
+            "additionalProperties": false,
+            "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
 }
 
 /// The schemas of outbound actions, decider overrides and the budget: one

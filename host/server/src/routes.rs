@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::actions;
+use crate::conversations;
 use crate::error::{ApiError, Checked, ErrorCode};
 use crate::keys::{Role, hash_key};
 use crate::model;
@@ -93,6 +94,13 @@ pub(crate) enum Endpoint {
     AddOverride,
     RemoveOverride,
     Budget,
+    CreateConversation,
+    ListConversations,
+    GetConversation,
+    SendMessage,
+    GetMemory,
+    PutMemory,
+    MemorySchema,
     ChatCompletions,
     Responses,
     Messages,
@@ -112,7 +120,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 23] = [
+pub(crate) const ROUTES: [Route; 30] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -216,6 +224,48 @@ pub(crate) const ROUTES: [Route; 23] = [
         access: Access::Read,
     },
     Route {
+        endpoint: Endpoint::CreateConversation,
+        method: Method::POST,
+        path: "/v1/agents/conversations",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::ListConversations,
+        method: Method::GET,
+        path: "/v1/agents/conversations",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::MemorySchema,
+        method: Method::GET,
+        path: "/v1/agents/conversations/memory-schema",
+        access: Access::Public,
+    },
+    Route {
+        endpoint: Endpoint::GetConversation,
+        method: Method::GET,
+        path: "/v1/agents/conversations/{id}",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::SendMessage,
+        method: Method::POST,
+        path: "/v1/agents/conversations/{id}/messages",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::GetMemory,
+        method: Method::GET,
+        path: "/v1/agents/conversations/{id}/memory",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::PutMemory,
+        method: Method::PUT,
+        path: "/v1/agents/conversations/{id}/memory",
+        access: Access::Operate,
+    },
+    Route {
         endpoint: Endpoint::ChatCompletions,
         method: Method::POST,
         path: "/v1/chat/completions",
@@ -280,6 +330,13 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::AddOverride => on(filter, actions::add_override),
             Endpoint::RemoveOverride => on(filter, actions::remove_override),
             Endpoint::Budget => on(filter, actions::budget),
+            Endpoint::CreateConversation => on(filter, conversations::create),
+            Endpoint::ListConversations => on(filter, conversations::list),
+            Endpoint::GetConversation => on(filter, conversations::get),
+            Endpoint::SendMessage => on(filter, conversations::send),
+            Endpoint::GetMemory => on(filter, conversations::get_memory),
+            Endpoint::PutMemory => on(filter, conversations::put_memory),
+            Endpoint::MemorySchema => on(filter, conversations::schema),
             Endpoint::ChatCompletions => on(filter, model::chat),
             Endpoint::Responses => on(filter, model::responses),
             Endpoint::Messages => on(filter, model::messages),

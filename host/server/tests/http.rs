@@ -356,7 +356,7 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
             }
         }
     }
-    assert_eq!(operations, 23);
+    assert_eq!(operations, 30);
     mcp.sort();
     assert_eq!(
         mcp,
@@ -1447,5 +1447,192 @@ async fn the_budget_counts_and_limits_runs_and_actions() -> anyhow::Result<()> {
         "{}",
         budget.body
     );
+    server.stop().await
+}
+
+/// Sends `POST path` asking for `text/event-stream` and reads the events
+/// to the end of the stream, each as its name and JSON data.
+async fn post_events(
+    addr: SocketAddr,
+    path: &str,
+    key: &str,
+    body: &str,
+) -> anyhow::Result<(u16, Vec<(String, Value)>)> {
+    let text = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.write_all(text.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of the head")?;
+    let head = std::str::from_utf8(&answer[..split])?;
+    let status: u16 = head.split(' ').nth(1).context("no status")?.parse()?;
+    anyhow::ensure!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{head}"
+    );
+    let body = dechunk(&answer[split + 4..])?;
+    let mut events = Vec::new();
+    for block in std::str::from_utf8(&body)?
+        .split("\n\n")
+        .filter(|b| !b.is_empty())
+    {
+        let mut name = String::new();
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = n.to_owned();
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data.push_str(d);
+            }
+        }
+        events.push((name, serde_json::from_str(&data)?));
+    }
+    Ok((status, events))
+}
+
+#[tokio::test]
+async fn a_conversation_is_started_followed_and_remembered_over_http() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let reply = server
+        .post(
+            "/v1/agents/conversations",
+            Some(&server.operator),
+            &json!({"agent": "vehicle-check-llm"}).to_string(),
+        )
+        .await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_matches(&doc, "Conversation", &reply.body);
+    let id = reply.body["id"].as_str().context("an id")?.to_owned();
+    let messages = format!("/v1/agents/conversations/{id}/messages");
+
+    // The example agent takes a vehicle, not a message: the message is
+    // refused at `/input`, and nothing is added.
+    let reply = server
+        .post(
+            &messages,
+            Some(&server.operator),
+            &json!({"text": "Check it"}).to_string(),
+        )
+        .await?;
+    assert!(
+        reply
+            .error(422, "invalid_input")
+            .contains("vehicle-check-llm")
+    );
+    assert_eq!(reply.body["error"]["path"], "/input");
+    let reply = server
+        .post(
+            &messages,
+            Some(&server.viewer),
+            &json!({"text": "x"}).to_string(),
+        )
+        .await?;
+    reply.error(403, "forbidden");
+
+    // With its input, the reply is followed as it happens.
+    let body = json!({"text": format!("Check {FOUND}"), "input": {"vehicle": FOUND}});
+    let (status, events) =
+        post_events(server.addr, &messages, &server.operator, &body.to_string()).await?;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message"), "{names:?}");
+    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    let tools: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "tool_call")
+        .map(|(_, d)| &d["tool"])
+        .collect();
+    assert_eq!(
+        tools,
+        [&json!("data.find_record"), &json!("submit_result")],
+        "{events:?}"
+    );
+    let (_, end) = events.last().context("an end")?;
+    assert_eq!(end["run"]["status"], "succeeded", "{end}");
+    assert_eq!(end["run"]["result"]["model"], "Toyota Hiace Van");
+    assert_matches(&doc, "AgentRun", &end["run"]);
+
+    let reply = server
+        .get(
+            &format!("/v1/agents/conversations/{id}"),
+            Some(&server.viewer),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "Conversation", &reply.body);
+    assert_eq!(reply.body["entries"][0]["text"], format!("Check {FOUND}"));
+    let memory = server
+        .get(
+            &format!("/v1/agents/conversations/{id}/memory"),
+            Some(&server.viewer),
+        )
+        .await?
+        .body;
+    assert_matches(&doc, "Memory", &memory);
+    assert_eq!(memory["runs"][0]["result"]["status"], "found", "{memory}");
+    let schema = server
+        .get("/v1/agents/conversations/memory-schema", None)
+        .await?
+        .body;
+    assert_eq!(schema["properties"]["schemaVersion"]["const"], 2);
+    let listed = server
+        .get(
+            "/v1/agents/conversations?agent=vehicle-check-llm",
+            Some(&server.viewer),
+        )
+        .await?;
+    assert_matches(&doc, "ConversationList", &listed.body);
+    assert_eq!(listed.body["conversations"][0]["id"], id.as_str());
+
+    // A memory saved back, and one of a newer version refused by name.
+    let put = request(
+        server.addr,
+        "PUT",
+        &format!("/v1/agents/conversations/{id}/memory"),
+        Some(&server.operator),
+        Some(&memory.to_string()),
+    )
+    .await?;
+    assert_eq!(put.status, 200, "{}", put.body);
+    assert_matches(&doc, "SavedMemory", &put.body);
+    assert_eq!(put.body["memory"], memory);
+    let newer = request(
+        server.addr,
+        "PUT",
+        &format!("/v1/agents/conversations/{id}/memory"),
+        Some(&server.operator),
+        Some(&json!({"schemaVersion": 9, "agent": "vehicle-check-llm"}).to_string()),
+    )
+    .await?;
+    assert!(
+        newer
+            .error(422, "invalid_input")
+            .contains("schemaVersion 9 is newer")
+    );
+    assert_eq!(newer.body["error"]["path"], "/schemaVersion");
+    let reply = server
+        .post(
+            "/v1/agents/conversations",
+            Some(&server.operator),
+            &json!({"agent": "vehicle-check-llm", "memory": {"schemaVersion": 2, "agent": "vehicle-check-llm", "messages": [], "runs": [], "actions": [], "tools": ["x"]}}).to_string(),
+        )
+        .await?;
+    assert!(reply.error(422, "invalid_input").contains("tools"));
+    assert_eq!(reply.body["error"]["path"], "/memory");
+    let reply = server
+        .get(
+            "/v1/agents/conversations/conv_00000000000000000000000000",
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(404, "not_found");
     server.stop().await
 }

@@ -452,18 +452,20 @@ pub const REDACTED: &str = "***";
 
 /// Replaces, in every string of `value`, what is or may be a secret: a
 /// run's token (`hrt1.…`), an API key (`hane_` and 40 hex characters) and
-/// the value of each `HANE_CREDENTIAL_*` variable of this process's
-/// environment. A memory is redacted before it is stored and before it is
-/// returned, so neither holds one, whatever a person wrote or a tool
-/// returned.
-pub fn redact(value: &mut Value) {
-    let credentials: Vec<String> = std::env::vars()
-        .filter(|(name, value)| {
-            name.starts_with(hane_core::CREDENTIAL_ENV_PREFIX) && value.len() >= 8
-        })
+/// each of `credentials` and the value of each `HANE_CREDENTIAL_*`
+/// variable of this process's environment (of 8 bytes or more). A memory
+/// is redacted before it is stored and before it is returned, so neither
+/// holds one, whatever a person wrote or a tool returned.
+pub fn redact(value: &mut Value, credentials: &[String]) {
+    let mut all: Vec<String> = std::env::vars()
+        .filter(|(name, _)| name.starts_with(hane_core::CREDENTIAL_ENV_PREFIX))
         .map(|(_, value)| value)
+        .chain(credentials.iter().cloned())
+        .filter(|value| value.len() >= 8)
         .collect();
-    redact_with(value, &credentials);
+    // The longest first, so one that holds another is cut whole.
+    all.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    redact_with(value, &all);
 }
 
 fn redact_with(value: &mut Value, credentials: &[String]) {
@@ -607,7 +609,7 @@ mod tests {
             "messages": [{ "role": "user", "text": "x", "run": a }],
             "runs": [{ "id": a, "status": "succeeded", "input": {} }],
             "actions": [{
-                "id": hane_core::ActionId::new(), "run": b, "tool": "communication.send_email",
+                "id": ActionId::new(), "run": b, "tool": "communication.send_email",
                 "recipient": "x@example.com", "state": "delivered", "digest": "sha256:00"
             }]
         });

@@ -512,7 +512,7 @@ impl AgentRuntime {
         }
         let notes = self.reconcile(&mut memory).await?;
         let mut value = memory.to_value();
-        redact(&mut value);
+        redact(&mut value, &self.inner.model_config.secret_values());
         let memory = serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))?;
         Ok((memory, notes))
@@ -616,7 +616,7 @@ impl AgentRuntime {
             memory.actions.extend(self.ledger_actions(run).await?);
         }
         let mut value = memory.to_value();
-        redact(&mut value);
+        redact(&mut value, &self.inner.model_config.secret_values());
         serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))
     }

@@ -50,6 +50,15 @@ impl ModelConfig {
         config
     }
 
+    /// The credentials' values, for what must never hold one (a
+    /// conversation's memory is redacted with them).
+    pub(crate) fn secret_values(&self) -> Vec<String> {
+        self.credentials
+            .values()
+            .map(|s| s.expose().to_owned())
+            .collect()
+    }
+
     /// Adds the credential `name` (as a `ModelProvider`'s `credential`
     /// names it).
     pub fn credential(&mut self, name: &str, secret: Secret) -> &mut Self {

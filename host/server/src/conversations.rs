@@ -1,0 +1,350 @@
+//! The conversation routes: `/v1/agents/conversations`, their messages (a
+//! reply followed as Server-Sent Events when the client asks for
+//! `text/event-stream`) and their memory.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::conversation::{
+    ConversationError, ConversationView, EntryView, MemoryError, SentMessage, memory_schema,
+};
+use hane_coordinator::{AgentRuntime, RunEvent};
+use hane_core::{Conversation, ConversationId};
+use hane_store::MAX_CONVERSATIONS_LISTED;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::routes::{DEFAULT_LIST_LIMIT, body_fields, parse_id};
+
+impl From<ConversationError> for ApiError {
+    fn from(e: ConversationError) -> Self {
+        match e {
+            ConversationError::Run(e) => e.into(),
+            ConversationError::Invalid { path, message } => {
+                ApiError::new(ErrorCode::InvalidInput, message).at(path)
+            }
+            ConversationError::Memory(e) => memory_error(e),
+            e => ApiError::of_kind(e.kind(), "conversations", &e),
+        }
+    }
+}
+
+/// A memory's error, its path under `/memory` of a start request or at the
+/// root of a `PUT`'s body.
+fn memory_error(e: MemoryError) -> ApiError {
+    let path = e.path().to_owned();
+    ApiError::new(ErrorCode::InvalidInput, e.to_string()).at(path)
+}
+
+fn conversation_json(conversation: &Conversation, updated_at_ms: u64) -> Value {
+    json!({
+        "id": conversation.id,
+        "agent": conversation.agent,
+        "createdAtMs": conversation.created_at_ms,
+        "updatedAtMs": updated_at_ms,
+    })
+}
+
+fn view_json(view: &ConversationView) -> Value {
+    let mut out = conversation_json(&view.conversation, view.updated_at_ms);
+    let entries: Vec<Value> = view
+        .entries
+        .iter()
+        .map(|entry| match entry {
+            EntryView::Message {
+                seq,
+                text,
+                at_ms,
+                run,
+            } => json!({ "seq": seq, "kind": "message", "text": text, "atMs": at_ms, "run": run }),
+            EntryView::Memory {
+                seq,
+                at_ms,
+                messages,
+            } => json!({ "seq": seq, "kind": "memory", "atMs": at_ms, "messages": messages }),
+        })
+        .collect();
+    out["entries"] = json!(entries);
+    out
+}
+
+pub(crate) async fn create(
+    State(runtime): State<AgentRuntime>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let invalid = |message: &str, path: &str| {
+        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
+    };
+    let mut fields = body_fields(
+        body,
+        &["agent", "memory"],
+        "`agent` and, to start from a saved history, `memory`",
+        "a conversation request",
+    )?;
+    let agent = match fields.remove("agent") {
+        Some(Value::String(agent)) if !agent.is_empty() => agent,
+        Some(_) => {
+            return Err(invalid(
+                "`agent` must be a string: the agent's name",
+                "/agent",
+            ));
+        }
+        None => return Err(invalid("`agent` is required: the agent's name", "/agent")),
+    };
+    let memory = fields.remove("memory");
+    let (view, notes) = runtime
+        .create_conversation(&agent, memory.as_ref())
+        .await
+        .map_err(|e| match e {
+            ConversationError::Memory(e) => {
+                let path = format!("/memory{}", e.path());
+                ApiError::new(ErrorCode::InvalidInput, e.to_string()).at(path)
+            }
+            e => e.into(),
+        })?;
+    let mut out = view_json(&view);
+    out["notes"] = json!(notes);
+    let location =
+        HeaderValue::try_from(format!("/v1/agents/conversations/{}", view.conversation.id))
+            .expect("a conversation id is a valid header value");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        axum::Json(out),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    agent: Option<String>,
+    limit: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let limit = match query.limit.filter(|l| !l.is_empty()) {
+        None => DEFAULT_LIST_LIMIT,
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_CONVERSATIONS_LISTED).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "`limit` must be a whole number from 1 to {MAX_CONVERSATIONS_LISTED}, not `{text}`"
+                    ),
+                )
+            })?,
+    };
+    let listed = runtime
+        .conversations(query.agent.filter(|a| !a.is_empty()), limit)
+        .await?;
+    let conversations: Vec<Value> = listed
+        .iter()
+        .map(|(c, updated)| conversation_json(c, *updated))
+        .collect();
+    Ok(axum::Json(json!({ "conversations": conversations })))
+}
+
+pub(crate) async fn get(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let view = runtime
+        .conversation(&parse_id::<ConversationId>(&id)?)
+        .await?;
+    Ok(axum::Json(view_json(&view)))
+}
+
+/// Whether the client takes a stream of events rather than JSON.
+fn wants_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            media
+                .split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+pub(crate) async fn send(
+    State(runtime): State<AgentRuntime>,
+    headers: HeaderMap,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let id: ConversationId = parse_id(&id)?;
+    let invalid = |message: &str, path: &str| {
+        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
+    };
+    let mut fields = body_fields(body, &["text", "input", "wait"], "`text`", "a message")?;
+    let text = match fields.remove("text") {
+        Some(Value::String(text)) => text,
+        Some(_) => return Err(invalid("`text` must be a string: the message", "/text")),
+        None => return Err(invalid("`text` is required: the message", "/text")),
+    };
+    let input = match fields.remove("input") {
+        None => None,
+        Some(input @ Value::Object(_)) => Some(input),
+        Some(_) => return Err(invalid("`input` must be a JSON object", "/input")),
+    };
+    let wait = match fields.remove("wait") {
+        None => false,
+        Some(Value::Bool(wait)) => wait,
+        Some(_) => return Err(invalid("`wait` must be true or false", "/wait")),
+    };
+    let sent = runtime.send_message(&id, &text, input).await?;
+    if wants_events(&headers) {
+        return Ok(events(&runtime, sent).await);
+    }
+    let run = if wait {
+        runtime.wait(&sent.run.id).await?
+    } else {
+        sent.run
+    };
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "conversation": sent.conversation, "seq": sent.seq, "run": run })),
+    )
+        .into_response())
+}
+
+/// The reply as Server-Sent Events: `message` (the entry and its run),
+/// then `text`, `tool_call` and `action_pending` as they happen, and `end`
+/// with the run as it ended.
+async fn events(runtime: &AgentRuntime, sent: SentMessage) -> Response {
+    let first = sse(
+        "message",
+        &json!({ "conversation": sent.conversation, "seq": sent.seq, "run": sent.run }),
+    );
+    let rest = match runtime.follow(&sent.run.id) {
+        Some(rest) => Some(rest),
+        None => {
+            // It ended before it could be followed: its end is all there is.
+            let (sender, receiver) = mpsc::unbounded_channel();
+            if let Ok(run) = runtime.get(&sent.run.id).await {
+                let _ = sender.send(RunEvent::End(Box::new(run)));
+            }
+            Some(receiver)
+        }
+    };
+    let mut response = Response::new(Body::new(EventBody {
+        first: Some(first),
+        rest,
+    }));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn sse(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+/// One followed event as SSE.
+pub(crate) fn event_bytes(event: &RunEvent) -> Bytes {
+    match event {
+        RunEvent::Text(text) => sse("text", &json!({ "text": text })),
+        RunEvent::ToolCall(call) => sse(
+            "tool_call",
+            &json!({ "tool": call.tool, "status": call.status, "detail": call.detail }),
+        ),
+        RunEvent::ActionPending {
+            action,
+            tool,
+            recipient,
+            digest,
+            assignment,
+        } => sse(
+            "action_pending",
+            &json!({
+                "action": action, "tool": tool, "recipient": recipient, "digest": digest,
+                "assignment": assignment,
+                "approve": format!("POST /v1/agents/action-requests/{action}/approve with {{\"digest\": \"{digest}\"}}"),
+            }),
+        ),
+        RunEvent::End(run) => sse("end", &json!({ "run": run })),
+    }
+}
+
+struct EventBody {
+    first: Option<Bytes>,
+    rest: Option<mpsc::UnboundedReceiver<RunEvent>>,
+}
+
+impl http_body::Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(first))));
+        }
+        let Some(rest) = self.rest.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match rest.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                if matches!(event, RunEvent::End(_)) {
+                    self.rest = None;
+                }
+                Poll::Ready(Some(Ok(http_body::Frame::data(event_bytes(&event)))))
+            }
+            Poll::Ready(None) => {
+                self.rest = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+pub(crate) async fn get_memory(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let memory = runtime.memory(&parse_id::<ConversationId>(&id)?).await?;
+    Ok(axum::Json(memory.to_value()))
+}
+
+pub(crate) async fn put_memory(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let saved = runtime
+        .save_memory(&parse_id::<ConversationId>(&id)?, &body)
+        .await?;
+    Ok(axum::Json(json!({
+        "seq": saved.seq,
+        "memory": saved.memory.to_value(),
+        "notes": saved.notes,
+    })))
+}
+
+pub(crate) async fn schema() -> axum::Json<&'static Value> {
+    axum::Json(memory_schema())
+}
