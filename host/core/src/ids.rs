@@ -159,6 +159,13 @@ generated_id!(
     "conv_",
     "conversation id"
 );
+generated_id!(
+    /// Names one request reception answered (`POST /v1/agents/requests`):
+    /// `req_` and 26 characters.
+    ReceptionId,
+    "req_",
+    "request id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

@@ -58,6 +58,7 @@ mod policy;
 mod provider;
 mod quantity;
 mod receipt;
+mod reception;
 mod run;
 mod script;
 mod tool;
@@ -89,8 +90,8 @@ pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
-    ActionId, ConversationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, RunId, SessionId,
-    TaskId, ToolCallId, now_ms,
+    ActionId, ConversationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, ReceptionId, RunId,
+    SessionId, TaskId, ToolCallId, now_ms,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;
@@ -108,6 +109,7 @@ pub use provider::{
 };
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
+pub use reception::{Reception, ReceptionCandidate, ReceptionModelCall, ReceptionStatus};
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary, UnknownRunStatus};
 pub use script::{
     Condition, MAX_RENDERED_BYTES, Scope, ScriptError, ScriptStep, TemplateError, ValuePath,

@@ -45,8 +45,8 @@ mod writer;
 
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, ConversationRow, EntryRow, MAX_ACTIONS_LISTED,
-    MAX_CONVERSATIONS_LISTED, MAX_RUNS_LISTED, NewRelease, OverrideRow, Registry, RegistryTx,
-    ReleaseInfo, RunQuery, RunRow, TaskRow, Usage, UsageDelta,
+    MAX_CONVERSATIONS_LISTED, MAX_RECEPTIONS_LISTED, MAX_RUNS_LISTED, NewRelease, OverrideRow,
+    ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TaskRow, Usage, UsageDelta,
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{

@@ -18,12 +18,14 @@ use crate::sqlite::Synchronous;
 
 mod actions;
 mod conversations;
+mod receptions;
 
 pub use actions::{
     ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage,
     UsageDelta,
 };
 pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
+pub use receptions::{MAX_RECEPTIONS_LISTED, ReceptionRow};
 
 /// Runs listed at most by one [`Registry::runs`] query.
 pub const MAX_RUNS_LISTED: u32 = 1000;

@@ -174,6 +174,16 @@ const MIGRATIONS: &[&str] = &[
         body BLOB NOT NULL,
         PRIMARY KEY (conversation, seq)
     ) STRICT, WITHOUT ROWID;",
+    // Version 6: requests reception answered (free text, the shortlist,
+    // the model's choice and what came of it), the body `seal`ed by its
+    // owner; `run` is the run it started, if any.
+    "CREATE TABLE receptions (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        run TEXT,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX receptions_by_created ON receptions (created_at);",
 ];
 
 /// The newest schema version this build reads and writes.

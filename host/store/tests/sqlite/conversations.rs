@@ -115,7 +115,8 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
     {
         let db = rusqlite::Connection::open(scratch.path()).unwrap();
         db.execute_batch(
-            "DROP TABLE conversation_entries;
+            "DROP TABLE receptions;
+             DROP TABLE conversation_entries;
              DROP TABLE conversations;
              PRAGMA user_version = 4;",
         )
@@ -135,5 +136,5 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
 }

@@ -8,6 +8,7 @@ mod fork;
 mod history;
 mod model;
 mod operations;
+mod receptions;
 mod versions;
 
 use std::path::PathBuf;
