@@ -22,6 +22,7 @@ mod coordinator;
 mod drivers;
 mod gateway;
 mod inbox;
+pub mod reception;
 mod release;
 mod runtime;
 mod tools;

@@ -66,6 +66,28 @@ impl AgentRuntime {
         tokens: u64,
         run: Option<RunRow>,
     ) -> Result<String, RunError> {
+        self.charge_day(release, 1, tokens, run).await
+    }
+
+    /// Reserves `tokens` model tokens from today's budget for a model call
+    /// that is not a run's (reception's choice); returns the UTC day, where
+    /// [`AgentRuntime::give_back`] returns what it did not use. Nothing is
+    /// reserved when the limit would be crossed.
+    pub(crate) async fn charge_tokens(
+        &self,
+        release: &LoadedRelease,
+        tokens: u64,
+    ) -> Result<String, RunError> {
+        self.charge_day(release, 0, tokens, None).await
+    }
+
+    async fn charge_day(
+        &self,
+        release: &LoadedRelease,
+        runs: i64,
+        tokens: u64,
+        run: Option<RunRow>,
+    ) -> Result<String, RunError> {
         let scope = self.inner.actions.scope().clone();
         let budget = release.budget_for(&scope);
         let now = now_ms();
@@ -73,7 +95,7 @@ impl AgentRuntime {
         let key = scope.key();
         let charged_day = day.clone();
         let delta = UsageDelta {
-            runs: 1,
+            runs,
             tokens_reserved: signed(tokens),
             ..UsageDelta::default()
         };

@@ -24,7 +24,7 @@ use crate::release::{AgentModel, LoadedProvider, LoadedRelease};
 pub struct ModelConfig {
     credentials: BTreeMap<String, Secret>,
     record: Option<PathBuf>,
-    retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
 }
 
 impl ModelConfig {
@@ -93,7 +93,7 @@ pub(crate) struct Adapters {
 
 impl Adapters {
     /// The adapter of `provider` in `release`, made on first use.
-    fn get(
+    pub(crate) fn get(
         &self,
         config: &ModelConfig,
         release: &LoadedRelease,
