@@ -54,6 +54,7 @@ mod keys;
 mod mcp;
 mod model;
 mod openapi;
+mod reception;
 mod routes;
 
 pub use keys::{

@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 
 use hane_core::ActionState;
 use hane_core::OUTBOUND_TOOLS;
+use hane_core::ReceptionStatus;
 use hane_core::RunStatus;
 use serde_json::{Map, Value, json};
 
@@ -208,6 +209,26 @@ fn operation(route: &Route) -> Value {
             "The JSON Schema of the memory format this server writes",
             "",
         ),
+        Endpoint::CreateRequest => (
+            "createRequest",
+            "Reception: start the right agent for a request in free text",
+            "The agents of the active release are shortlisted by the words they share with \
+             `text` (BM25 over each agent's purpose, examples and input fields); the release's \
+             default model then chooses one of them and derives its input, which is checked \
+             against the agent's input schema. The run then starts as any run does (201), or, \
+             with `dryRun`, only what would start is answered (200, `would_start`). When \
+             nothing fits or the input cannot be made valid, the answer (200) is `declined` \
+             with `reasons` and `missing`; a run the budget or the build refuses is `refused` \
+             with `error`. Every answer is stored with the shortlist, the model call and the \
+             alternatives, and read back at its `Location`. The model's tokens count against \
+             the day's budget.",
+        ),
+        Endpoint::ListRequests => (
+            "listRequests",
+            "List the requests reception answered, newest first",
+            "",
+        ),
+        Endpoint::GetRequest => ("getRequest", "Get a request reception answered", ""),
         Endpoint::ChatCompletions => (
             "createChatCompletion",
             "A model call of a run, in the OpenAI Chat Completions format",
@@ -569,6 +590,43 @@ fn operation(route: &Route) -> Value {
                 "required": true,
                 "content": { "application/json": { "schema": { "type": "object" } } }
             });
+        }
+        Endpoint::CreateRequest => {
+            responses["201"] = ok("A run was started", "Reception");
+            responses["200"] = ok(
+                "Nothing started: a dry run's choice, a decline with what is missing, or a run refused at start",
+                "Reception",
+            );
+            responses["400"] = response("BadRequest");
+            responses["409"] = conflict(
+                "No release is active, or it has no default ModelProvider for reception's choice",
+            );
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] =
+                conflict("The body is not a request (`path` is `/text` or `/dryRun`)");
+            responses["429"] = response("BudgetExceeded");
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("ReceptionRequest") } }
+            });
+        }
+        Endpoint::ListRequests => {
+            responses["200"] = ok("The requests", "ReceptionList");
+            responses["400"] = response("BadRequest");
+            op["parameters"] = json!([
+                { "name": "limit", "in": "query", "required": false,
+                  "schema": { "type": "integer", "minimum": 1, "maximum": hane_store::MAX_RECEPTIONS_LISTED } }
+            ]);
+        }
+        Endpoint::GetRequest => {
+            responses["200"] = ok("The request", "Reception");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = json!([{
+                "name": "id", "in": "path", "required": true,
+                "schema": { "type": "string", "pattern": "^req_[0-9a-hjkmnp-tv-z]{26}$" },
+                "description": "The request's id"
+            }]);
         }
         Endpoint::MemorySchema => {
             responses["200"] = json!({
@@ -940,6 +998,7 @@ fn components() -> Value {
     if let Some(schemas) = components["schemas"].as_object_mut() {
         schemas.extend(action_schemas(&millis, id));
         schemas.extend(conversation_schemas(&millis, id));
+        schemas.extend(reception_schemas(&millis, id));
     }
     components
 }
@@ -1039,6 +1098,80 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
             "required": ["seq", "memory", "notes"],
             "additionalProperties": false,
             "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of reception's requests.
+fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let statuses: Vec<&str> = [
+        ReceptionStatus::Started,
+        ReceptionStatus::WouldStart,
+        ReceptionStatus::Declined,
+        ReceptionStatus::Refused,
+    ]
+    .iter()
+    .map(|s| s.as_str())
+    .collect();
+    let count = json!({ "type": "integer", "minimum": 0 });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "ReceptionRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["text"],
+            "additionalProperties": false,
+            "properties": {
+                "text": { "type": "string", "minLength": 1, "maxLength": hane_coordinator::reception::MAX_TEXT_CHARS, "description": "What the person wants, in their words" },
+                "dryRun": { "type": "boolean", "default": false, "description": "Only answer what would start" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Reception".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "text", "release", "dryRun", "status", "agent", "input", "reasons", "missing", "shortlist", "alternatives", "run", "error", "modelCall", "createdAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("req_"),
+                "text": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "dryRun": { "type": "boolean" },
+                "status": { "enum": statuses },
+                "agent": { "type": ["string", "null"], "description": "The agent chosen; for a decline, the one whose input could not be made valid" },
+                "input": { "type": ["object", "null"], "description": "The input derived; valid against the agent's input schema unless declined" },
+                "reasons": { "type": "string" },
+                "missing": { "type": "array", "items": { "type": "string" }, "description": "What a valid request needs, when declined" },
+                "shortlist": { "type": "array", "items": {
+                    "type": "object", "required": ["agent", "score"], "additionalProperties": false,
+                    "properties": { "agent": { "type": "string" }, "score": { "type": "number", "exclusiveMinimum": 0 } }
+                } },
+                "alternatives": { "type": "array", "items": { "type": "string" } },
+                "run": { "anyOf": [id("run_"), { "type": "null" }] },
+                "error": { "type": ["string", "null"] },
+                "modelCall": { "anyOf": [{ "type": "null" }, {
+                    "type": "object",
+                    "required": ["provider", "model", "requestDigest", "inputTokens", "outputTokens", "latencyMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "provider": { "type": "string" }, "model": { "type": "string" },
+                        "requestDigest": { "type": "string", "pattern": "^sha256:[0-9a-f]{64}$" },
+                        "inputTokens": count, "outputTokens": count, "latencyMs": count
+                    }
+                }] },
+                "createdAtMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "ReceptionList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["requests"],
+            "additionalProperties": false,
+            "properties": { "requests": { "type": "array", "items": schema("Reception") } }
         }),
     );
     schemas

@@ -26,6 +26,7 @@ use crate::conversations;
 use crate::error::{ApiError, Checked, ErrorCode};
 use crate::keys::{Role, hash_key};
 use crate::model;
+use crate::reception;
 
 /// The largest request body accepted, in bytes; a larger one is answered
 /// `413`. A run's input is a few fields, so 1 MiB is far more than enough.
@@ -101,6 +102,9 @@ pub(crate) enum Endpoint {
     GetMemory,
     PutMemory,
     MemorySchema,
+    CreateRequest,
+    ListRequests,
+    GetRequest,
     ChatCompletions,
     Responses,
     Messages,
@@ -120,7 +124,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 30] = [
+pub(crate) const ROUTES: [Route; 33] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -266,6 +270,24 @@ pub(crate) const ROUTES: [Route; 30] = [
         access: Access::Operate,
     },
     Route {
+        endpoint: Endpoint::CreateRequest,
+        method: Method::POST,
+        path: "/v1/agents/requests",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::ListRequests,
+        method: Method::GET,
+        path: "/v1/agents/requests",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::GetRequest,
+        method: Method::GET,
+        path: "/v1/agents/requests/{id}",
+        access: Access::Read,
+    },
+    Route {
         endpoint: Endpoint::ChatCompletions,
         method: Method::POST,
         path: "/v1/chat/completions",
@@ -337,6 +359,9 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::GetMemory => on(filter, conversations::get_memory),
             Endpoint::PutMemory => on(filter, conversations::put_memory),
             Endpoint::MemorySchema => on(filter, conversations::schema),
+            Endpoint::CreateRequest => on(filter, reception::create),
+            Endpoint::ListRequests => on(filter, reception::list),
+            Endpoint::GetRequest => on(filter, reception::get),
             Endpoint::ChatCompletions => on(filter, model::chat),
             Endpoint::Responses => on(filter, model::responses),
             Endpoint::Messages => on(filter, model::messages),

@@ -356,7 +356,7 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
             }
         }
     }
-    assert_eq!(operations, 30);
+    assert_eq!(operations, 33);
     mcp.sort();
     assert_eq!(
         mcp,
@@ -1634,5 +1634,97 @@ async fn a_conversation_is_started_followed_and_remembered_over_http() -> anyhow
         )
         .await?;
     reply.error(404, "not_found");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn reception_answers_requests_and_keeps_them_over_http() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    // Nothing in the example agents is about cakes: declined at once, with
+    // what the agents do, and kept.
+    let reply = server
+        .post(
+            "/v1/agents/requests",
+            Some(&server.operator),
+            &json!({"text": "Bake me a chocolate cake"}).to_string(),
+        )
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "Reception", &reply.body);
+    assert_eq!(reply.body["status"], "declined");
+    assert_eq!(reply.body["shortlist"], json!([]));
+    assert_eq!(reply.body["modelCall"], Value::Null);
+    assert!(
+        reply.body["missing"][0]
+            .as_str()
+            .is_some_and(|m| m.contains("lease-qa (Summarize a vehicle lease contract")),
+        "{}",
+        reply.body
+    );
+    let location = reply.header("location").context("a Location")?.to_owned();
+    let id = reply.body["id"].as_str().context("an id")?;
+    assert_eq!(location, format!("/v1/agents/requests/{id}"));
+    let read = server.get(&location, Some(&server.viewer)).await?;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body, reply.body);
+    let listed = server
+        .get("/v1/agents/requests?limit=5", Some(&server.viewer))
+        .await?;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_matches(&doc, "ReceptionList", &listed.body);
+    assert_eq!(listed.body["requests"], json!([reply.body]));
+
+    // Bad requests name the place, and nothing is kept of them.
+    for (body, path) in [
+        (json!({}), "/text"),
+        (json!({"text": "  "}), "/text"),
+        (json!({"text": 7}), "/text"),
+        (json!({"text": "Text a driver", "dryRun": "yes"}), "/dryRun"),
+    ] {
+        let reply = server
+            .post(
+                "/v1/agents/requests",
+                Some(&server.operator),
+                &body.to_string(),
+            )
+            .await?;
+        reply.error(422, "invalid_input");
+        assert_eq!(reply.body["error"]["path"], path, "{}", reply.body);
+    }
+    let reply = server
+        .post(
+            "/v1/agents/requests",
+            Some(&server.operator),
+            &json!({"text": "Text a driver", "agent": "driver-text"}).to_string(),
+        )
+        .await?;
+    assert!(reply.error(422, "invalid_input").contains("agent"));
+    let reply = server
+        .post(
+            "/v1/agents/requests",
+            Some(&server.viewer),
+            &json!({"text": "Text a driver"}).to_string(),
+        )
+        .await?;
+    reply.error(403, "forbidden");
+    let reply = server
+        .get(
+            "/v1/agents/requests/req_00000000000000000000000000",
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(404, "not_found");
+    let reply = server
+        .get(
+            "/v1/agents/requests/run_00000000000000000000000000",
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(400, "bad_request");
+    let listed = server
+        .get("/v1/agents/requests", Some(&server.viewer))
+        .await?;
+    assert_eq!(listed.body["requests"].as_array().map(Vec::len), Some(1));
     server.stop().await
 }

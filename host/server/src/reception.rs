@@ -1,0 +1,118 @@
+//! Reception's routes: `POST /v1/agents/requests` (free text in; the
+//! agent and input chosen, the run started, or what is missing) and the
+//! requests answered, read back by id or listed.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::reception::{ReceptionError, ReceptionRequest};
+use hane_core::{Reception, ReceptionId, ReceptionStatus};
+use hane_store::MAX_RECEPTIONS_LISTED;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::routes::{DEFAULT_LIST_LIMIT, body_fields, parse_id};
+
+impl From<ReceptionError> for ApiError {
+    fn from(e: ReceptionError) -> Self {
+        match e {
+            ReceptionError::Run(e) => e.into(),
+            ReceptionError::Invalid { path, message } => {
+                ApiError::new(ErrorCode::InvalidInput, message).at(path)
+            }
+            e => ApiError::of_kind(e.kind(), "reception", &e),
+        }
+    }
+}
+
+/// A request as the API shows it: the stored reception, its input as
+/// JSON.
+pub(crate) fn reception_json(reception: &Reception) -> Value {
+    let mut out = serde_json::to_value(reception).expect("a reception is always JSON");
+    out["input"] = reception
+        .input
+        .as_ref()
+        .and_then(|input| input.to_value().ok())
+        .unwrap_or(Value::Null);
+    out
+}
+
+pub(crate) async fn create(
+    State(runtime): State<AgentRuntime>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let invalid = |message: &str, path: &str| {
+        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
+    };
+    let mut fields = body_fields(
+        body,
+        &["text", "dryRun"],
+        "`text` and, to only answer what would start, `dryRun`",
+        "a request",
+    )?;
+    let text = match fields.remove("text") {
+        Some(Value::String(text)) => text,
+        Some(_) => return Err(invalid("`text` must be a string: the request", "/text")),
+        None => return Err(invalid("`text` is required: the request", "/text")),
+    };
+    let dry_run = match fields.remove("dryRun") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err(invalid("`dryRun` must be true or false", "/dryRun")),
+    };
+    let reception = runtime.receive(ReceptionRequest { text, dry_run }).await?;
+    let status = if reception.status == ReceptionStatus::Started {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let location = HeaderValue::try_from(format!("/v1/agents/requests/{}", reception.id))
+        .expect("a request id is a valid header value");
+    Ok((
+        status,
+        [(header::LOCATION, location)],
+        axum::Json(reception_json(&reception)),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    limit: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let limit = match query.limit.filter(|l| !l.is_empty()) {
+        None => DEFAULT_LIST_LIMIT,
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_RECEPTIONS_LISTED).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "`limit` must be a whole number from 1 to {MAX_RECEPTIONS_LISTED}, not `{text}`"
+                    ),
+                )
+            })?,
+    };
+    let listed = runtime.receptions(limit).await?;
+    let requests: Vec<Value> = listed.iter().map(reception_json).collect();
+    Ok(axum::Json(json!({ "requests": requests })))
+}
+
+pub(crate) async fn get(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: ReceptionId = parse_id(&id)?;
+    let reception = runtime.reception(id.as_str()).await?;
+    Ok(axum::Json(reception_json(&reception)))
+}
