@@ -35,7 +35,7 @@ pub fn runtime(dir: &Path) -> AgentRuntime {
     AgentRuntime::open(&dir.join("hane.db"), &config()).unwrap()
 }
 
-async fn activated(dir: &Path) -> AgentRuntime {
+pub(crate) async fn activated(dir: &Path) -> AgentRuntime {
     let runtime = runtime(dir);
     runtime.activate(&harness::examples()).await.unwrap();
     runtime

@@ -15,6 +15,7 @@ mod manager;
 mod mcp;
 mod model;
 mod programs;
+mod reception;
 mod recovery;
 mod sandbox;
 mod served;
