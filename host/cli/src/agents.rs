@@ -8,10 +8,12 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
+use hane_coordinator::conversation::ConversationError;
+use hane_coordinator::reception::ReceptionRequest;
 use hane_coordinator::{ActivationError, ModelConfig, RunError, StartRun};
 use hane_core::RunId;
 use hane_core::{ActionState, Person};
-use hane_core::{AgentRun, LlmTurn, RunStatus, Task};
+use hane_core::{AgentRun, LlmTurn, ReceptionStatus, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
@@ -139,6 +141,12 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<RunError>() {
         return exit::of_kind(e.kind());
     }
+    if let Some(e) = e.downcast_ref::<hane_coordinator::reception::ReceptionError>() {
+        return exit::of_kind(e.kind());
+    }
+    if let Some(e) = e.downcast_ref::<ConversationError>() {
+        return exit::of_kind(e.kind());
+    }
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
         return exit::USAGE;
     }
@@ -152,7 +160,7 @@ fn code(e: &anyhow::Error) -> u8 {
     exit::FAILURE
 }
 
-fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+pub(crate) fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -162,7 +170,7 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
-fn block_on<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+pub(crate) fn block_on<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -245,7 +253,7 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 /// `line`, at most `max` characters.
-fn cut_line(line: &str, max: usize) -> String {
+pub(crate) fn cut_line(line: &str, max: usize) -> String {
     match line.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line.to_owned(),
@@ -253,7 +261,7 @@ fn cut_line(line: &str, max: usize) -> String {
 }
 
 /// Stops the in-process server when dropped.
-struct InProcessServer(Option<tokio::sync::oneshot::Sender<()>>);
+pub(crate) struct InProcessServer(Option<tokio::sync::oneshot::Sender<()>>);
 
 impl Drop for InProcessServer {
     fn drop(&mut self) {
@@ -266,7 +274,7 @@ impl Drop for InProcessServer {
 /// When `agent` of the active release has a CLI driver: hane's HTTP server
 /// on `127.0.0.1:0` in this process, its address given to the runtime,
 /// until the returned guard is dropped.
-async fn serve_for_cli(
+pub(crate) async fn serve_for_cli(
     runtime: &AgentRuntime,
     agent: &str,
 ) -> anyhow::Result<Option<InProcessServer>> {
@@ -370,6 +378,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
                 println!();
             }
         }
+        failed |= !demo_reception(&runtime).await?;
         print_model_budget(&runtime).await?;
         failed |= !demo_outbound(&runtime).await?;
         println!(
@@ -382,6 +391,41 @@ pub fn demo(args: DemoArgs) -> ExitCode {
             ExitCode::SUCCESS
         })
     }))
+}
+
+/// The demo's reception: a request in free text started as a run of the
+/// agent it is for (the example provider's recording holds the choice),
+/// and one that no agent answers declined without asking the model. True
+/// when both went so.
+async fn demo_reception(runtime: &AgentRuntime) -> anyhow::Result<bool> {
+    println!(
+        "reception: a request in free text goes to the agent it is for, with an input derived from its words (`hane ask TEXT`):"
+    );
+    let reception = runtime
+        .receive(ReceptionRequest {
+            text: "When does the inspection of 架空 300 あ 10-02 expire?".to_owned(),
+            dry_run: false,
+        })
+        .await?;
+    crate::ask::print_reception(&reception);
+    let found = match &reception.run {
+        Some(run) => {
+            let run = runtime.wait(run).await?;
+            print_run(runtime, &run, false).await?;
+            run.status == RunStatus::Succeeded
+        }
+        None => false,
+    };
+    println!();
+    let declined = runtime
+        .receive(ReceptionRequest {
+            text: "Bake me a chocolate cake".to_owned(),
+            dry_run: false,
+        })
+        .await?;
+    crate::ask::print_reception(&declined);
+    println!();
+    Ok(found && declined.status == ReceptionStatus::Declined)
 }
 
 /// The demo's outbound action: an email proposed, shown with its digest
@@ -477,7 +521,11 @@ fn result_status(run: &AgentRun) -> String {
         .unwrap_or_default()
 }
 
-async fn print_run(runtime: &AgentRuntime, run: &AgentRun, json: bool) -> anyhow::Result<()> {
+pub(crate) async fn print_run(
+    runtime: &AgentRuntime,
+    run: &AgentRun,
+    json: bool,
+) -> anyhow::Result<()> {
     let tasks: Vec<Task> = runtime.tasks(&run.id).await?;
     let turns = runtime.llm_turns(&run.id).await?;
     let cli = runtime.cli_output(&run.id).await?;

@@ -2,6 +2,8 @@
 
 mod agents;
 mod approvals;
+mod ask;
+mod chat;
 mod image;
 mod keys;
 mod mcp;
@@ -66,8 +68,15 @@ enum Command {
     Release(agents::ReleaseArgs),
     /// Run an agent of the active release and print the run.
     Run(agents::RunArgs),
+    /// Say what you need in free text: reception picks the agent of the
+    /// active release and derives its input, then runs it (or, with
+    /// --dry-run, says what it would start).
+    Ask(ask::AskArgs),
     /// List and show agent runs.
     Runs(agents::RunsArgs),
+    /// Talk with an agent of the active release: each line is a message of
+    /// a conversation kept in the store, its reply printed as it happens.
+    Chat(chat::ChatArgs),
     /// Activate `examples/` and run the scripted vehicle check twice: for
     /// a vehicle in the example fleet ledger and for one that is not.
     Demo(agents::DemoArgs),
@@ -137,7 +146,9 @@ fn main() -> ExitCode {
         Command::Worker(args) => worker::main(args),
         Command::Release(args) => agents::release(args),
         Command::Run(args) => agents::run(args),
+        Command::Ask(args) => ask::main(args),
         Command::Runs(args) => agents::runs(args),
+        Command::Chat(args) => chat::main(args),
         Command::Demo(args) => agents::demo(args),
         Command::Serve(args) => serve::main(args),
         Command::Keys(args) => keys::main(args),

@@ -1,10 +1,13 @@
 //! The `hane` binary run as a real process, one test binary so that it
 //! links once: `op` (operations, outputs, receipts and exit codes),
-//! `agents` (releases, runs, the demo, keys), `approvals`, `mcp` (the stdio
-//! relay), `session` and `worker`.
+//! `agents` (releases, runs, the demo, keys), `approvals`, `ask`
+//! (reception from the terminal), `chat` (a
+//! conversation on stdin), `mcp` (the stdio relay), `session` and `worker`.
 
 mod agents;
 mod approvals;
+mod ask;
+mod chat;
 mod common;
 mod mcp;
 mod op;

@@ -1,0 +1,140 @@
+//! `hane ask "TEXT"`: reception from the terminal. The request in free
+//! text goes to the agent of the active release it is for, with an input
+//! derived from it; the run is followed to its end here, as `hane run`
+//! does.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use hane_coordinator::reception::ReceptionRequest;
+use hane_coordinator::{AgentRuntime, ModelConfig};
+use hane_core::{Reception, ReceptionStatus, RunStatus};
+
+use crate::agents::{StoreArg, block_on, finish, print_run, serve_for_cli};
+use crate::chat::terminal_line;
+use crate::exit;
+
+#[derive(Args)]
+pub struct AskArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// What you need, in your words.
+    text: String,
+    /// Only say which agent would start, with which input.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the request (and the run, when one started) as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Only print, as JSON, the model request reception would send for
+    /// TEXT (the shortlisted agents' tools and the default model); nothing
+    /// is asked, stored or started.
+    #[arg(long, conflicts_with_all = ["dry_run", "json"])]
+    show_request: bool,
+}
+
+pub fn main(args: AskArgs) -> ExitCode {
+    finish(block_on(async {
+        let model = ModelConfig::from_vars(std::env::vars());
+        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        if args.show_request {
+            match runtime.reception_request(&args.text).await? {
+                Some(request) => println!("{}", serde_json::to_string_pretty(&request)?),
+                None => eprintln!("no agent shares a word with the request: no model is asked"),
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        // An agent with a CLI driver reaches its model and tools through
+        // hane's HTTP server: one runs in this process while it may start.
+        let _server = match any_cli_agent(&runtime).await {
+            Some(agent) => serve_for_cli(&runtime, &agent).await?,
+            None => None,
+        };
+        let reception = runtime
+            .receive(ReceptionRequest {
+                text: args.text,
+                dry_run: args.dry_run,
+            })
+            .await?;
+        let run = match &reception.run {
+            Some(id) => Some(runtime.wait(id).await?),
+            None => None,
+        };
+        if args.json {
+            let mut out = serde_json::to_value(&reception)?;
+            out["input"] = reception
+                .input
+                .as_ref()
+                .and_then(|i| i.to_value().ok())
+                .unwrap_or_default();
+            if let Some(run) = &run {
+                out["agentRun"] = serde_json::to_value(run)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print_reception(&reception);
+            if let Some(run) = &run {
+                print_run(&runtime, run, false).await?;
+            }
+        }
+        Ok(ExitCode::from(match (reception.status, &run) {
+            (ReceptionStatus::WouldStart, _) => 0,
+            (ReceptionStatus::Started, Some(run)) => match run.status {
+                RunStatus::Succeeded => 0,
+                RunStatus::LimitExceeded => exit::LIMIT,
+                _ => exit::FAILURE,
+            },
+            (ReceptionStatus::Declined, _) => exit::USAGE,
+            _ => exit::FAILURE,
+        }))
+    }))
+}
+
+/// The first agent of the active release with a CLI driver.
+async fn any_cli_agent(runtime: &AgentRuntime) -> Option<String> {
+    let release = runtime.release().await.ok()?;
+    release
+        .agents
+        .iter()
+        .find(|(_, a)| a.manifest.spec.driver.is_cli())
+        .map(|(name, _)| name.clone())
+}
+
+/// Prints what reception answered. Its text, the model's reasons and
+/// what is missing reach the terminal escaped ([`terminal_line`]).
+pub(crate) fn print_reception(reception: &Reception) {
+    let agent = terminal_line(reception.agent.as_deref().unwrap_or("-"));
+    println!(
+        "request {}  {}  {agent}  (release {})",
+        reception.id, reception.status, reception.release
+    );
+    if let Some(input) = &reception.input {
+        println!("  input         {}", terminal_line(input.as_str()));
+    }
+    if !reception.reasons.is_empty() {
+        println!("  reasons       {}", terminal_line(&reception.reasons));
+    }
+    for missing in &reception.missing {
+        println!("  missing       {}", terminal_line(missing));
+    }
+    let shortlist: Vec<String> = reception
+        .shortlist
+        .iter()
+        .map(|c| format!("{} ({:.2})", c.agent, c.score))
+        .collect();
+    if !shortlist.is_empty() {
+        println!("  shortlist     {}", shortlist.join(", "));
+    }
+    if !reception.alternatives.is_empty() {
+        println!("  alternatives  {}", reception.alternatives.join(", "));
+    }
+    if let Some(call) = &reception.model_call {
+        println!(
+            "  model         {}/{}: {} input + {} output tokens, {} ms",
+            call.provider, call.model, call.input_tokens, call.output_tokens, call.latency_ms
+        );
+    }
+    if let Some(error) = &reception.error {
+        println!("  error         {}", terminal_line(error));
+    }
+}
