@@ -327,12 +327,104 @@ async fn a_message_while_the_last_one_is_answered_is_refused_and_nothing_is_adde
 }
 
 #[tokio::test]
-async fn an_agent_that_takes_no_message_asks_for_an_input() {
+async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_asks_for_it() {
     let dir = tempfile::tempdir().unwrap();
+    const FOUND_MESSAGE: &str = "Check 架空 300 あ 10-02";
+    const VAGUE_MESSAGE: &str = "Check my car";
+    let scripted = std::fs::read_to_string(
+        crate::harness::examples().join("agents/vehicle-check-scripted.yaml"),
+    )
+    .unwrap();
+    let release = release_with(dir.path(), &[("vehicle-check-scripted.yaml", &scripted)]);
+    recorded_provider(&release, "replay", Vec::new());
     let runtime = runtime_with(dir.path(), ModelConfig::new());
-    runtime.activate(&crate::harness::examples()).await.unwrap();
+    runtime.activate(&release).await.unwrap();
+    // What the model is asked for each message: the agent's input, from
+    // the message alone.
+    let mut recorded = Vec::new();
+    for (message, tool, arguments) in [
+        (
+            FOUND_MESSAGE,
+            "start_vehicle-check-scripted",
+            json!({"input": {"vehicle": FOUND}, "reason": "a registration number"}),
+        ),
+        (
+            VAGUE_MESSAGE,
+            "decline",
+            json!({"reason": "no vehicle is named", "missing": ["the registration number"]}),
+        ),
+    ] {
+        let request = runtime
+            .reception_request(message, Some("vehicle-check-scripted"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(request.tools.len(), 2, "{request:?}");
+        recorded.push(hane_model::Turn {
+            request: hane_model::pin(&request),
+            response: answer(vec![call("d1", tool, arguments)]),
+        });
+    }
+    recorded_provider(&release, "replay", recorded);
+    runtime.activate(&release).await.unwrap();
     let (view, _) = runtime
-        .create_conversation("vehicle-check-llm", None)
+        .create_conversation("vehicle-check-scripted", None)
+        .await
+        .unwrap();
+    let id = view.conversation.id;
+    let sent = runtime
+        .send_message(&id, FOUND_MESSAGE, None)
+        .await
+        .unwrap();
+    let run = runtime.wait(&sent.run.id).await.unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+    assert_eq!(run.input.to_value().unwrap(), json!({"vehicle": FOUND}));
+    // A message the model finds nothing in is refused at `/input`, saying
+    // what is missing, and nothing is added.
+    let err = runtime
+        .send_message(&id, VAGUE_MESSAGE, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ConversationError::Invalid { path, .. } if path == "/input"),
+        "{err}"
+    );
+    let said = err.to_string();
+    assert!(
+        said.contains("vehicle-check-scripted")
+            && said.contains("no vehicle is named; missing: the registration number"),
+        "{said}"
+    );
+    assert_eq!(runtime.conversation(&id).await.unwrap().entries.len(), 1);
+    // Each derivation is kept as a dry run of reception's.
+    let kept = runtime.receptions(0).await.unwrap();
+    let statuses: Vec<_> = kept.iter().map(|r| (r.text.as_str(), r.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            (VAGUE_MESSAGE, hane_core::ReceptionStatus::Declined),
+            (FOUND_MESSAGE, hane_core::ReceptionStatus::WouldStart)
+        ]
+    );
+    let err = runtime
+        .create_conversation("nobody", None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("agent `nobody`"), "{err}");
+}
+
+#[tokio::test]
+async fn without_a_model_an_agent_that_takes_no_message_asks_for_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let scripted = std::fs::read_to_string(
+        crate::harness::examples().join("agents/vehicle-check-scripted.yaml"),
+    )
+    .unwrap();
+    let release = release_with(dir.path(), &[("vehicle-check-scripted.yaml", &scripted)]);
+    let runtime = runtime_with(dir.path(), ModelConfig::new());
+    runtime.activate(&release).await.unwrap();
+    let (view, _) = runtime
+        .create_conversation("vehicle-check-scripted", None)
         .await
         .unwrap();
     let err = runtime
@@ -343,7 +435,10 @@ async fn an_agent_that_takes_no_message_asks_for_an_input() {
         matches!(&err, ConversationError::Invalid { path, .. } if path == "/input"),
         "{err}"
     );
-    assert!(err.to_string().contains("vehicle-check-llm"), "{err}");
+    assert!(
+        err.to_string().contains("the release has no default model"),
+        "{err}"
+    );
     assert!(
         runtime
             .conversation(&view.conversation.id)
@@ -352,11 +447,6 @@ async fn an_agent_that_takes_no_message_asks_for_an_input() {
             .entries
             .is_empty()
     );
-    let err = runtime
-        .create_conversation("nobody", None)
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("agent `nobody`"), "{err}");
 }
 
 #[tokio::test]

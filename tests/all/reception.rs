@@ -91,7 +91,7 @@ async fn answering(dir: &Path, answers: Vec<(&str, ModelResponse)>) -> (AgentRun
     let mut turns = Vec::new();
     for (text, response) in answers {
         let request = runtime
-            .reception_request(text)
+            .reception_request(text, None)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("nothing shortlisted for {text:?}"));
@@ -130,6 +130,7 @@ async fn a_request_starts_the_agent_it_is_for_with_a_valid_input() {
         .receive(ReceptionRequest {
             text: format!("  {text}\n"),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap();
@@ -190,6 +191,7 @@ async fn a_dry_run_answers_what_would_start_and_starts_nothing() {
         .receive(ReceptionRequest {
             text: text.to_owned(),
             dry_run: true,
+            agent: None,
         })
         .await
         .unwrap();
@@ -234,6 +236,7 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
         .receive(ReceptionRequest {
             text: vague.to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap();
@@ -255,6 +258,7 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
         .receive(ReceptionRequest {
             text: declined.to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap();
@@ -287,6 +291,7 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
         .receive(ReceptionRequest {
             text: "Bake me a chocolate cake".to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap();
@@ -305,6 +310,7 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
         .receive(ReceptionRequest {
             text: " \n ".to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap_err();
@@ -326,6 +332,7 @@ async fn a_model_answer_that_leaves_the_recording_fails_and_gives_back_its_token
         .receive(ReceptionRequest {
             text: "What is the mileage of this vehicle?".to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap_err();
@@ -362,6 +369,7 @@ async fn reception_on_the_local_model_ends_in_a_valid_answer() {
         .receive(ReceptionRequest {
             text: format!("When does the inspection of {FOUND} expire?"),
             dry_run: false,
+            agent: None,
         })
         .await
         .unwrap();
@@ -422,7 +430,10 @@ async fn the_shortlist_holds_the_right_agent_for_every_labelled_request() {
     assert!(set.len() >= 40, "{} requests", set.len());
     let mut wrong = Vec::new();
     for labelled in &set {
-        let request = runtime.reception_request(&labelled.text).await.unwrap();
+        let request = runtime
+            .reception_request(&labelled.text, None)
+            .await
+            .unwrap();
         let offered: Vec<String> = request
             .map(|r| {
                 r.tools

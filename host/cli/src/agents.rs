@@ -405,6 +405,7 @@ async fn demo_reception(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         .receive(ReceptionRequest {
             text: "When does the inspection of 架空 300 あ 10-02 expire?".to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await?;
     crate::ask::print_reception(&reception);
@@ -421,6 +422,7 @@ async fn demo_reception(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         .receive(ReceptionRequest {
             text: "Bake me a chocolate cake".to_owned(),
             dry_run: false,
+            agent: None,
         })
         .await?;
     crate::ask::print_reception(&declined);

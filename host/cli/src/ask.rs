@@ -23,6 +23,10 @@ pub struct AskArgs {
     /// Only say which agent would start, with which input.
     #[arg(long)]
     dry_run: bool,
+    /// The agent the request is for: no shortlist, the model only derives
+    /// its input from TEXT (or declines, saying what is missing).
+    #[arg(long, value_name = "AGENT")]
+    agent: Option<String>,
     /// Print the request (and the run, when one started) as JSON.
     #[arg(long)]
     json: bool,
@@ -38,7 +42,10 @@ pub fn main(args: AskArgs) -> ExitCode {
         let model = ModelConfig::from_vars(std::env::vars());
         let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
         if args.show_request {
-            match runtime.reception_request(&args.text).await? {
+            match runtime
+                .reception_request(&args.text, args.agent.as_deref())
+                .await?
+            {
                 Some(request) => println!("{}", serde_json::to_string_pretty(&request)?),
                 None => eprintln!("no agent shares a word with the request: no model is asked"),
             }
@@ -54,6 +61,7 @@ pub fn main(args: AskArgs) -> ExitCode {
             .receive(ReceptionRequest {
                 text: args.text,
                 dry_run: args.dry_run,
+                agent: args.agent,
             })
             .await?;
         let run = match &reception.run {

@@ -127,9 +127,10 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Refuses `agent` unless the active release has it and its input schema
-/// can take `{"message": TEXT}`, the input each line becomes: otherwise
-/// every message would be refused.
+/// Refuses `agent` unless the active release has it and either its input
+/// schema can take `{"message": TEXT}`, the input each line becomes, or
+/// the release has a default model to derive the agent's input from each
+/// line: otherwise every message would be refused.
 async fn takes_messages(runtime: &AgentRuntime, agent: &str) -> anyhow::Result<()> {
     let release = runtime.release().await?;
     let Some(loaded) = release.agents.get(agent) else {
@@ -149,10 +150,15 @@ async fn takes_messages(runtime: &AgentRuntime, agent: &str) -> anyhow::Result<(
     if only_the_text(&violations) {
         return Ok(());
     }
+    // The release's default model derives each message's input instead.
+    let providers: Vec<_> = release.providers.values().map(|p| &p.manifest).collect();
+    if hane_core::resolve_model(None, &providers).is_ok() {
+        return Ok(());
+    }
     Err(ConversationError::Invalid {
         path: "/input".to_owned(),
         message: format!(
-            "agent `{agent}` does not take a message as its input ({}): `hane chat` sends each line as {{\"message\": TEXT}}; run it with `hane run {agent} --input JSON`",
+            "agent `{agent}` does not take a message as its input ({}) and the release has no default model to derive one: `hane chat` sends each line as {{\"message\": TEXT}}; run it with `hane run {agent} --input JSON`",
             hane_sandbox::describe_violations(&violations)
         ),
     }

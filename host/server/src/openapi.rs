@@ -184,7 +184,8 @@ fn operation(route: &Route) -> Value {
             "sendMessage",
             "Send a message: start the agent's run for it",
             "The run's input is `input` when given, else `{\"message\": TEXT}` when the agent's \
-             input schema takes it. One message at a time: while the previous message's run has \
+             input schema takes it, else what the release's default model derives from the text \
+             for that agent (422 at `/input` with what is missing when it cannot). One message at a time: while the previous message's run has \
              not ended, a new one is refused with 409. With `Accept: text/event-stream` the reply \
              is followed as Server-Sent Events: `message` (the entry and its run), then `text` \
              (the model's text as it streams), `tool_call` (each call as it ends), \
@@ -1124,7 +1125,8 @@ fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, 
             "additionalProperties": false,
             "properties": {
                 "text": { "type": "string", "minLength": 1, "maxLength": hane_coordinator::reception::MAX_TEXT_CHARS, "description": "What the person wants, in their words" },
-                "dryRun": { "type": "boolean", "default": false, "description": "Only answer what would start" }
+                "dryRun": { "type": "boolean", "default": false, "description": "Only answer what would start" },
+                "agent": { "type": "string", "minLength": 1, "description": "The agent the request is for, when known: no shortlist, the model only derives its input (or declines)" }
             }
         }),
     );

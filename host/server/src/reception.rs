@@ -48,8 +48,8 @@ pub(crate) async fn create(
     };
     let mut fields = body_fields(
         body,
-        &["text", "dryRun"],
-        "`text` and, to only answer what would start, `dryRun`",
+        &["text", "dryRun", "agent"],
+        "`text` and, optionally, `dryRun` (only answer what would start) and `agent` (the agent the request is for)",
         "a request",
     )?;
     let text = match fields.remove("text") {
@@ -62,7 +62,23 @@ pub(crate) async fn create(
         Some(Value::Bool(b)) => b,
         Some(_) => return Err(invalid("`dryRun` must be true or false", "/dryRun")),
     };
-    let reception = runtime.receive(ReceptionRequest { text, dry_run }).await?;
+    let agent = match fields.remove("agent") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(agent)) if !agent.is_empty() => Some(agent),
+        Some(_) => {
+            return Err(invalid(
+                "`agent` must be the name of an agent of the active release",
+                "/agent",
+            ));
+        }
+    };
+    let reception = runtime
+        .receive(ReceptionRequest {
+            text,
+            dry_run,
+            agent,
+        })
+        .await?;
     let status = if reception.status == ReceptionStatus::Started {
         StatusCode::CREATED
     } else {

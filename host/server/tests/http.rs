@@ -1681,6 +1681,10 @@ async fn reception_answers_requests_and_keeps_them_over_http() -> anyhow::Result
         (json!({"text": "  "}), "/text"),
         (json!({"text": 7}), "/text"),
         (json!({"text": "Text a driver", "dryRun": "yes"}), "/dryRun"),
+        (json!({"text": "Text a driver", "agent": 7}), "/agent"),
+        (json!({"text": "Text a driver", "agent": "nobody"}), "/agent"),
+        // A review agent decides actions; no request starts it.
+        (json!({"text": "Review this", "agent": "sms-review"}), "/agent"),
     ] {
         let reply = server
             .post(
@@ -1696,10 +1700,10 @@ async fn reception_answers_requests_and_keeps_them_over_http() -> anyhow::Result
         .post(
             "/v1/agents/requests",
             Some(&server.operator),
-            &json!({"text": "Text a driver", "agent": "driver-text"}).to_string(),
+            &json!({"text": "Text a driver", "to": "driver-text"}).to_string(),
         )
         .await?;
-    assert!(reply.error(422, "invalid_input").contains("agent"));
+    assert!(reply.error(422, "invalid_input").contains("`to`"));
     let reply = server
         .post(
             "/v1/agents/requests",

@@ -485,7 +485,7 @@ fn a_chat_carries_its_context_across_messages_and_resumes_from_the_store() {
 }
 
 #[test]
-fn an_unknown_conversation_and_an_agent_that_takes_no_message_are_refused() {
+fn an_unknown_conversation_and_agent_are_refused_and_a_messages_input_is_derived() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_release(dir.path());
 
@@ -502,18 +502,6 @@ fn an_unknown_conversation_and_an_agent_that_takes_no_message_are_refused() {
         "{}",
         text(&malformed.stderr)
     );
-
-    let refused = chat(
-        &store,
-        &["vehicle-check-scripted"],
-        "Check 架空 300 あ 10-02\n".as_bytes(),
-    );
-    let error = failed(&refused, 2);
-    assert!(
-        error.contains("agent `vehicle-check-scripted` does not take a message as its input")
-            && error.contains("hane run vehicle-check-scripted --input JSON"),
-        "{error}"
-    );
     let nobody = chat(&store, &["nobody"], b"hello\n");
     assert!(
         failed(&nobody, 2).contains("agent `nobody` is not in the active release"),
@@ -523,6 +511,82 @@ fn an_unknown_conversation_and_an_agent_that_takes_no_message_are_refused() {
     // Refused before a conversation was started, and nothing ran.
     assert!(stored_conversations(&store).is_empty());
     assert!(ok(&hane(&store, &["runs", "list"])).is_empty());
+
+    // `vehicle-check-scripted` takes a vehicle, not a message: the model
+    // derives its input from each message (the recording answers what
+    // `hane ask --show-request --agent` says it is asked), or declines.
+    const FOUND_MESSAGE: &str = "Check 架空 300 あ 10-02";
+    const VAGUE_MESSAGE: &str = "Check my car";
+    let asked = |message: &str| {
+        let shown = ok(&hane(
+            &store,
+            &[
+                "ask",
+                "--show-request",
+                "--agent",
+                "vehicle-check-scripted",
+                message,
+            ],
+        ));
+        let request: ModelRequest = serde_json::from_str(&shown).unwrap();
+        hane_model::pin(&request)
+    };
+    let chooses = |tool: &str, input: Value| {
+        answer(vec![Content::ToolCall {
+            id: "d1".to_owned(),
+            name: tool.to_owned(),
+            input,
+        }])
+    };
+    let recording = dir.path().join("release/replay.json");
+    let mut replay = hane_model::Recording::read(&recording).unwrap();
+    replay.turns.push(hane_model::Turn {
+        request: asked(FOUND_MESSAGE),
+        response: chooses(
+            "start_vehicle-check-scripted",
+            json!({"input": {"vehicle": FOUND}, "reason": "a registration number"}),
+        ),
+    });
+    replay.turns.push(hane_model::Turn {
+        request: asked(VAGUE_MESSAGE),
+        response: chooses(
+            "decline",
+            json!({"reason": "no vehicle is named", "missing": ["the registration number"]}),
+        ),
+    });
+    replay.write(&recording).unwrap();
+    ok(&hane(
+        &store,
+        &[
+            "release",
+            "activate",
+            dir.path().join("release").to_str().unwrap(),
+        ],
+    ));
+    let talked = chat(
+        &store,
+        &["vehicle-check-scripted"],
+        format!("{FOUND_MESSAGE}\n{VAGUE_MESSAGE}\n").as_bytes(),
+    );
+    let out = ok(&talked);
+    let err = text(&talked.stderr);
+    assert!(
+        transcript(&out)
+            .iter()
+            .any(|line| line.starts_with("run ") && line.ends_with(" succeeded")),
+        "{out}"
+    );
+    assert!(out.contains(r#""status":"found""#), "{out}");
+    assert!(
+        err.contains("none could be derived from this one (no vehicle is named; missing: the registration number"),
+        "{err}"
+    );
+    // One message accepted, with its run; the vague one added nothing.
+    let conversations = stored_conversations(&store);
+    assert_eq!(conversations.len(), 1, "{conversations:?}");
+    assert_eq!(conversations[0].1, 1, "{conversations:?}");
+    let runs = ok(&hane(&store, &["runs", "list"]));
+    assert_eq!(runs.matches("vehicle-check-scripted").count(), 1, "{runs}");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use hane_context::Message;
 use hane_core::{
     ActionState, AgentRun, Conversation, ConversationEntry, ConversationId, ErrorKind, JsonText,
-    RunId, RunStatus, now_ms,
+    ReceptionStatus, RunId, RunStatus, now_ms,
 };
 use hane_store::{ConversationRow, StoreError};
 use serde_json::{Value, json};
@@ -29,6 +29,7 @@ pub use memory::{
     MemoryMessage, REDACTED, RunSummary, Speaker, ToolCallNote, memory_schema, read_memory, redact,
 };
 
+use crate::reception::{ReceptionError, ReceptionRequest};
 use crate::runtime::{RunContext, RunError, lock};
 use crate::{AgentRuntime, StartRun};
 
@@ -74,6 +75,9 @@ pub enum ConversationError {
     /// A stored item could not be read.
     #[error("{0}")]
     Corrupt(String),
+    /// Deriving a message's input through the model failed.
+    #[error("deriving the message's input: {0}")]
+    Reception(#[from] ReceptionError),
 }
 
 impl ConversationError {
@@ -85,6 +89,7 @@ impl ConversationError {
             ConversationError::Invalid { .. } | ConversationError::Memory(_) => ErrorKind::Invalid,
             ConversationError::Run(e) => e.kind(),
             ConversationError::Store(_) | ConversationError::Corrupt(_) => ErrorKind::Internal,
+            ConversationError::Reception(e) => e.kind(),
         }
     }
 
@@ -481,13 +486,46 @@ impl AgentRuntime {
             .into());
         };
         let input = json!({ "message": text });
-        match loaded.input.check(&input) {
-            Ok(()) => Ok(input),
-            Err(violations) => Err(ConversationError::invalid(
+        let Err(violations) = loaded.input.check(&input) else {
+            return Ok(input);
+        };
+        // The model derives the agent's input from the message, as
+        // reception does; without a model to ask, the caller must send it.
+        let derived = self
+            .receive(ReceptionRequest {
+                text: text.to_owned(),
+                dry_run: true,
+                agent: Some(agent.to_owned()),
+            })
+            .await;
+        let reception = match derived {
+            Ok(reception) => reception,
+            Err(ReceptionError::ModelUnavailable(_)) => {
+                return Err(ConversationError::invalid(
+                    "/input",
+                    format!(
+                        "agent `{agent}` does not take a message as its input ({}) and the release has no default model to derive one: send `input`, the agent's input as a JSON object, with the text",
+                        hane_sandbox::describe_violations(&violations)
+                    ),
+                ));
+            }
+            Err(e) => return Err(ConversationError::Reception(e)),
+        };
+        match (&reception.status, &reception.input) {
+            (ReceptionStatus::WouldStart, Some(input)) => input
+                .to_value()
+                .map_err(|e| ConversationError::Corrupt(e.to_string())),
+            _ => Err(ConversationError::invalid(
                 "/input",
                 format!(
-                    "agent `{agent}` does not take a message as its input ({}): send `input`, the agent's input as a JSON object, with the text",
-                    hane_sandbox::describe_violations(&violations)
+                    "agent `{agent}` does not take a message as its input, and none could be derived from this one ({}{}; request {}): say what its input needs, or send `input`, the agent's input as a JSON object, with the text",
+                    reception.reasons.trim_end_matches('.'),
+                    if reception.missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; missing: {}", reception.missing.join("; "))
+                    },
+                    reception.id
                 ),
             )),
         }

@@ -68,6 +68,9 @@ pub struct ReceptionRequest {
     pub text: String,
     /// Only answer what would start.
     pub dry_run: bool,
+    /// The agent the request is for, when the caller knows it: the model
+    /// then only derives its input (or declines), without a shortlist.
+    pub agent: Option<String>,
 }
 
 /// Why reception could not answer. A request it answered with a refusal
@@ -276,6 +279,36 @@ fn shortlist_of(agents: &[(&str, &LoadedAgent)], text: &str) -> Vec<lexical::Sco
     lexical::Index::new(agents.iter().map(|(n, a)| (*n, agent_text(n, a)))).search(text, SHORTLIST)
 }
 
+/// The agent `name` of `release`, which a request names: one reception
+/// may start.
+fn named<'a>(
+    release: &'a LoadedRelease,
+    name: &str,
+) -> Result<(&'a str, &'a LoadedAgent), ReceptionError> {
+    let invalid = |message: String| ReceptionError::Invalid {
+        path: "/agent".to_owned(),
+        message,
+    };
+    let Some((name, agent)) = release.agents.get_key_value(name) else {
+        return Err(invalid(format!(
+            "no agent `{name}` in release {}; it has {}",
+            release.info.number,
+            release
+                .agents
+                .keys()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    if !receivable(agent) {
+        return Err(invalid(format!(
+            "agent `{name}` is a review agent: it decides proposed actions and is not started from a request"
+        )));
+    }
+    Ok((name.as_str(), agent.as_ref()))
+}
+
 /// The agents of `agents` named in `scored`, in its order.
 fn pick<'a>(
     agents: &[(&'a str, &'a LoadedAgent)],
@@ -398,7 +431,14 @@ impl AgentRuntime {
         }
         let release = self.release().await?;
         let agents = receivable_agents(&release);
-        let scored = shortlist_of(&agents, text);
+        let (scored, shortlist) = match request.agent.as_deref() {
+            Some(name) => (Vec::new(), vec![named(&release, name)?]),
+            None => {
+                let scored = shortlist_of(&agents, text);
+                let shortlist = pick(&agents, &scored);
+                (scored, shortlist)
+            }
+        };
         let mut reception = Reception {
             id: ReceptionId::new(),
             text: text.to_owned(),
@@ -422,7 +462,7 @@ impl AgentRuntime {
             model_call: None,
             created_at_ms: now_ms(),
         };
-        if scored.is_empty() {
+        if shortlist.is_empty() {
             reception.reasons =
                 "no agent's purpose or examples share a word with the request".to_owned();
             reception.missing = vec![format!(
@@ -436,10 +476,28 @@ impl AgentRuntime {
             )];
             return self.keep(reception).await;
         }
-        let shortlist = pick(&agents, &scored);
         let (response, call) = self.choose_agent(&release, text, &shortlist).await?;
         reception.model_call = Some(call);
-        match read_choice(&response, &shortlist) {
+        self.settle(
+            &mut reception,
+            read_choice(&response, &shortlist),
+            &shortlist,
+        )
+        .await;
+        self.keep(reception).await
+    }
+
+    /// Fills in `reception` from the model's `choice` among `shortlist`:
+    /// the agent, its input checked against its schema (declined with each
+    /// violation when it is not valid), and the run started unless it is a
+    /// dry run.
+    async fn settle(
+        &self,
+        reception: &mut Reception,
+        choice: Choice,
+        shortlist: &[(&str, &LoadedAgent)],
+    ) {
+        match choice {
             Choice::Agent {
                 index,
                 input,
@@ -472,7 +530,7 @@ impl AgentRuntime {
                             reception.reasons
                         );
                     }
-                    Ok(()) if request.dry_run => reception.status = ReceptionStatus::WouldStart,
+                    Ok(()) if reception.dry_run => reception.status = ReceptionStatus::WouldStart,
                     Ok(()) => {
                         let started = self
                             .start(StartRun {
@@ -504,7 +562,6 @@ impl AgentRuntime {
                 reception.alternatives = shortlist.iter().map(|(n, _)| (*n).to_owned()).collect();
             }
         }
-        self.keep(reception).await
     }
 
     /// The model call that chooses among `shortlist`: the release's
@@ -573,9 +630,10 @@ impl AgentRuntime {
         Ok((response, call))
     }
 
-    /// The model request reception would send for `text` now: the
-    /// shortlist's tools and the release's default model; `None` when no
-    /// agent shares a word with it, so no model is asked. For recording
+    /// The model request reception would send for `text` (for `agent`,
+    /// when named) now: the shortlist's tools and the release's default
+    /// model; `None` when no agent shares a word with it, so no model is
+    /// asked. For recording
     /// reception's transcript, and for seeing what the model is shown.
     ///
     /// # Errors
@@ -584,21 +642,22 @@ impl AgentRuntime {
     pub async fn reception_request(
         &self,
         text: &str,
+        agent: Option<&str>,
     ) -> Result<Option<ModelRequest>, ReceptionError> {
         let text = text.trim();
         let release = self.release().await?;
-        let agents = receivable_agents(&release);
-        let scored = shortlist_of(&agents, text);
-        if scored.is_empty() {
+        let shortlist = match agent {
+            Some(name) => vec![named(&release, name)?],
+            None => {
+                let agents = receivable_agents(&release);
+                pick(&agents, &shortlist_of(&agents, text))
+            }
+        };
+        if shortlist.is_empty() {
             return Ok(None);
         }
         let (provider, model) = default_model(&release)?;
-        Ok(Some(prepared_request(
-            text,
-            &pick(&agents, &scored),
-            provider,
-            model,
-        )))
+        Ok(Some(prepared_request(text, &shortlist, provider, model)))
     }
 
     /// Stores `reception` and hands it back.
