@@ -105,6 +105,18 @@ async fn answering(dir: &Path, answers: Vec<(&str, ModelResponse)>) -> (AgentRun
     (runtime, release)
 }
 
+/// Reception's answer to `text`, with no agent named.
+async fn ask(runtime: &AgentRuntime, text: &str, dry_run: bool) -> hane_core::Reception {
+    runtime
+        .receive(ReceptionRequest {
+            text: text.to_owned(),
+            dry_run,
+            agent: None,
+        })
+        .await
+        .unwrap()
+}
+
 async fn tokens_used_today(runtime: &AgentRuntime) -> u64 {
     let report = serde_json::to_value(runtime.budget().await.unwrap()).unwrap();
     report["usage"]["modelTokensUsed"].as_u64().unwrap()
@@ -126,14 +138,7 @@ async fn a_request_starts_the_agent_it_is_for_with_a_valid_input() {
     )
     .await;
     let before = tokens_used_today(&runtime).await;
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: format!("  {text}\n"),
-            dry_run: false,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(&runtime, &format!("  {text}\n"), false).await;
     assert_eq!(reception.status, ReceptionStatus::Started, "{reception:#?}");
     assert_eq!(reception.text, text);
     assert_eq!(reception.agent.as_deref(), Some("vehicle-check-scripted"));
@@ -187,14 +192,7 @@ async fn a_dry_run_answers_what_would_start_and_starts_nothing() {
         )],
     )
     .await;
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: text.to_owned(),
-            dry_run: true,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(&runtime, text, true).await;
     assert_eq!(
         reception.status,
         ReceptionStatus::WouldStart,
@@ -232,14 +230,7 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
         ],
     )
     .await;
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: vague.to_owned(),
-            dry_run: false,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(&runtime, vague, false).await;
     assert_eq!(
         reception.status,
         ReceptionStatus::Declined,
@@ -254,14 +245,7 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
     );
     assert!(reception.reasons.contains("not valid"), "{reception:#?}");
 
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: declined.to_owned(),
-            dry_run: false,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(&runtime, declined, false).await;
     assert_eq!(
         reception.status,
         ReceptionStatus::Declined,
@@ -287,14 +271,7 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, _) = answering(dir.path(), Vec::new()).await;
     let before = tokens_used_today(&runtime).await;
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: "Bake me a chocolate cake".to_owned(),
-            dry_run: false,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(&runtime, "Bake me a chocolate cake", false).await;
     assert_eq!(reception.status, ReceptionStatus::Declined);
     assert!(reception.shortlist.is_empty());
     assert_eq!(reception.model_call, None);
@@ -365,14 +342,12 @@ async fn reception_on_the_local_model_ends_in_a_valid_answer() {
     let runtime = runtime_with(dir.path(), model);
     runtime.activate(&release).await.unwrap();
     let before = tokens_used_today(&runtime).await;
-    let reception = runtime
-        .receive(ReceptionRequest {
-            text: format!("When does the inspection of {FOUND} expire?"),
-            dry_run: false,
-            agent: None,
-        })
-        .await
-        .unwrap();
+    let reception = ask(
+        &runtime,
+        &format!("When does the inspection of {FOUND} expire?"),
+        false,
+    )
+    .await;
     eprintln!(
         "local model: {} {:?} {:?} {:?} {:?}",
         reception.status, reception.agent, reception.input, reception.missing, reception.reasons

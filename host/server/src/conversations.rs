@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::routes::{DEFAULT_LIST_LIMIT, body_fields, parse_id};
+use crate::routes::{body_fields, list_limit, parse_id};
 
 impl From<ConversationError> for ApiError {
     fn from(e: ConversationError) -> Self {
@@ -133,21 +133,7 @@ pub(crate) async fn list(
     State(runtime): State<AgentRuntime>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let limit = match query.limit.filter(|l| !l.is_empty()) {
-        None => DEFAULT_LIST_LIMIT,
-        Some(text) => text
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_CONVERSATIONS_LISTED).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "`limit` must be a whole number from 1 to {MAX_CONVERSATIONS_LISTED}, not `{text}`"
-                    ),
-                )
-            })?,
-    };
+    let limit = list_limit(query.limit, MAX_CONVERSATIONS_LISTED)?;
     let listed = runtime
         .conversations(query.agent.filter(|a| !a.is_empty()), limit)
         .await?;

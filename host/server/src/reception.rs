@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::routes::{DEFAULT_LIST_LIMIT, body_fields, parse_id};
+use crate::routes::{body_fields, list_limit, parse_id};
 
 impl From<ReceptionError> for ApiError {
     fn from(e: ReceptionError) -> Self {
@@ -104,21 +104,7 @@ pub(crate) async fn list(
     State(runtime): State<AgentRuntime>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let limit = match query.limit.filter(|l| !l.is_empty()) {
-        None => DEFAULT_LIST_LIMIT,
-        Some(text) => text
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_RECEPTIONS_LISTED).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "`limit` must be a whole number from 1 to {MAX_RECEPTIONS_LISTED}, not `{text}`"
-                    ),
-                )
-            })?,
-    };
+    let limit = list_limit(query.limit, MAX_RECEPTIONS_LISTED)?;
     let listed = runtime.receptions(limit).await?;
     let requests: Vec<Value> = listed.iter().map(reception_json).collect();
     Ok(axum::Json(json!({ "requests": requests })))

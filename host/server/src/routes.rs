@@ -710,18 +710,7 @@ async fn list_runs(
     let status = given(query.status)
         .map(|s| s.parse::<RunStatus>().map_err(|e| bad(e.to_string())))
         .transpose()?;
-    let limit = match given(query.limit) {
-        None => DEFAULT_LIST_LIMIT,
-        Some(text) => text
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_RUNS_LISTED).contains(n))
-            .ok_or_else(|| {
-                bad(format!(
-                    "`limit` must be a whole number from 1 to {MAX_RUNS_LISTED}, not `{text}`"
-                ))
-            })?,
-    };
+    let limit = list_limit(query.limit, MAX_RUNS_LISTED)?;
     let runs = runtime
         .list(RunQuery {
             agent: given(query.agent),
@@ -730,6 +719,24 @@ async fn list_runs(
         })
         .await?;
     Ok(axum::Json(json!({ "runs": runs })))
+}
+
+/// A listing's `?limit=`: [`DEFAULT_LIST_LIMIT`] when absent or empty,
+/// else a whole number from 1 to `max` (400 otherwise).
+pub(crate) fn list_limit(limit: Option<String>, max: u32) -> Result<u32, ApiError> {
+    match limit.filter(|l| !l.is_empty()) {
+        None => Ok(DEFAULT_LIST_LIMIT),
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!("`limit` must be a whole number from 1 to {max}, not `{text}`"),
+                )
+            }),
+    }
 }
 
 /// An id from a path or query, such as a [`RunId`]; a malformed one is a

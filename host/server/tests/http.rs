@@ -1682,9 +1682,15 @@ async fn reception_answers_requests_and_keeps_them_over_http() -> anyhow::Result
         (json!({"text": 7}), "/text"),
         (json!({"text": "Text a driver", "dryRun": "yes"}), "/dryRun"),
         (json!({"text": "Text a driver", "agent": 7}), "/agent"),
-        (json!({"text": "Text a driver", "agent": "nobody"}), "/agent"),
+        (
+            json!({"text": "Text a driver", "agent": "nobody"}),
+            "/agent",
+        ),
         // A review agent decides actions; no request starts it.
-        (json!({"text": "Review this", "agent": "sms-review"}), "/agent"),
+        (
+            json!({"text": "Review this", "agent": "sms-review"}),
+            "/agent",
+        ),
     ] {
         let reply = server
             .post(

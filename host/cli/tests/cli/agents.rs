@@ -6,18 +6,12 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::common::{failed, ok, text};
+use crate::common::{failed, hane_on, ok, text};
 
 use hane_test_support::examples;
 
 fn hane(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hane"))
-        .args(args)
-        .arg("--store")
-        .arg(store)
-        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-        .output()
-        .expect("run hane")
+    hane_on(store, args)
 }
 
 #[test]

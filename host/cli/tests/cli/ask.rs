@@ -2,23 +2,17 @@
 //! recorded provider holds the model's choice for the demo's request).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use hane_test_support::examples;
 use serde_json::json;
 
-use crate::common::{failed, json, ok, text};
+use crate::common::{failed, hane_on, json, ok, text};
 
 const REQUEST: &str = "When does the inspection of 架空 300 あ 10-02 expire?";
 
 fn hane(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hane"))
-        .args(args)
-        .arg("--store")
-        .arg(store)
-        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-        .output()
-        .expect("run hane")
+    hane_on(store, args)
 }
 
 fn activated(dir: &Path) -> std::path::PathBuf {

@@ -1,6 +1,7 @@
 //! What the CLI tests share to read the `hane` binary's output.
 
-use std::process::Output;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -36,4 +37,16 @@ pub fn failed(output: &Output, code: i32) -> String {
 pub fn json(output: &Output) -> Value {
     let out = ok(output);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Runs `hane ARGS --store STORE` to its end, with the shared component
+/// cache.
+pub fn hane_on(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .output()
+        .expect("run hane")
 }
