@@ -10,6 +10,8 @@ use clap::{Args, Subcommand};
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::conversation::ConversationError;
 use hane_coordinator::reception::ReceptionRequest;
+
+use crate::chat::{terminal_line, terminal_text};
 use hane_coordinator::{ActivationError, ModelConfig, RunError, StartRun};
 use hane_core::RunId;
 use hane_core::{ActionState, Person};
@@ -557,7 +559,7 @@ pub(crate) async fn print_run(
         let detail = if call.detail.is_empty() {
             String::new()
         } else {
-            format!("  {}", call.detail)
+            format!("  {}", terminal_line(&call.detail))
         };
         println!(
             "  {:>2}. {:<24} {:<9} {:>8.2} ms{detail}",
@@ -585,10 +587,10 @@ pub(crate) async fn print_run(
             cli.exit
         );
         for event in &cli.events {
-            println!("          {}", cut_line(event, 160));
+            println!("          {}", cut_line(&terminal_line(event), 160));
         }
         if let Some(line) = cli.stderr_tail.lines().rev().find(|l| !l.trim().is_empty()) {
-            println!("  stderr  {}", cut_line(line, 160));
+            println!("  stderr  {}", cut_line(&terminal_line(line), 160));
         }
     }
     if let Some(result) = &run.result {
@@ -599,12 +601,15 @@ pub(crate) async fn print_run(
         println!("  result  {}", pretty.replace('\n', "\n          "));
     }
     if let Some(error) = &run.error {
-        println!("  error   {error}");
+        println!("  error   {}", terminal_text(error));
     }
     for task in &tasks {
         println!(
             "  task    {} {} for {}: {}",
-            task.id, task.kind, task.assignment, task.title
+            task.id,
+            task.kind,
+            terminal_line(&task.assignment),
+            terminal_line(&task.title)
         );
     }
     if let Some(session) = &run.session {
@@ -641,7 +646,7 @@ fn print_turn(turn: &LlmTurn) {
         "  model   turn {}  {}/{}  {} in + {} out tokens{}  {} ms  {stop}, {asked}",
         turn.turn,
         turn.provider,
-        turn.model,
+        terminal_line(&turn.model),
         turn.input_tokens,
         turn.output_tokens,
         if turn.cached_tokens > 0 {
@@ -649,7 +654,8 @@ fn print_turn(turn: &LlmTurn) {
         } else {
             String::new()
         },
-        turn.latency_ms
+        turn.latency_ms,
+        asked = terminal_line(&asked)
     );
     println!("          context {}", context_summary(&turn.context));
 }

@@ -514,7 +514,7 @@ fn unsafe_char(c: char) -> bool {
 
 /// `text` as it may be written to a terminal: every character of
 /// [`unsafe_char`] but newline and tab written as its escape (`\u{1b}`).
-fn terminal_text(text: &str) -> Cow<'_, str> {
+pub(crate) fn terminal_text(text: &str) -> Cow<'_, str> {
     escape(text, |c| unsafe_char(c) && c != '\n' && c != '\t')
 }
 

@@ -563,3 +563,38 @@ fn the_seeds_vehicle_check_runs_under_opencode_in_a_container() {
         );
     }
 }
+
+/// What a run's input put into its tool details and tasks reaches the
+/// terminal escaped: `hane run` and `hane runs show` print no control
+/// character a guest, a model or a caller wrote.
+#[test]
+fn a_runs_untrusted_text_is_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    ok(&hane(
+        &store,
+        &["release", "activate", examples().to_str().unwrap()],
+    ));
+    let vehicle = "架空 999 ん 00-00\u{1b}[2J\u{1b}]0;owned\u{7}";
+    let input = json!({ "vehicle": vehicle }).to_string();
+    let run = ok(&hane(
+        &store,
+        &["run", "vehicle-check-scripted", "--input", &input],
+    ));
+    let id = run
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no run id in {run}"))
+        .to_owned();
+    let shown = ok(&hane(&store, &["runs", "show", &id]));
+    for out in [&run, &shown] {
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+        // The task the handover made names the vehicle, escaped.
+        assert!(
+            out.contains(
+                r"Vehicle 架空 999 ん 00-00\u{1b}[2J\u{1b}]0;owned\u{7} is not in the fleet ledger"
+            ),
+            "{out}"
+        );
+    }
+}

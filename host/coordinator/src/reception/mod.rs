@@ -553,7 +553,11 @@ impl AgentRuntime {
                 }
             }
             Choice::Decline { reason, missing } => {
-                reception.reasons = reason;
+                reception.reasons = if reason.trim().is_empty() {
+                    "the model declined without a reason".to_owned()
+                } else {
+                    reason
+                };
                 reception.missing = missing;
                 reception.alternatives = shortlist.iter().map(|(n, _)| (*n).to_owned()).collect();
             }
