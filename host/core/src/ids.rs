@@ -166,6 +166,13 @@ generated_id!(
     "req_",
     "request id"
 );
+generated_id!(
+    /// Names one evaluation of an `EvalSuite` (`POST /v1/agents/evals`):
+    /// `eval_` and 26 characters.
+    EvaluationId,
+    "eval_",
+    "evaluation id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

@@ -47,6 +47,7 @@ mod credential;
 mod decider;
 mod envelope;
 mod error_kind;
+mod evaluation;
 mod event;
 mod ids;
 mod input;
@@ -88,10 +89,14 @@ pub use decider::{
 };
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
+pub use evaluation::{
+    CaseChange, CaseComparison, CaseOutcome, CaseResult, Difference, Evaluation,
+    EvaluationComparison, compare_result,
+};
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
-    ActionId, ConversationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId, ReceptionId, RunId,
-    SessionId, TaskId, ToolCallId, now_ms,
+    ActionId, ConversationId, EvaluationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId,
+    ReceptionId, RunId, SessionId, TaskId, ToolCallId, now_ms,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;

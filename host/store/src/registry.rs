@@ -18,6 +18,7 @@ use crate::sqlite::Synchronous;
 
 mod actions;
 mod conversations;
+mod evaluations;
 mod receptions;
 
 pub use actions::{
@@ -25,6 +26,7 @@ pub use actions::{
     UsageDelta,
 };
 pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
+pub use evaluations::{EvaluationRow, MAX_EVALUATIONS_LISTED};
 pub use receptions::{MAX_RECEPTIONS_LISTED, ReceptionRow};
 
 /// Runs listed at most by one [`Registry::runs`] query.
@@ -210,19 +212,7 @@ impl Registry {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(db("activating a release"))?;
             let now = now_ms();
-            for (digest, bytes) in &release.components {
-                tx.execute(
-                    "INSERT OR IGNORE INTO components (digest, bytes) VALUES (?1, ?2)",
-                    params![digest, bytes],
-                )
-                .map_err(db("storing a component"))?;
-            }
-            tx.execute(
-                "INSERT INTO releases (created_at, source, summary, body) VALUES (?1, ?2, ?3, ?4)",
-                params![now as i64, release.source, release.summary, release.body],
-            )
-            .map_err(db("storing a release"))?;
-            let number = tx.last_insert_rowid() as u64;
+            let number = insert_release(&tx, &release, now)?;
             set_active(&tx, number, now)?;
             tx.commit().map_err(db("activating a release"))?;
             Ok(ReleaseInfo {
@@ -585,6 +575,23 @@ impl Registry {
         })
         .await
     }
+}
+
+/// Stores `release` and its components; returns its number.
+fn insert_release(conn: &Connection, release: &NewRelease, now: u64) -> Result<u64, StoreError> {
+    for (digest, bytes) in &release.components {
+        conn.execute(
+            "INSERT OR IGNORE INTO components (digest, bytes) VALUES (?1, ?2)",
+            params![digest, bytes],
+        )
+        .map_err(db("storing a component"))?;
+    }
+    conn.execute(
+        "INSERT INTO releases (created_at, source, summary, body) VALUES (?1, ?2, ?3, ?4)",
+        params![now as i64, release.source, release.summary, release.body],
+    )
+    .map_err(db("storing a release"))?;
+    Ok(conn.last_insert_rowid() as u64)
 }
 
 fn set_active(conn: &Connection, number: u64, now: u64) -> Result<(), StoreError> {

@@ -184,6 +184,16 @@ const MIGRATIONS: &[&str] = &[
         body BLOB NOT NULL
     ) STRICT;
     CREATE INDEX receptions_by_created ON receptions (created_at);",
+    // Version 7: evaluations of EvalSuites, the body `seal`ed by its
+    // owner; `release` is the release whose definitions ran.
+    "CREATE TABLE evaluations (
+        id TEXT PRIMARY KEY,
+        suite TEXT NOT NULL,
+        release INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX evaluations_by_suite ON evaluations (suite, created_at);",
 ];
 
 /// The newest schema version this build reads and writes.

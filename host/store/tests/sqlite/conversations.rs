@@ -116,6 +116,7 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         let db = rusqlite::Connection::open(scratch.path()).unwrap();
         db.execute_batch(
             "DROP TABLE receptions;
+             DROP TABLE evaluations;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              PRAGMA user_version = 4;",
@@ -136,5 +137,5 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
 }

@@ -4,6 +4,7 @@
 
 mod concurrency;
 mod conversations;
+mod evaluations;
 mod fork;
 mod history;
 mod model;

@@ -1,0 +1,97 @@
+//! Evaluations in the registry: read back, listed newest first and by
+//! suite; and a candidate release stored without becoming active until
+//! it is made so.
+
+use hane_store::{EvaluationRow, NewRelease, Registry, StoreError};
+
+use crate::Scratch;
+
+fn evaluation(id: &str, suite: &str, release: u64, at: u64) -> EvaluationRow {
+    EvaluationRow {
+        id: id.to_owned(),
+        suite: suite.to_owned(),
+        release,
+        created_at_ms: at,
+        body: format!("body of {id}").into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn evaluations_are_read_back_and_listed_newest_first_by_suite() {
+    let scratch = Scratch::new();
+    let registry = Registry::open(scratch.path()).unwrap();
+    for row in [
+        evaluation("eval_a", "s", 1, 10),
+        evaluation("eval_b", "t", 1, 30),
+        evaluation("eval_c", "s", 2, 20),
+    ] {
+        registry.add_evaluation(row).await.unwrap();
+    }
+    assert_eq!(
+        registry.evaluation("eval_c").await.unwrap(),
+        Some(evaluation("eval_c", "s", 2, 20))
+    );
+    assert_eq!(registry.evaluation("eval_x").await.unwrap(), None);
+    let ids = |rows: Vec<EvaluationRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(registry.evaluations(None, 0).await.unwrap()),
+        ["eval_b", "eval_c", "eval_a"]
+    );
+    assert_eq!(
+        ids(registry.evaluations(Some("s".to_owned()), 0).await.unwrap()),
+        ["eval_c", "eval_a"]
+    );
+    assert_eq!(
+        ids(registry.evaluations(Some("s".to_owned()), 1).await.unwrap()),
+        ["eval_c"]
+    );
+    // An id is stored once.
+    assert!(
+        registry
+            .add_evaluation(evaluation("eval_a", "s", 3, 40))
+            .await
+            .is_err()
+    );
+}
+
+fn release(source: &str) -> NewRelease {
+    NewRelease {
+        source: source.to_owned(),
+        summary: format!("summary of {source}"),
+        body: source.as_bytes().to_vec(),
+        components: vec![("sha256:c".to_owned(), b"component".to_vec())],
+    }
+}
+
+#[tokio::test]
+async fn a_candidate_release_is_stored_inactive_until_made_active() {
+    let scratch = Scratch::new();
+    let registry = Registry::open(scratch.path()).unwrap();
+    let first = registry.activate(release("one")).await.unwrap();
+    let candidate = registry.store_release(release("two")).await.unwrap();
+    assert!(!candidate.active);
+    assert_eq!(candidate.number, first.number + 1);
+    // The active release is still the first; the candidate is listed.
+    assert_eq!(registry.active_number().await.unwrap(), Some(first.number));
+    let listed = registry.releases().await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| (r.number, r.active))
+            .collect::<Vec<_>>(),
+        [(first.number, true), (candidate.number, false)]
+    );
+    assert_eq!(
+        registry.component("sha256:c").await.unwrap().as_deref(),
+        Some(&b"component"[..])
+    );
+    let active = registry.activate_stored(candidate.number).await.unwrap();
+    assert!(active.active);
+    assert_eq!(active.source, "two");
+    let (info, body) = registry.active().await.unwrap().unwrap();
+    assert_eq!((info.number, body), (candidate.number, b"two".to_vec()));
+    assert!(matches!(
+        registry.activate_stored(99).await,
+        Err(StoreError::ReleaseNotFound(m)) if m.contains("release 99")
+    ));
+}
