@@ -61,6 +61,14 @@ enum ReleaseCommand {
         /// The release's directory: manifests (*.yaml) anywhere in it, the
         /// ledger under `ledger/`.
         dir: PathBuf,
+        /// Evaluate the release's EvalSuites against its own definitions
+        /// first, and activate it only when each meets its passRate
+        /// (otherwise it is stored, not active, and exit is 1).
+        #[arg(long, env = "HANE_RELEASE_EVAL", conflicts_with = "no_eval")]
+        eval: bool,
+        /// Activate without evaluating, even when HANE_RELEASE_EVAL is set.
+        #[arg(long)]
+        no_eval: bool,
     },
     /// List releases; the active one is marked.
     List,
@@ -149,6 +157,9 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<ConversationError>() {
         return exit::of_kind(e.kind());
     }
+    if let Some(e) = e.downcast_ref::<hane_coordinator::evaluation::EvalError>() {
+        return exit::of_kind(e.kind());
+    }
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
         return exit::USAGE;
     }
@@ -185,7 +196,10 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
     finish(block_on(async {
         let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
         match args.command {
-            ReleaseCommand::Activate { dir } => {
+            ReleaseCommand::Activate { dir, eval, no_eval } if eval && !no_eval => {
+                return crate::eval::activate_evaluated(&runtime, &dir).await;
+            }
+            ReleaseCommand::Activate { dir, .. } => {
                 let info = runtime.activate(&dir).await?;
                 println!("activated release {}: {}", info.number, info.summary);
             }

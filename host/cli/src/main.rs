@@ -4,6 +4,7 @@ mod agents;
 mod approvals;
 mod ask;
 mod chat;
+mod eval;
 mod image;
 mod keys;
 mod mcp;
@@ -74,6 +75,10 @@ enum Command {
     Ask(ask::AskArgs),
     /// List and show agent runs.
     Runs(agents::RunsArgs),
+    /// Evaluate an agent on an EvalSuite of the active release (shadow
+    /// runs, each result compared with what its case expects); show, list
+    /// and compare evaluations.
+    Eval(eval::EvalArgs),
     /// Talk with an agent of the active release: each line is a message of
     /// a conversation kept in the store, its reply printed as it happens.
     Chat(chat::ChatArgs),
@@ -148,6 +153,7 @@ fn main() -> ExitCode {
         Command::Run(args) => agents::run(args),
         Command::Ask(args) => ask::main(args),
         Command::Runs(args) => agents::runs(args),
+        Command::Eval(args) => eval::main(args),
         Command::Chat(args) => chat::main(args),
         Command::Demo(args) => agents::demo(args),
         Command::Serve(args) => serve::main(args),

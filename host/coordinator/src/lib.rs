@@ -20,6 +20,7 @@ mod budget;
 pub mod conversation;
 mod coordinator;
 mod drivers;
+pub mod evaluation;
 mod gateway;
 mod inbox;
 pub mod reception;

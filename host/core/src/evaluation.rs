@@ -54,7 +54,7 @@ impl CaseOutcome {
 
 impl std::fmt::Display for CaseOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -228,7 +228,7 @@ impl CaseChange {
 
 impl std::fmt::Display for CaseChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

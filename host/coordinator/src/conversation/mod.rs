@@ -359,6 +359,7 @@ impl AgentRuntime {
                 RunContext {
                     history: history(&memory),
                     follow: true,
+                    release: None,
                 },
             )
             .await?;

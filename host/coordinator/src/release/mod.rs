@@ -11,7 +11,7 @@ use hane_core::{
     ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned,
 };
 use hane_manager::Components;
-use hane_sandbox::{Sandbox, Schema};
+use hane_sandbox::{Sandbox, Schema, describe_violations};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -292,6 +292,23 @@ pub async fn activate_dir(
     registry: &Registry,
     cli: &CliConfig,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
+    let (new, loaded) = prepare_dir(dir, sandbox, builtins, cli).await?;
+    let info = registry.activate(new).await?;
+    let loaded = LoadedRelease {
+        info: info.clone(),
+        ..loaded
+    };
+    Ok((info, loaded))
+}
+
+/// Checks the release in `dir` as [`activate_dir`] does, and returns what
+/// would be stored and what runs would use, storing nothing.
+pub(crate) async fn prepare_dir(
+    dir: &Path,
+    sandbox: &Sandbox,
+    builtins: &Components,
+    cli: &CliConfig,
+) -> Result<(NewRelease, LoadedRelease), ActivationError> {
     let (body, components) = build(dir, sandbox, builtins, cli).await?;
     let sealed = hane_core::seal(&body);
     let providers = match body.model_providers.len() {
@@ -319,19 +336,13 @@ pub async fn activate_dir(
         .unwrap_or_else(|_| dir.to_owned())
         .display()
         .to_string();
-    let info = registry
-        .activate(NewRelease {
-            source,
-            summary,
-            body: sealed,
-            components,
-        })
-        .await?;
-    let loaded = LoadedRelease {
-        info: info.clone(),
-        ..loaded
+    let new = NewRelease {
+        source,
+        summary,
+        body: sealed,
+        components,
     };
-    Ok((info, loaded))
+    Ok((new, loaded))
 }
 
 fn plural(n: usize) -> &'static str {
@@ -647,6 +658,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
     for source in &body.eval_suites {
         match EvalSuiteManifest::from_yaml(&source.file, &source.text) {
             Ok(suite) => {
+                check_suite(&source.file, &suite, &agents, &mut errors);
                 eval_suites.insert(suite.metadata.name.clone(), suite);
             }
             Err(e) => errors.push(e),
@@ -689,6 +701,45 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         budgets,
         providers,
     })
+}
+
+/// A suite must name an agent of the release, and each case's input be
+/// one the agent takes: a case that could never run is found now.
+fn check_suite(
+    file: &str,
+    suite: &EvalSuiteManifest,
+    agents: &BTreeMap<String, Arc<LoadedAgent>>,
+    errors: &mut Vec<ManifestError>,
+) {
+    let error = |field: String, message: String| ManifestError {
+        file: file.to_owned(),
+        line: None,
+        field,
+        message,
+    };
+    let Some(agent) = agents.get(&suite.spec.agent) else {
+        errors.push(error(
+            "spec.agent".to_owned(),
+            format!(
+                "`{}` is not an agent of this release; its agents are {}",
+                suite.spec.agent,
+                agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+        return;
+    };
+    for (i, case) in suite.spec.cases.iter().enumerate() {
+        if let Err(list) = agent.input.check(&case.input) {
+            errors.push(error(
+                format!("spec.cases[{i}].input"),
+                format!(
+                    "not an input agent `{}` takes: {}",
+                    suite.spec.agent,
+                    describe_violations(&list)
+                ),
+            ));
+        }
+    }
 }
 
 /// Parses the agent in `source`, compiles its schemas and resolves its

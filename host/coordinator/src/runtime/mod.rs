@@ -174,6 +174,9 @@ pub(crate) struct RunContext {
     pub(crate) history: Vec<hane_context::Message>,
     /// Keep the run's events for followers ([`AgentRuntime::follow`]).
     pub(crate) follow: bool,
+    /// The release to run in, when not the active one: a candidate
+    /// evaluated before it becomes active.
+    pub(crate) release: Option<Arc<LoadedRelease>>,
 }
 
 /// A run driven from outside, by whoever holds its token
@@ -595,6 +598,22 @@ impl AgentRuntime {
     /// Makes `release` the one runs use: its components known to the
     /// operation manager, its ledger in the sandbox.
     async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
+        self.install_components(&release).await?;
+        self.inner.sandbox.set_ledger(release.ledger.clone());
+        self.inner
+            .actions
+            .set_budget(release.budget_for(self.inner.actions.scope()));
+        *self
+            .inner
+            .release
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(release);
+        Ok(())
+    }
+
+    /// Makes `release`'s components known to the operation manager, from
+    /// the store.
+    pub(crate) async fn install_components(&self, release: &LoadedRelease) -> Result<(), LoadError> {
         for digest in &release.digests {
             if self.inner.components.contains(digest) {
                 continue;
@@ -610,15 +629,6 @@ impl AgentRuntime {
                 })?;
             self.inner.components.insert(bytes);
         }
-        self.inner.sandbox.set_ledger(release.ledger.clone());
-        self.inner
-            .actions
-            .set_budget(release.budget_for(self.inner.actions.scope()));
-        *self
-            .inner
-            .release
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(release);
         Ok(())
     }
 
@@ -698,7 +708,10 @@ impl AgentRuntime {
         attached: Option<tokio::sync::oneshot::Sender<RunToken>>,
         context: RunContext,
     ) -> Result<AgentRun, RunError> {
-        let release = self.release().await?;
+        let release = match context.release {
+            Some(release) => release,
+            None => self.release().await?,
+        };
         let Some(agent) = release.agents.get(&request.agent).cloned() else {
             return Err(RunError::UnknownAgent {
                 agent: request.agent,
