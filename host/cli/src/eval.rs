@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use hane_coordinator::ModelConfig;
-use hane_core::{CaseChange, CaseOutcome, CaseResult, Difference, Evaluation, EvaluationComparison};
+use hane_core::{
+    CaseChange, CaseOutcome, CaseResult, Difference, Evaluation, EvaluationComparison,
+};
 
 use crate::agents::{StoreArg, block_on, finish, serve_for_cli, time};
 use crate::chat::terminal_line;
@@ -76,12 +78,18 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 let release = runtime.release().await?;
                 // An agent with a CLI driver reaches its model and tools
                 // through hane's HTTP server: one runs here meanwhile.
-                let agent = release.eval_suites.get(&suite).map(|s| s.spec.agent.clone());
+                let agent = release
+                    .eval_suites
+                    .get(&suite)
+                    .map(|s| s.spec.agent.clone());
                 let _server = match agent {
                     Some(agent) => serve_for_cli(&runtime, &agent).await?,
                     None => None,
                 };
-                let total = release.eval_suites.get(&suite).map_or(0, |s| s.spec.cases.len());
+                let total = release
+                    .eval_suites
+                    .get(&suite)
+                    .map_or(0, |s| s.spec.cases.len());
                 let mut bar = Progress::new(&suite, total, !json);
                 let evaluation = runtime.evaluate(&suite, |case| bar.case(case)).await?;
                 bar.clear();
@@ -124,7 +132,11 @@ pub fn main(args: EvalArgs) -> ExitCode {
                         if e.candidate { " (candidate)" } else { "" },
                         e.passed,
                         e.cases.len(),
-                        if e.meets_pass_rate() { "ok" } else { "below passRate" },
+                        if e.meets_pass_rate() {
+                            "ok"
+                        } else {
+                            "below passRate"
+                        },
                     );
                 }
                 Ok(ExitCode::SUCCESS)
@@ -246,7 +258,9 @@ pub(crate) fn print_evaluation(e: &Evaluation) {
             case.outcome,
             case.tokens,
             case.duration_ms,
-            case.run.as_ref().map_or("-".to_owned(), ToString::to_string),
+            case.run
+                .as_ref()
+                .map_or("-".to_owned(), ToString::to_string),
         );
         print_differences(&case.differences, case.error.as_deref());
     }
@@ -288,7 +302,10 @@ fn print_comparison(c: &EvaluationComparison) {
     for case in &c.cases {
         *counts.entry(case.change.as_str()).or_insert(0) += 1;
         println!("  {:<13}  {}", case.change, terminal_line(&case.name));
-        if matches!(case.change, CaseChange::Regressed | CaseChange::StillFailing) {
+        if matches!(
+            case.change,
+            CaseChange::Regressed | CaseChange::StillFailing
+        ) {
             print_differences(&case.differences, case.error.as_deref());
         }
     }

@@ -194,6 +194,30 @@ const MIGRATIONS: &[&str] = &[
         body BLOB NOT NULL
     ) STRICT;
     CREATE INDEX evaluations_by_suite ON evaluations (suite, created_at);",
+    // Version 8: workflow cases (the body `seal`ed by its owner; `status`
+    // and `updated_at` for finding the cases to resume) and schedule
+    // ticks, one row per tick of a schedule that some process handled:
+    // the primary key is what makes a tick start once across processes.
+    "CREATE TABLE workflow_cases (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE INDEX workflow_cases_by_status ON workflow_cases (status, updated_at);
+    CREATE TABLE schedule_ticks (
+        schedule TEXT NOT NULL,
+        tick INTEGER NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        claimed_by TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        run TEXT,
+        workflow_case TEXT,
+        error TEXT,
+        PRIMARY KEY (schedule, tick)
+    ) STRICT, WITHOUT ROWID;",
 ];
 
 /// The newest schema version this build reads and writes.

@@ -613,7 +613,10 @@ impl AgentRuntime {
 
     /// Makes `release`'s components known to the operation manager, from
     /// the store.
-    pub(crate) async fn install_components(&self, release: &LoadedRelease) -> Result<(), LoadError> {
+    pub(crate) async fn install_components(
+        &self,
+        release: &LoadedRelease,
+    ) -> Result<(), LoadError> {
         for digest in &release.digests {
             if self.inner.components.contains(digest) {
                 continue;

@@ -117,6 +117,8 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         db.execute_batch(
             "DROP TABLE receptions;
              DROP TABLE evaluations;
+             DROP TABLE workflow_cases;
+             DROP TABLE schedule_ticks;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              PRAGMA user_version = 4;",
@@ -137,5 +139,5 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
 }

@@ -94,10 +94,10 @@ async fn a_newer_schema_is_refused() {
     else {
         panic!("expected NewerSchema, got {err:?}");
     };
-    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 7));
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 8));
     let message = err.to_string();
     assert!(message.contains("schema version 99"), "{message}");
-    assert!(message.contains("up to 7"), "{message}");
+    assert!(message.contains("up to 8"), "{message}");
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn the_schema_is_created_once_and_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
     let mode: String = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -158,6 +158,8 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
              ALTER TABLE api_keys DROP COLUMN groups;
              DROP TABLE receptions;
              DROP TABLE evaluations;
+             DROP TABLE workflow_cases;
+             DROP TABLE schedule_ticks;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              INSERT INTO api_keys (hash, name, role, created_at) VALUES ('hash-old', 'old', 'approver', 1);
@@ -187,5 +189,5 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 7);
+    assert_eq!(version, 8);
 }
