@@ -47,6 +47,10 @@ pub struct ReleaseBody {
     pub budgets: Vec<SourceFile>,
     /// The ModelProviders, each with its recording when it replays one.
     pub model_providers: Vec<ReleasedProvider>,
+    /// The Workflows.
+    pub workflows: Vec<SourceFile>,
+    /// The Schedules.
+    pub schedules: Vec<SourceFile>,
 }
 
 /// A `ModelProvider` as a release stores it: the manifest, and the
@@ -62,6 +66,20 @@ pub struct ReleasedProvider {
 
 /// The most bytes a provider's recording may hold (16 MiB).
 pub const MAX_RECORDING_BYTES: u64 = 16 << 20;
+
+/// A release body as version 3 stored it: without workflows and
+/// schedules.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleaseBodyV3 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: Ledger,
+    decider_policies: Vec<SourceFile>,
+    budgets: Vec<SourceFile>,
+    model_providers: Vec<ReleasedProvider>,
+}
 
 /// A release body as version 2 stored it: without model providers.
 #[derive(Deserialize)]
@@ -134,13 +152,28 @@ impl From<ReleasedOperationV1> for ReleasedOperation {
     }
 }
 
-/// Version 2 added decider policies and budgets, version 3 model providers.
+/// Version 2 added decider policies and budgets, version 3 model
+/// providers, version 4 workflows and schedules.
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 3;
-    const READS: &'static [u16] = &[1, 2, 3];
+    const VERSION: u16 = 4;
+    const READS: &'static [u16] = &[1, 2, 3, 4];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        if version == 3 {
+            let v3: ReleaseBodyV3 = postcard::from_bytes(payload)?;
+            return Ok(ReleaseBody {
+                agents: v3.agents,
+                eval_suites: v3.eval_suites,
+                operations: v3.operations,
+                ledger: v3.ledger,
+                decider_policies: v3.decider_policies,
+                budgets: v3.budgets,
+                model_providers: v3.model_providers,
+                workflows: Vec::new(),
+                schedules: Vec::new(),
+            });
+        }
         if version == 1 {
             let v1: ReleaseBodyV1 = postcard::from_bytes(payload)?;
             return Ok(ReleaseBody {
@@ -151,6 +184,8 @@ impl Versioned for ReleaseBody {
                 decider_policies: Vec::new(),
                 budgets: Vec::new(),
                 model_providers: Vec::new(),
+                workflows: Vec::new(),
+                schedules: Vec::new(),
             });
         }
         let v2: ReleaseBodyV2 = postcard::from_bytes(payload)?;
@@ -162,6 +197,8 @@ impl Versioned for ReleaseBody {
             decider_policies: v2.decider_policies,
             budgets: v2.budgets,
             model_providers: Vec::new(),
+            workflows: Vec::new(),
+            schedules: Vec::new(),
         })
     }
 }
@@ -444,6 +481,8 @@ async fn build(
         decider_policies,
         budgets,
         model_providers,
+        workflows: Vec::new(),
+        schedules: Vec::new(),
     };
     if errors.is_empty() {
         Ok((body, components))
