@@ -50,6 +50,7 @@
 mod actions;
 mod conversations;
 mod error;
+mod evals;
 mod keys;
 mod mcp;
 mod model;

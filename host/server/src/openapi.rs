@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use hane_core::ActionState;
+use hane_core::CaseChange;
 use hane_core::OUTBOUND_TOOLS;
 use hane_core::ReceptionStatus;
 use hane_core::RunStatus;
@@ -230,6 +231,26 @@ fn operation(route: &Route) -> Value {
             "",
         ),
         Endpoint::GetRequest => ("getRequest", "Get a request reception answered", ""),
+        Endpoint::CreateEvaluation => (
+            "createEvaluation",
+            "Evaluate an agent on an EvalSuite of the active release",
+            "Each case of the suite runs as a shadow run of the suite's agent (nothing is sent, \
+             no person is asked; at most 8 cases at once), and its result is compared with the \
+             case's `expect`: every expected field must be present and equal (maps compare the \
+             same way inside, arrays by length then element, numbers by value); fields the case \
+             does not name are not compared. A case whose run fails or cannot start fails. The \
+             evaluation is stored and answered when the last case ends, at its `Location`. The \
+             runs count against the day's budget like any run.",
+        ),
+        Endpoint::ListEvaluations => ("listEvaluations", "List evaluations, newest first", ""),
+        Endpoint::CompareEvaluations => (
+            "compareEvaluations",
+            "Compare two evaluations of one suite, case by case",
+            "Each case of `a` (the earlier) matched by name with `b`'s: `regressed`, `fixed`, \
+             `still_failing` or `unchanged`; `added` and `removed` for a case only one has. \
+             Evaluations of different suites are refused with 422.",
+        ),
+        Endpoint::GetEvaluation => ("getEvaluation", "Get an evaluation", ""),
         Endpoint::ChatCompletions => (
             "createChatCompletion",
             "A model call of a run, in the OpenAI Chat Completions format",
@@ -629,6 +650,50 @@ fn operation(route: &Route) -> Value {
                 "description": "The request's id"
             }]);
         }
+        Endpoint::CreateEvaluation => {
+            responses["201"] = ok("The evaluation, once every case ended", "Evaluation");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] = conflict("No release is active");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] =
+                conflict("The body is not an evaluation request (`path` is `/suite`)");
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("EvaluationRequest") } }
+            });
+        }
+        Endpoint::ListEvaluations => {
+            responses["200"] = ok("The evaluations", "EvaluationList");
+            responses["400"] = response("BadRequest");
+            op["parameters"] = json!([
+                { "name": "suite", "in": "query", "required": false,
+                  "schema": { "type": "string" }, "description": "Only evaluations of this suite" },
+                { "name": "limit", "in": "query", "required": false,
+                  "schema": { "type": "integer", "minimum": 1, "maximum": hane_store::MAX_EVALUATIONS_LISTED } }
+            ]);
+        }
+        Endpoint::CompareEvaluations => {
+            responses["200"] = ok("The comparison", "EvaluationComparison");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["422"] = conflict("The two evaluations are of different suites");
+            let eval_id = json!({ "type": "string", "pattern": "^eval_[0-9a-hjkmnp-tv-z]{26}$" });
+            op["parameters"] = json!([
+                { "name": "a", "in": "query", "required": true, "schema": eval_id, "description": "The earlier evaluation" },
+                { "name": "b", "in": "query", "required": true, "schema": eval_id, "description": "The later evaluation" }
+            ]);
+        }
+        Endpoint::GetEvaluation => {
+            responses["200"] = ok("The evaluation", "Evaluation");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = json!([{
+                "name": "id", "in": "path", "required": true,
+                "schema": { "type": "string", "pattern": "^eval_[0-9a-hjkmnp-tv-z]{26}$" },
+                "description": "The evaluation's id"
+            }]);
+        }
         Endpoint::MemorySchema => {
             responses["200"] = json!({
                 "description": "The JSON Schema (draft 2020-12) of memory version 2",
@@ -1000,6 +1065,7 @@ fn components() -> Value {
         schemas.extend(action_schemas(&millis, id));
         schemas.extend(conversation_schemas(&millis, id));
         schemas.extend(reception_schemas(&millis, id));
+        schemas.extend(evaluation_schemas(&millis, id));
     }
     components
 }
@@ -1099,6 +1165,119 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
             "required": ["seq", "memory", "notes"],
             "additionalProperties": false,
             "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of evaluations and their comparison.
+fn evaluation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let run_statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let changes: Vec<&str> = [
+        CaseChange::Regressed,
+        CaseChange::Fixed,
+        CaseChange::StillFailing,
+        CaseChange::Unchanged,
+        CaseChange::Added,
+        CaseChange::Removed,
+    ]
+    .iter()
+    .map(|c| c.as_str())
+    .collect();
+    let count = json!({ "type": "integer", "minimum": 0 });
+    let difference = json!({
+        "type": "object",
+        "required": ["path", "expected", "found"],
+        "additionalProperties": false,
+        "properties": {
+            "path": { "type": "string", "description": "JSON Pointer into the result, such as `/status`" },
+            "expected": { "description": "What the case expects there" },
+            "found": { "description": "What the result has there; null when it has nothing (or null)" }
+        }
+    });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "EvaluationRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["suite"],
+            "additionalProperties": false,
+            "properties": {
+                "suite": { "type": "string", "minLength": 1, "description": "An EvalSuite of the active release" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Evaluation".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "suite", "agent", "release", "candidate", "passRate", "passed", "cases", "createdAtMs", "durationMs", "passesRate"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("eval_"),
+                "suite": { "type": "string" },
+                "agent": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "candidate": { "type": "boolean", "description": "Evaluated before the release was active, to decide whether it may become active" },
+                "passRate": { "type": "number", "minimum": 0, "maximum": 1 },
+                "passed": count,
+                "passesRate": { "type": "boolean", "description": "Whether enough cases passed for `passRate`" },
+                "cases": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["name", "input", "expect", "outcome", "result", "differences", "error", "run", "runStatus", "tokens", "durationMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string" },
+                        "input": { "type": "object" },
+                        "expect": { "type": "object" },
+                        "outcome": { "enum": ["passed", "failed"] },
+                        "result": { "type": ["object", "null"] },
+                        "differences": { "type": "array", "items": difference.clone() },
+                        "error": { "type": ["string", "null"], "description": "Why the run ended without a result, or could not start" },
+                        "run": { "anyOf": [id("run_"), { "type": "null" }] },
+                        "runStatus": { "anyOf": [{ "enum": run_statuses }, { "type": "null" }] },
+                        "tokens": count,
+                        "durationMs": count
+                    }
+                } },
+                "createdAtMs": millis,
+                "durationMs": count
+            }
+        }),
+    );
+    schemas.insert(
+        "EvaluationList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["evaluations"],
+            "additionalProperties": false,
+            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") } }
+        }),
+    );
+    schemas.insert(
+        "EvaluationComparison".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["suite", "a", "b", "aRelease", "bRelease", "aPassed", "bPassed", "cases"],
+            "additionalProperties": false,
+            "properties": {
+                "suite": { "type": "string" },
+                "a": id("eval_"), "b": id("eval_"),
+                "aRelease": { "type": "integer", "minimum": 1 },
+                "bRelease": { "type": "integer", "minimum": 1 },
+                "aPassed": count, "bPassed": count,
+                "cases": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["name", "change", "differences", "error"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string" },
+                        "change": { "enum": changes },
+                        "differences": { "type": "array", "items": difference },
+                        "error": { "type": ["string", "null"] }
+                    }
+                } }
+            }
         }),
     );
     schemas

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use crate::actions;
 use crate::conversations;
 use crate::error::{ApiError, Checked, ErrorCode};
+use crate::evals;
 use crate::keys::{Role, hash_key};
 use crate::model;
 use crate::reception;
@@ -105,6 +106,10 @@ pub(crate) enum Endpoint {
     CreateRequest,
     ListRequests,
     GetRequest,
+    CreateEvaluation,
+    ListEvaluations,
+    CompareEvaluations,
+    GetEvaluation,
     ChatCompletions,
     Responses,
     Messages,
@@ -124,7 +129,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 33] = [
+pub(crate) const ROUTES: [Route; 37] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -288,6 +293,30 @@ pub(crate) const ROUTES: [Route; 33] = [
         access: Access::Read,
     },
     Route {
+        endpoint: Endpoint::CreateEvaluation,
+        method: Method::POST,
+        path: "/v1/agents/evals",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::ListEvaluations,
+        method: Method::GET,
+        path: "/v1/agents/evals",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::CompareEvaluations,
+        method: Method::GET,
+        path: "/v1/agents/evals/compare",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::GetEvaluation,
+        method: Method::GET,
+        path: "/v1/agents/evals/{id}",
+        access: Access::Read,
+    },
+    Route {
         endpoint: Endpoint::ChatCompletions,
         method: Method::POST,
         path: "/v1/chat/completions",
@@ -362,6 +391,10 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::CreateRequest => on(filter, reception::create),
             Endpoint::ListRequests => on(filter, reception::list),
             Endpoint::GetRequest => on(filter, reception::get),
+            Endpoint::CreateEvaluation => on(filter, evals::create),
+            Endpoint::ListEvaluations => on(filter, evals::list),
+            Endpoint::CompareEvaluations => on(filter, evals::compare),
+            Endpoint::GetEvaluation => on(filter, evals::get),
             Endpoint::ChatCompletions => on(filter, model::chat),
             Endpoint::Responses => on(filter, model::responses),
             Endpoint::Messages => on(filter, model::messages),

@@ -356,7 +356,7 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
             }
         }
     }
-    assert_eq!(operations, 33);
+    assert_eq!(operations, 37);
     mcp.sort();
     assert_eq!(
         mcp,
@@ -1736,5 +1736,151 @@ async fn reception_answers_requests_and_keeps_them_over_http() -> anyhow::Result
         .get("/v1/agents/requests", Some(&server.viewer))
         .await?;
     assert_eq!(listed.body["requests"].as_array().map(Vec::len), Some(1));
+    server.stop().await
+}
+
+#[tokio::test]
+async fn evaluations_run_read_and_compare_over_http() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let evaluate = || async {
+        let reply = server
+            .post(
+                "/v1/agents/evals",
+                Some(&server.operator),
+                &json!({"suite": "lease-qa-eval"}).to_string(),
+            )
+            .await?;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        assert_matches(&doc, "Evaluation", &reply.body);
+        anyhow::Ok(reply)
+    };
+    let first = evaluate().await?;
+    assert_eq!(first.body["passed"], 2);
+    assert_eq!(first.body["passesRate"], true);
+    assert_eq!(first.body["release"], 1);
+    let case = &first.body["cases"][1];
+    assert_eq!(case["name"], "Contract in the ledger");
+    assert_eq!(case["input"], json!({"contract_no": "C-1001"}));
+    assert_eq!(case["result"]["lessee"], "Kita Logistics");
+    assert_eq!(case["outcome"], "passed");
+    assert_eq!(case["runStatus"], "succeeded");
+    let location = first.header("location").context("a Location")?.to_owned();
+    let read = server.get(&location, Some(&server.viewer)).await?;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body, first.body);
+
+    // A release whose lease-qa answers the wrong lessee: the evaluation
+    // fails that case, and the comparison names it as regressed.
+    let broken = hane_test_support::examples_copy();
+    hane_test_support::replace_in(
+        &broken.path().join("agents/lease-qa.yaml"),
+        "lessee: \"${steps.contract.records.0.lessee}\"",
+        "lessee: \"${input.contract_no}\"",
+    );
+    server.runtime.activate(broken.path()).await?;
+    let second = evaluate().await?;
+    assert_eq!(second.body["passed"], 1);
+    assert_eq!(second.body["passesRate"], false);
+    assert_eq!(
+        second.body["cases"][1]["differences"],
+        json!([{"path": "/lessee", "expected": "Kita Logistics", "found": "C-1001"}])
+    );
+    let (a, b) = (&first.body["id"], &second.body["id"]);
+    let compared = server
+        .get(
+            &format!(
+                "/v1/agents/evals/compare?a={}&b={}",
+                a.as_str().unwrap(),
+                b.as_str().unwrap()
+            ),
+            Some(&server.viewer),
+        )
+        .await?;
+    assert_eq!(compared.status, 200, "{}", compared.body);
+    assert_matches(&doc, "EvaluationComparison", &compared.body);
+    assert_eq!(
+        (
+            compared.body["aRelease"].clone(),
+            compared.body["bRelease"].clone()
+        ),
+        (json!(1), json!(2))
+    );
+    let changes: Vec<(&str, &str)> = compared.body["cases"]
+        .as_array()
+        .context("cases")?
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["change"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("Contract not in the ledger", "unchanged"),
+            ("Contract in the ledger", "regressed")
+        ]
+    );
+    let listed = server
+        .get("/v1/agents/evals?suite=lease-qa-eval", Some(&server.viewer))
+        .await?;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_matches(&doc, "EvaluationList", &listed.body);
+    assert_eq!(listed.body["evaluations"], json!([second.body, first.body]));
+    let none = server
+        .get("/v1/agents/evals?suite=other&limit=3", Some(&server.viewer))
+        .await?;
+    assert_eq!(none.body["evaluations"], json!([]));
+
+    // Bad requests name the place; nothing is stored of them.
+    for body in [json!({}), json!({"suite": 7}), json!({"suite": ""})] {
+        let reply = server
+            .post(
+                "/v1/agents/evals",
+                Some(&server.operator),
+                &body.to_string(),
+            )
+            .await?;
+        reply.error(422, "invalid_input");
+        assert_eq!(reply.body["error"]["path"], "/suite", "{}", reply.body);
+    }
+    let reply = server
+        .post(
+            "/v1/agents/evals",
+            Some(&server.operator),
+            &json!({"suite": "nobody-eval"}).to_string(),
+        )
+        .await?;
+    assert!(reply.error(404, "not_found").contains("lease-qa-eval"));
+    assert_eq!(reply.body["error"]["path"], "/suite");
+    let reply = server
+        .post(
+            "/v1/agents/evals",
+            Some(&server.viewer),
+            &json!({"suite": "lease-qa-eval"}).to_string(),
+        )
+        .await?;
+    reply.error(403, "forbidden");
+    let reply = server
+        .get(
+            "/v1/agents/evals/eval_00000000000000000000000000",
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(404, "not_found");
+    let reply = server
+        .get(
+            "/v1/agents/evals/run_00000000000000000000000000",
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(400, "bad_request");
+    let reply = server
+        .get(
+            &format!("/v1/agents/evals/compare?a={}", a.as_str().unwrap()),
+            Some(&server.viewer),
+        )
+        .await?;
+    assert!(reply.error(400, "bad_request").contains("`b`"));
+    let listed = server.get("/v1/agents/evals", Some(&server.viewer)).await?;
+    assert_eq!(listed.body["evaluations"].as_array().map(Vec::len), Some(2));
     server.stop().await
 }

@@ -44,6 +44,33 @@ pub fn examples() -> PathBuf {
     repository().join("examples")
 }
 
+/// A copy of `examples/` in a new temporary directory, for a test to
+/// change (a candidate release that differs from the examples).
+pub fn examples_copy() -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("create a folder of the copy");
+        for entry in std::fs::read_dir(from).expect("read a folder of examples/") {
+            let entry = entry.expect("read a folder of examples/");
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("an entry's type").is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).expect("copy a file of examples/");
+            }
+        }
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    copy(&examples(), dir.path());
+    dir
+}
+
+/// Replaces `from` with `to` in `file`, which must hold it.
+pub fn replace_in(file: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(file).expect("read the file to change");
+    assert!(text.contains(from), "{} lacks {from:?}", file.display());
+    std::fs::write(file, text.replace(from, to)).expect("write the changed file");
+}
+
 /// The directory every test binary keeps compiled components in:
 /// `tmp/component-cache` in cargo's target directory (found from the
 /// running test binary, which cargo puts below it), else below the

@@ -1,0 +1,167 @@
+//! Evaluations' routes: `POST /v1/agents/evals` (an EvalSuite of the
+//! active release run as shadow runs, each result compared with what its
+//! case expects), the evaluations read back by id or listed, and two
+//! evaluations of one suite compared case by case.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::evaluation::EvalError;
+use hane_core::{Evaluation, EvaluationComparison, EvaluationId, JsonText};
+use hane_store::MAX_EVALUATIONS_LISTED;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::routes::{body_fields, list_limit, parse_id};
+
+impl From<EvalError> for ApiError {
+    fn from(e: EvalError) -> Self {
+        match e {
+            EvalError::Run(e) => e.into(),
+            e @ EvalError::UnknownSuite { .. } => {
+                ApiError::of_kind(e.kind(), "evaluation", &e).at("/suite")
+            }
+            e => ApiError::of_kind(e.kind(), "evaluation", &e),
+        }
+    }
+}
+
+fn value(text: &JsonText) -> Value {
+    text.to_value().unwrap_or(Value::Null)
+}
+
+/// Differences with their values as JSON.
+fn differences(list: &[hane_core::Difference]) -> Value {
+    list.iter()
+        .map(|d| {
+            json!({
+                "path": d.path,
+                "expected": value(&d.expected),
+                "found": d.found.as_ref().map(value),
+            })
+        })
+        .collect()
+}
+
+/// An evaluation as the API shows it: inputs, expectations, results and
+/// differences as JSON.
+pub(crate) fn evaluation_json(evaluation: &Evaluation) -> Value {
+    let mut out = serde_json::to_value(evaluation).expect("an evaluation is always JSON");
+    for (case, shown) in evaluation.cases.iter().zip(
+        out["cases"]
+            .as_array_mut()
+            .expect("an evaluation's cases are an array"),
+    ) {
+        shown["input"] = value(&case.input);
+        shown["expect"] = value(&case.expect);
+        shown["result"] = case.result.as_ref().map_or(Value::Null, value);
+        shown["differences"] = differences(&case.differences);
+    }
+    out["passesRate"] = Value::Bool(evaluation.meets_pass_rate());
+    out
+}
+
+fn comparison_json(comparison: &EvaluationComparison) -> Value {
+    let mut out = serde_json::to_value(comparison).expect("a comparison is always JSON");
+    for (case, shown) in comparison.cases.iter().zip(
+        out["cases"]
+            .as_array_mut()
+            .expect("a comparison's cases are an array"),
+    ) {
+        shown["differences"] = differences(&case.differences);
+    }
+    out
+}
+
+pub(crate) async fn create(
+    State(runtime): State<AgentRuntime>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let mut fields = body_fields(
+        body,
+        &["suite"],
+        "`suite`: the name of an EvalSuite of the active release",
+        "an evaluation request",
+    )?;
+    let suite = match fields.remove("suite") {
+        Some(Value::String(suite)) if !suite.is_empty() => suite,
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidInput,
+                "`suite` must be the name of an EvalSuite of the active release".to_owned(),
+            )
+            .at("/suite"));
+        }
+        None => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidInput,
+                "`suite` is required: the name of an EvalSuite of the active release".to_owned(),
+            )
+            .at("/suite"));
+        }
+    };
+    let evaluation = runtime.evaluate(&suite, |_| {}).await?;
+    let location = HeaderValue::try_from(format!("/v1/agents/evals/{}", evaluation.id))
+        .expect("an evaluation id is a valid header value");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        axum::Json(evaluation_json(&evaluation)),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    suite: Option<String>,
+    limit: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let limit = list_limit(query.limit, MAX_EVALUATIONS_LISTED)?;
+    let suite = query.suite.filter(|s| !s.is_empty());
+    let listed = runtime.evaluations(suite, limit).await?;
+    let evaluations: Vec<Value> = listed.iter().map(evaluation_json).collect();
+    Ok(axum::Json(json!({ "evaluations": evaluations })))
+}
+
+pub(crate) async fn get(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(id)): Checked<Path<String>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id: EvaluationId = parse_id(&id)?;
+    let evaluation = runtime.evaluation(id.as_str()).await?;
+    Ok(axum::Json(evaluation_json(&evaluation)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CompareQuery {
+    a: Option<String>,
+    b: Option<String>,
+}
+
+pub(crate) async fn compare(
+    State(runtime): State<AgentRuntime>,
+    Checked(Query(query)): Checked<Query<CompareQuery>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let id = |given: Option<String>, name: &str| -> Result<EvaluationId, ApiError> {
+        match given.filter(|g| !g.is_empty()) {
+            Some(text) => parse_id(&text),
+            None => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("`{name}` is required: the id of an evaluation (`eval_…`)"),
+            )),
+        }
+    };
+    let a = id(query.a, "a")?;
+    let b = id(query.b, "b")?;
+    let comparison = runtime.compare_evaluations(a.as_str(), b.as_str()).await?;
+    Ok(axum::Json(comparison_json(&comparison)))
+}
