@@ -7,6 +7,7 @@ mod cli_drivers;
 mod conversations;
 mod coordinator;
 mod delivery;
+mod evaluations;
 mod harness;
 mod hostile;
 mod images;
