@@ -64,9 +64,14 @@ enum ReleaseCommand {
         /// Evaluate the release's EvalSuites against its own definitions
         /// first, and activate it only when each meets its passRate
         /// (otherwise it is stored, not active, and exit is 1).
-        #[arg(long, env = "HANE_RELEASE_EVAL", conflicts_with = "no_eval")]
+        #[arg(
+            long,
+            env = "HANE_RELEASE_EVAL",
+            value_parser = clap::builder::FalseyValueParser::new()
+        )]
         eval: bool,
-        /// Activate without evaluating, even when HANE_RELEASE_EVAL is set.
+        /// Activate without evaluating, even when HANE_RELEASE_EVAL is set
+        /// (or --eval given).
         #[arg(long)]
         no_eval: bool,
     },

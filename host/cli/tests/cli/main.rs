@@ -9,6 +9,7 @@ mod approvals;
 mod ask;
 mod chat;
 mod common;
+mod eval;
 mod mcp;
 mod op;
 mod session;
