@@ -165,6 +165,9 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<hane_coordinator::evaluation::EvalError>() {
         return exit::of_kind(e.kind());
     }
+    if let Some(e) = e.downcast_ref::<hane_coordinator::workflow::WorkflowError>() {
+        return exit::of_kind(e.kind());
+    }
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
         return exit::USAGE;
     }
@@ -234,7 +237,7 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
 }
 
 /// Reads `--input`: JSON, `@FILE` or `@-`.
-fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
     let text = match input.strip_prefix('@') {
         Some("-") => std::io::read_to_string(std::io::stdin()).context("reading stdin")?,
         Some(file) => std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?,

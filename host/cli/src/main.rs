@@ -14,6 +14,7 @@ mod scaffold;
 mod serve;
 mod session;
 mod worker;
+mod workflow;
 
 use std::process::ExitCode;
 
@@ -79,6 +80,9 @@ enum Command {
     /// runs, each result compared with what its case expects); show, list
     /// and compare evaluations.
     Eval(eval::EvalArgs),
+    /// Start, show and list cases of the active release's workflows,
+    /// complete a person's task of a case, and resume cases left running.
+    Workflow(workflow::WorkflowArgs),
     /// Talk with an agent of the active release: each line is a message of
     /// a conversation kept in the store, its reply printed as it happens.
     Chat(chat::ChatArgs),
@@ -154,6 +158,7 @@ fn main() -> ExitCode {
         Command::Ask(args) => ask::main(args),
         Command::Runs(args) => agents::runs(args),
         Command::Eval(args) => eval::main(args),
+        Command::Workflow(args) => workflow::main(args),
         Command::Chat(args) => chat::main(args),
         Command::Demo(args) => agents::demo(args),
         Command::Serve(args) => serve::main(args),

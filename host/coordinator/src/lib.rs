@@ -27,6 +27,7 @@ pub mod reception;
 mod release;
 mod runtime;
 mod tools;
+pub mod workflow;
 
 pub use approvals::{ActionError, ExecutionLedger, Recovered};
 pub use budget::{

@@ -10,7 +10,7 @@ use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
     EvalSuiteManifest, ManifestError, ModelProviderManifest, OPERATION_API_VERSION,
-    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW,
+    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW, WorkflowManifest,
 };
 
 /// The most bytes one manifest file may hold (1 MiB).
@@ -21,9 +21,10 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 6] = [
+const KINDS: [(&str, &str); 7] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
+    (AGENTS_API_VERSION, "Workflow"),
     (AGENTS_API_VERSION, "DeciderPolicy"),
     (OPERATION_API_VERSION, "Operation"),
     (PLATFORM_API_VERSION, "Budget"),
@@ -40,6 +41,8 @@ pub enum Definition {
     Operation(OperationManifest),
     /// An `EvalSuite` manifest.
     EvalSuite(EvalSuiteManifest),
+    /// A `Workflow` manifest.
+    Workflow(WorkflowManifest),
     /// A `DeciderPolicy` manifest.
     DeciderPolicy(DeciderPolicyManifest),
     /// A `Budget` manifest.
@@ -56,6 +59,7 @@ impl Definition {
             Definition::Agent(_) => "Agent",
             Definition::Operation(_) => "Operation",
             Definition::EvalSuite(_) => "EvalSuite",
+            Definition::Workflow(_) => "Workflow",
             Definition::DeciderPolicy(_) => "DeciderPolicy",
             Definition::Budget(_) => "Budget",
             Definition::ModelProvider(_) => "ModelProvider",
@@ -68,6 +72,7 @@ impl Definition {
             Definition::Agent(m) => &m.metadata.name,
             Definition::Operation(m) => &m.metadata.name,
             Definition::EvalSuite(m) => &m.metadata.name,
+            Definition::Workflow(m) => &m.metadata.name,
             Definition::DeciderPolicy(m) => &m.metadata.name,
             Definition::Budget(m) => &m.metadata.name,
             Definition::ModelProvider(m) => &m.metadata.name,
@@ -293,6 +298,9 @@ impl Document {
             (AGENTS_API_VERSION, "EvalSuite") => {
                 Definition::EvalSuite(EvalSuiteManifest::from_yaml(file, text)?)
             }
+            (AGENTS_API_VERSION, "Workflow") => {
+                Definition::Workflow(WorkflowManifest::from_yaml(file, text)?)
+            }
             (AGENTS_API_VERSION, "DeciderPolicy") => {
                 Definition::DeciderPolicy(DeciderPolicyManifest::from_yaml(file, text)?)
             }
@@ -511,7 +519,8 @@ fn index<'a>(
 }
 
 /// Each reference from one definition to another (an EvalSuite's agent, an
-/// Agent's exposed operations and decider, a DeciderPolicy's review agents)
+/// Agent's workflows, exposed operations and decider, a DeciderPolicy's
+/// review agents, a Workflow's agents)
 /// names a definition of the bundle; each that does not is pushed to
 /// `errors`.
 fn check_references(
@@ -529,7 +538,35 @@ fn check_references(
                     format!("no Agent named `{}` in this bundle", suite.spec.agent),
                 ));
             }
+            Definition::Workflow(workflow) => {
+                for (i, step) in workflow.spec.steps.iter().enumerate() {
+                    let Some(agent) = &step.agent else { continue };
+                    match agents.get(agent.as_str()) {
+                        None => errors.push(document.error(
+                            &format!("spec.steps[{i}].agent"),
+                            format!("no Agent named `{agent}` in this bundle"),
+                        )),
+                        Some(manifest) if manifest.spec.allows(SUBMIT_REVIEW) => {
+                            errors.push(document.error(
+                                &format!("spec.steps[{i}].agent"),
+                                format!(
+                                    "Agent `{agent}` is a review agent (it lists `{SUBMIT_REVIEW}`): it decides actions, a workflow does not run it"
+                                ),
+                            ));
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
             Definition::Agent(agent) => {
+                for (i, workflow) in agent.spec.workflows.iter().enumerate() {
+                    if !has("Workflow", workflow) {
+                        errors.push(document.error(
+                            &format!("spec.workflows[{i}]"),
+                            format!("no Workflow named `{workflow}` in this bundle"),
+                        ));
+                    }
+                }
                 for (i, exposure) in agent.spec.tool_exposures.iter().enumerate() {
                     if !has("Operation", &exposure.operation) {
                         errors.push(document.error(

@@ -173,6 +173,12 @@ generated_id!(
     "eval_",
     "evaluation id"
 );
+generated_id!(
+    /// Names one case of a workflow: `case_` and 26 characters.
+    WorkflowCaseId,
+    "case_",
+    "workflow case id"
+);
 
 /// The id a caller gives an input. It is globally unique and stays the same
 /// when the input is delivered again, which is what makes redelivery safe:

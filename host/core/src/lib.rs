@@ -66,6 +66,7 @@ mod tool;
 mod v1;
 mod v2;
 mod v3;
+mod workflow;
 
 pub use action::ProposedAction;
 pub use agent::{
@@ -96,7 +97,7 @@ pub use evaluation::{
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
 pub use ids::{
     ActionId, ConversationId, EvaluationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId,
-    ReceptionId, RunId, SessionId, TaskId, ToolCallId, now_ms,
+    ReceptionId, RunId, SessionId, TaskId, ToolCallId, WorkflowCaseId, now_ms,
 };
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;
@@ -121,3 +122,7 @@ pub use script::{
     check_script,
 };
 pub use tool::{ControlTool, ToolDefinition};
+pub use workflow::{
+    CaseStatus, CaseStep, CaseTask, MAX_WORKFLOW_STEPS, StepKind, StepStatus, TaskStep,
+    WorkflowCase, WorkflowManifest, WorkflowSpec, WorkflowStep,
+};

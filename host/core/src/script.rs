@@ -161,7 +161,7 @@ impl Condition {
     }
 
     /// The name of the condition's path field within `when`, for errors.
-    fn field(&self) -> &'static str {
+    pub(crate) fn field(&self) -> &'static str {
         match self {
             Condition::Empty(_) => "when.empty",
             Condition::NotEmpty(_) => "when.notEmpty",
@@ -240,7 +240,7 @@ impl<'de> Deserialize<'de> for ValuePath {
 
 /// Step ids: a letter, then letters, digits, `_` or `-`; no dots, since
 /// they are segments of paths.
-fn check_step_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_step_id(id: &str) -> Result<(), String> {
     let mut chars = id.chars();
     match chars.next() {
         None => Err("a step id must follow `steps`".to_owned()),
@@ -405,7 +405,7 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
 
 /// Checks that `path`, used in `field` of step `i`, names no step or one
 /// of the steps before it (`earlier`, by id; `all` has every step's id).
-fn check_reference(
+pub(crate) fn check_reference(
     i: usize,
     field: &str,
     path: &ValuePath,
@@ -436,7 +436,7 @@ fn check_reference(
 
 /// Checks every template in the strings of step `i`'s `input`: each parses,
 /// and each value it splices in passes `refers`. The first error wins.
-fn check_templates(
+pub(crate) fn check_templates(
     i: usize,
     input: &Value,
     refers: &dyn Fn(&str, &ValuePath) -> Result<(), ScriptError>,

@@ -50,11 +50,15 @@ pub enum ControlTool {
     PlaceCall,
     /// Proposes a call to a customer API of the agent's `connections`.
     IntegrationExecute,
+    /// Starts a case of a workflow the agent lists in its `workflows`.
+    WorkflowStart,
+    /// Reads a case of a workflow the agent lists in its `workflows`.
+    WorkflowGetCase,
 }
 
 impl ControlTool {
     /// Every control tool.
-    pub const ALL: [ControlTool; 8] = [
+    pub const ALL: [ControlTool; 10] = [
         ControlTool::SubmitResult,
         ControlTool::RequestHumanHelp,
         ControlTool::CreateTask,
@@ -63,6 +67,8 @@ impl ControlTool {
         ControlTool::SendSms,
         ControlTool::PlaceCall,
         ControlTool::IntegrationExecute,
+        ControlTool::WorkflowStart,
+        ControlTool::WorkflowGetCase,
     ];
 
     /// The tool's name.
@@ -76,6 +82,8 @@ impl ControlTool {
             ControlTool::SendSms => "communication.send_sms",
             ControlTool::PlaceCall => "communication.place_call",
             ControlTool::IntegrationExecute => "integration.execute",
+            ControlTool::WorkflowStart => "workflow.start",
+            ControlTool::WorkflowGetCase => "workflow.get_case",
         }
     }
 
@@ -101,7 +109,7 @@ impl ControlTool {
     }
 }
 
-static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 8]> = LazyLock::new(|| {
+static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
     let control = |name: &str, description: &str, input: Value, output: Value| ToolDefinition {
         name: name.to_owned(),
         description: description.to_owned(),
@@ -223,6 +231,33 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 8]> = LazyLock::new(|| {
                     "body": {}
                 }
             }),
+        ),
+        control(
+            "workflow.start",
+            "Starts a case of a workflow this agent may start (its `workflows`) with the case's input. The case goes on by itself, step by step; read it with workflow.get_case.",
+            json!({
+                "type": "object",
+                "required": ["workflow"],
+                "additionalProperties": false,
+                "properties": {
+                    "workflow": {"type": "string", "minLength": 1},
+                    "input": {"type": "object", "description": "The case's input, checked against the workflow's input schema."}
+                }
+            }),
+            json!({"type": "object", "properties": {"case": {"type": ["string", "null"]}, "status": {"type": ["string", "null"]}, "shadow": {"type": "boolean"}}}),
+        ),
+        control(
+            "workflow.get_case",
+            "Reads a case of a workflow this agent may start: its status (running, waiting for a person, succeeded or failed) and each step's status and output.",
+            json!({
+                "type": "object",
+                "required": ["case"],
+                "additionalProperties": false,
+                "properties": {
+                    "case": {"type": "string", "pattern": "^case_[0-9a-hjkmnp-tv-z]{26}$"}
+                }
+            }),
+            json!({"type": "object", "properties": {"case": {"type": "string"}, "workflow": {"type": "string"}, "status": {"type": "string"}, "steps": {"type": "array"}, "error": {"type": ["string", "null"]}}}),
         ),
     ]
 });

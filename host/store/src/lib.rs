@@ -44,10 +44,10 @@ mod store;
 mod writer;
 
 pub use registry::{
-    ActionQuery, ActionRow, AlertRow, ApiKeyInfo, ConversationRow, EntryRow, EvaluationRow,
-    MAX_ACTIONS_LISTED, MAX_CONVERSATIONS_LISTED, MAX_EVALUATIONS_LISTED, MAX_RECEPTIONS_LISTED,
-    MAX_RUNS_LISTED, NewRelease, OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo,
-    RunQuery, RunRow, TaskRow, Usage, UsageDelta,
+    ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,
+    EvaluationRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
+    MAX_EVALUATIONS_LISTED, MAX_RECEPTIONS_LISTED, MAX_RUNS_LISTED, NewRelease, OverrideRow,
+    ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TaskRow, Usage, UsageDelta,
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{

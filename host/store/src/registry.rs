@@ -20,6 +20,7 @@ mod actions;
 mod conversations;
 mod evaluations;
 mod receptions;
+mod workflows;
 
 pub use actions::{
     ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage,
@@ -28,6 +29,7 @@ pub use actions::{
 pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
 pub use evaluations::{EvaluationRow, MAX_EVALUATIONS_LISTED};
 pub use receptions::{MAX_RECEPTIONS_LISTED, ReceptionRow};
+pub use workflows::{CaseRow, MAX_CASES_LISTED};
 
 /// Runs listed at most by one [`Registry::runs`] query.
 pub const MAX_RUNS_LISTED: u32 = 1000;

@@ -360,6 +360,7 @@ impl AgentRuntime {
                     history: history(&memory),
                     follow: true,
                     release: None,
+                    id: None,
                 },
             )
             .await?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
     EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError, ModelApi,
-    ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned,
+    ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned, WorkflowManifest,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema, describe_violations};
@@ -276,6 +276,15 @@ impl std::fmt::Debug for LoadedAgent {
     }
 }
 
+/// A workflow of a loaded release, with its input schema compiled.
+#[derive(Debug)]
+pub struct LoadedWorkflow {
+    /// The manifest.
+    pub manifest: WorkflowManifest,
+    /// The schema a case's input must match.
+    pub input: Schema,
+}
+
 /// A release ready to run.
 #[derive(Debug)]
 pub struct LoadedRelease {
@@ -285,6 +294,8 @@ pub struct LoadedRelease {
     pub agents: BTreeMap<String, Arc<LoadedAgent>>,
     /// Its evaluation suites by name.
     pub eval_suites: BTreeMap<String, EvalSuiteManifest>,
+    /// Its workflows by name.
+    pub workflows: BTreeMap<String, Arc<LoadedWorkflow>>,
     /// Every tool the release offers, by name.
     pub tools: BTreeMap<String, ToolDefinition>,
     /// The components it runs, by digest.
@@ -353,8 +364,13 @@ pub(crate) async fn prepare_dir(
         1 => ", 1 model provider".to_owned(),
         n => format!(", {n} model providers"),
     };
+    let workflows = match body.workflows.len() {
+        0 => String::new(),
+        1 => ", 1 workflow".to_owned(),
+        n => format!(", {n} workflows"),
+    };
     let summary = format!(
-        "{} agent{}, {} operation{}{providers}, {} eval suite{}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}, {} eval suite{}{workflows}, {} collection{}, {} document set{}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
@@ -398,6 +414,7 @@ async fn build(
     let mut errors = Vec::new();
     let mut agents = Vec::new();
     let mut eval_suites = Vec::new();
+    let mut workflows = Vec::new();
     let mut operations = Vec::new();
     let mut decider_policies = Vec::new();
     let mut budgets = Vec::new();
@@ -434,6 +451,10 @@ async fn build(
                 });
             }
             Definition::EvalSuite(manifest) => eval_suites.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
+            Definition::Workflow(manifest) => workflows.push(SourceFile {
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
@@ -481,7 +502,7 @@ async fn build(
         decider_policies,
         budgets,
         model_providers,
-        workflows: Vec::new(),
+        workflows,
         schedules: Vec::new(),
     };
     if errors.is_empty() {
@@ -649,6 +670,28 @@ pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, L
         .map_err(|errors| corrupt(Lines(&errors).to_string()))
 }
 
+/// Reads release `number` from `registry`, active or not.
+///
+/// # Errors
+///
+/// The store failed or the stored release cannot be read.
+pub(crate) async fn load_numbered(
+    registry: &Registry,
+    number: u64,
+) -> Result<Option<LoadedRelease>, LoadError> {
+    let Some((info, body)) = registry.release(number).await? else {
+        return Ok(None);
+    };
+    let corrupt = |message: String| LoadError::Corrupt {
+        release: number,
+        message,
+    };
+    let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
+    load_body(info, body)
+        .map(Some)
+        .map_err(|errors| corrupt(Lines(&errors).to_string()))
+}
+
 /// Why the active release could not be loaded from the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -703,6 +746,25 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
             Err(e) => errors.push(e),
         }
     }
+    let mut workflows = BTreeMap::new();
+    for source in &body.workflows {
+        match WorkflowManifest::from_yaml(&source.file, &source.text) {
+            Ok(manifest) => match Schema::from_value(&manifest.spec.input) {
+                Ok(input) => {
+                    workflows.insert(
+                        manifest.metadata.name.clone(),
+                        Arc::new(LoadedWorkflow { manifest, input }),
+                    );
+                }
+                Err(e) => errors.push(ManifestError::new(
+                    &source.file,
+                    "spec.input",
+                    format!("not a valid JSON Schema: {e}"),
+                )),
+            },
+            Err(e) => errors.push(e),
+        }
+    }
     let mut decider_policies = BTreeMap::new();
     for source in &body.decider_policies {
         match DeciderPolicyManifest::from_yaml(&source.file, &source.text) {
@@ -733,6 +795,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         info,
         agents,
         eval_suites,
+        workflows,
         tools,
         digests,
         ledger: Arc::new(body.ledger),

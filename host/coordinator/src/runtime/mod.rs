@@ -175,8 +175,13 @@ pub(crate) struct RunContext {
     /// Keep the run's events for followers ([`AgentRuntime::follow`]).
     pub(crate) follow: bool,
     /// The release to run in, when not the active one: a candidate
-    /// evaluated before it becomes active.
+    /// evaluated before it becomes active, or the release a workflow case
+    /// started in.
     pub(crate) release: Option<Arc<LoadedRelease>>,
+    /// The run's id, when chosen before it starts (a workflow step records
+    /// it first, so the step's run is never started twice). The caller
+    /// makes sure no run with this id is stored.
+    pub(crate) id: Option<RunId>,
 }
 
 /// A run driven from outside, by whoever holds its token
@@ -255,6 +260,8 @@ pub(crate) struct Inner {
     pub(crate) cli: CliConfig,
     /// Conversations taking a message now.
     pub(crate) conversations: crate::conversation::Sending,
+    /// Workflow cases being moved on in this process.
+    pub(crate) cases: crate::workflow::Driving,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -509,6 +516,7 @@ impl AgentRuntime {
                 adapters: model::Adapters::default(),
                 cli: CliConfig::default(),
                 conversations: Default::default(),
+                cases: Default::default(),
             }),
         }
     }
@@ -593,6 +601,34 @@ impl AgentRuntime {
                 Ok(loaded)
             }
         }
+    }
+
+    /// Release `number`: the active one, or one loaded from the store (its
+    /// components made known to the operation manager), such as the
+    /// release a workflow case started in.
+    ///
+    /// # Errors
+    ///
+    /// No such release, it does not read, or the store failed.
+    pub(crate) async fn release_numbered(
+        &self,
+        number: u64,
+    ) -> Result<Arc<LoadedRelease>, RunError> {
+        let active = self.release().await?;
+        if active.info.number == number {
+            return Ok(active);
+        }
+        let unloaded = |e| match e {
+            LoadError::Store(e) => RunError::Store(e),
+            e => RunError::Corrupt(e.to_string()),
+        };
+        let loaded = crate::release::load_numbered(&self.inner.registry, number)
+            .await
+            .map_err(unloaded)?
+            .ok_or_else(|| RunError::Corrupt(format!("release {number} is not in the store")))?;
+        let loaded = Arc::new(loaded);
+        self.install_components(&loaded).await.map_err(unloaded)?;
+        Ok(loaded)
     }
 
     /// Makes `release` the one runs use: its components known to the
@@ -776,7 +812,7 @@ impl AgentRuntime {
         };
         let now = now_ms();
         let run = AgentRun {
-            id: RunId::new(),
+            id: context.id.unwrap_or_else(RunId::new),
             agent: request.agent,
             release: release.info.number,
             status: RunStatus::Queued,

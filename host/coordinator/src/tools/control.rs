@@ -30,6 +30,8 @@ impl AgentRuntime {
             | ControlTool::SendSms
             | ControlTool::PlaceCall
             | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
+            ControlTool::WorkflowStart => self.workflow_start(live, input).await,
+            ControlTool::WorkflowGetCase => self.workflow_get_case(live, input).await,
             ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
                 match task_request(live, control, input) {
                     Ok(request) => self.create_task(live, request, input).await,

@@ -128,6 +128,37 @@ impl Registry {
         .await
     }
 
+    /// Release `number` and its body, active or not.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn release(&self, number: u64) -> Result<Option<(ReleaseInfo, Vec<u8>)>, StoreError> {
+        self.with("reading a release", move |conn| {
+            conn.query_row(
+                "SELECT r.number, r.created_at, r.source, r.summary, a.number IS NOT NULL, r.body
+                 FROM releases r LEFT JOIN active_release a ON a.number = r.number
+                 WHERE r.number = ?1",
+                [number as i64],
+                |row| {
+                    Ok((
+                        ReleaseInfo {
+                            number: row.get::<_, i64>(0)? as u64,
+                            created_at_ms: row.get::<_, i64>(1)? as u64,
+                            source: row.get(2)?,
+                            summary: row.get(3)?,
+                            active: row.get(4)?,
+                        },
+                        row.get(5)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(db("reading a release"))
+        })
+        .await
+    }
+
     /// Makes stored release `number` active.
     ///
     /// # Errors
