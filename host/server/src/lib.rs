@@ -57,6 +57,7 @@ mod model;
 mod openapi;
 mod reception;
 mod routes;
+mod workflows;
 
 pub use keys::{
     KEY_PREFIX, KeyError, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key,

@@ -251,6 +251,25 @@ fn operation(route: &Route) -> Value {
              Evaluations of different suites are refused with 422.",
         ),
         Endpoint::GetEvaluation => ("getEvaluation", "Get an evaluation", ""),
+        Endpoint::StartCase => (
+            "startCase",
+            "Start a case of a workflow of the active release",
+            "The input is checked against the workflow's input schema; the case is stored \
+             `running` and goes on by itself: each step in turn, an agent step as a run of \
+             its agent (its input templated from the case's input and earlier steps' \
+             outputs), a task step waiting (`waiting`) until a person completes it, a step \
+             whose `when` does not hold skipped. The answer is the case as stored at the \
+             start; read it again at its `Location`. A case survives a restart of the server \
+             and goes on at its step; an agent step's run is never started twice.",
+        ),
+        Endpoint::GetCase => ("getCase", "Get a case of a workflow", ""),
+        Endpoint::CompleteTask => (
+            "completeTask",
+            "Complete a person's task of a case",
+            "The step must be a task waiting for a person. `result` becomes the step's \
+             output, which later steps read as `steps.STEP`; the case then goes on by \
+             itself. A key made with `--group` completes only the tasks of its groups.",
+        ),
         Endpoint::ChatCompletions => (
             "createChatCompletion",
             "A model call of a run, in the OpenAI Chat Completions format",
@@ -322,6 +341,15 @@ fn operation(route: &Route) -> Value {
     let run_id = json!([{ "$ref": "#/components/parameters/RunId" }]);
     let conversation_id = json!([{ "$ref": "#/components/parameters/ConversationId" }]);
     let action_id = json!([{ "$ref": "#/components/parameters/ActionId" }]);
+    let workflow_name = json!({
+        "name": "name", "in": "path", "required": true,
+        "schema": { "type": "string" }, "description": "The workflow's name"
+    });
+    let case_id = json!({
+        "name": "id", "in": "path", "required": true,
+        "schema": { "type": "string", "pattern": "^case_[0-9a-hjkmnp-tv-z]{26}$" },
+        "description": "The case's id"
+    });
     let conflict = |description: &str| {
         json!({
             "description": description,
@@ -693,6 +721,44 @@ fn operation(route: &Route) -> Value {
                 "schema": { "type": "string", "pattern": "^eval_[0-9a-hjkmnp-tv-z]{26}$" },
                 "description": "The evaluation's id"
             }]);
+        }
+        Endpoint::StartCase => {
+            responses["201"] = ok("The case, as stored at its start", "WorkflowCase");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            responses["409"] = conflict("No release is active");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] = conflict(
+                "The body is not a case request, or the input does not match the workflow's input schema (`path` points at the place)",
+            );
+            op["parameters"] = json!([workflow_name]);
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("CaseRequest") } }
+            });
+        }
+        Endpoint::GetCase => {
+            responses["200"] = ok("The case", "WorkflowCase");
+            responses["400"] = response("BadRequest");
+            responses["404"] = response("NotFound");
+            op["parameters"] = json!([workflow_name, case_id]);
+        }
+        Endpoint::CompleteTask => {
+            responses["200"] = ok("The case, the task done", "WorkflowCase");
+            responses["400"] = response("BadRequest");
+            responses["403"] = response("Forbidden");
+            responses["404"] = response("NotFound");
+            responses["409"] = conflict("The step is not a task waiting for a person");
+            responses["413"] = response("PayloadTooLarge");
+            responses["422"] = conflict("The body is not a completion (`path` is `/result`)");
+            op["parameters"] = json!([workflow_name, case_id, {
+                "name": "step", "in": "path", "required": true,
+                "schema": { "type": "string" }, "description": "The task step's id"
+            }]);
+            op["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema("TaskCompletion") } }
+            });
         }
         Endpoint::MemorySchema => {
             responses["200"] = json!({
@@ -1066,6 +1132,7 @@ fn components() -> Value {
         schemas.extend(conversation_schemas(&millis, id));
         schemas.extend(reception_schemas(&millis, id));
         schemas.extend(evaluation_schemas(&millis, id));
+        schemas.extend(workflow_schemas(&millis, id));
     }
     components
 }
@@ -1165,6 +1232,81 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
             "required": ["seq", "memory", "notes"],
             "additionalProperties": false,
             "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of workflow cases.
+fn workflow_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let case_statuses = ["running", "waiting", "succeeded", "failed"];
+    let step_statuses = ["pending", "running", "waiting", "done", "skipped", "failed"];
+    let maybe_millis = json!({ "anyOf": [millis, { "type": "null" }] });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "CaseRequest".to_owned(),
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "input": { "type": "object", "default": {}, "description": "The case's input, checked against the workflow's input schema" }
+            }
+        }),
+    );
+    schemas.insert(
+        "TaskCompletion".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["result"],
+            "additionalProperties": false,
+            "properties": {
+                "result": { "type": "object", "description": "What the person found or did; later steps read it as `steps.STEP`" }
+            }
+        }),
+    );
+    schemas.insert(
+        "WorkflowCase".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "workflow", "release", "input", "status", "steps", "error", "startedBy", "createdAtMs", "updatedAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("case_"),
+                "workflow": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "input": { "type": "object" },
+                "status": { "enum": case_statuses },
+                "error": { "type": ["string", "null"], "description": "Which step failed, and why" },
+                "startedBy": { "anyOf": [id("run_"), { "type": "null" }], "description": "The run whose workflow.start started it" },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "steps": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "kind", "status", "run", "task", "output", "error", "startedAtMs", "endedAtMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "id": { "type": "string" },
+                        "kind": { "enum": ["agent", "task"] },
+                        "status": { "enum": step_statuses },
+                        "run": { "anyOf": [id("run_"), { "type": "null" }], "description": "An agent step's run, recorded before it starts" },
+                        "task": { "anyOf": [{ "type": "null" }, {
+                            "type": "object",
+                            "required": ["assignment", "title", "details", "completedBy"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "assignment": { "type": "string" },
+                                "title": { "type": "string" },
+                                "details": {},
+                                "completedBy": { "type": ["string", "null"] }
+                            }
+                        }] },
+                        "output": { "description": "The run's result, or what the person submitted" },
+                        "error": { "type": ["string", "null"] },
+                        "startedAtMs": maybe_millis,
+                        "endedAtMs": maybe_millis
+                    }
+                } }
+            }
         }),
     );
     schemas

@@ -28,6 +28,7 @@ use crate::evals;
 use crate::keys::{Role, hash_key};
 use crate::model;
 use crate::reception;
+use crate::workflows;
 
 /// The largest request body accepted, in bytes; a larger one is answered
 /// `413`. A run's input is a few fields, so 1 MiB is far more than enough.
@@ -110,6 +111,9 @@ pub(crate) enum Endpoint {
     ListEvaluations,
     CompareEvaluations,
     GetEvaluation,
+    StartCase,
+    GetCase,
+    CompleteTask,
     ChatCompletions,
     Responses,
     Messages,
@@ -129,7 +133,7 @@ pub(crate) struct Route {
 }
 
 /// Every route the API serves.
-pub(crate) const ROUTES: [Route; 37] = [
+pub(crate) const ROUTES: [Route; 40] = [
     Route {
         endpoint: Endpoint::Health,
         method: Method::GET,
@@ -317,6 +321,24 @@ pub(crate) const ROUTES: [Route; 37] = [
         access: Access::Read,
     },
     Route {
+        endpoint: Endpoint::StartCase,
+        method: Method::POST,
+        path: "/v1/agents/workflows/{name}/cases",
+        access: Access::Operate,
+    },
+    Route {
+        endpoint: Endpoint::GetCase,
+        method: Method::GET,
+        path: "/v1/agents/workflows/{name}/cases/{id}",
+        access: Access::Read,
+    },
+    Route {
+        endpoint: Endpoint::CompleteTask,
+        method: Method::POST,
+        path: "/v1/agents/workflows/{name}/cases/{id}/tasks/{step}",
+        access: Access::Approve,
+    },
+    Route {
         endpoint: Endpoint::ChatCompletions,
         method: Method::POST,
         path: "/v1/chat/completions",
@@ -395,6 +417,9 @@ pub fn router(runtime: AgentRuntime) -> Router {
             Endpoint::ListEvaluations => on(filter, evals::list),
             Endpoint::CompareEvaluations => on(filter, evals::compare),
             Endpoint::GetEvaluation => on(filter, evals::get),
+            Endpoint::StartCase => on(filter, workflows::start),
+            Endpoint::GetCase => on(filter, workflows::get),
+            Endpoint::CompleteTask => on(filter, workflows::complete),
             Endpoint::ChatCompletions => on(filter, model::chat),
             Endpoint::Responses => on(filter, model::responses),
             Endpoint::Messages => on(filter, model::messages),

@@ -327,7 +327,9 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
         }
         let path = path
             .replace("{id}", "run_00000000000000000000000000")
-            .replace("{tool}", "communication.send_email");
+            .replace("{tool}", "communication.send_email")
+            .replace("{name}", "lease-inquiry")
+            .replace("{step}", "desk");
         for (method, op) in item.as_object().context("a path item")? {
             operations += 1;
             let method = method.to_ascii_uppercase();
@@ -356,7 +358,7 @@ async fn every_documented_route_is_served() -> anyhow::Result<()> {
             }
         }
     }
-    assert_eq!(operations, 37);
+    assert_eq!(operations, 40);
     mcp.sort();
     assert_eq!(
         mcp,
@@ -1882,5 +1884,114 @@ async fn evaluations_run_read_and_compare_over_http() -> anyhow::Result<()> {
     assert!(reply.error(400, "bad_request").contains("`b`"));
     let listed = server.get("/v1/agents/evals", Some(&server.viewer)).await?;
     assert_eq!(listed.body["evaluations"].as_array().map(Vec::len), Some(2));
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_workflow_case_waits_for_a_person_and_goes_on_over_http() -> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let reply = server
+        .post(
+            "/v1/agents/workflows/lease-inquiry/cases",
+            Some(&server.operator),
+            &json!({"input": {"contract_no": "C-9999"}}).to_string(),
+        )
+        .await?;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_matches(&doc, "WorkflowCase", &reply.body);
+    let location = reply.header("location").context("a Location")?.to_owned();
+    let id = reply.body["id"].as_str().context("an id")?.to_owned();
+    assert_eq!(
+        location,
+        format!("/v1/agents/workflows/lease-inquiry/cases/{id}")
+    );
+    let settled = |wanted: &'static str| {
+        let location = location.clone();
+        let server = &server;
+        async move {
+            for _ in 0..500 {
+                let case = server.get(&location, Some(&server.viewer)).await?;
+                assert_eq!(case.status, 200, "{}", case.body);
+                if case.body["status"] == wanted {
+                    return anyhow::Ok(case.body);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            anyhow::bail!("the case never became {wanted}")
+        }
+    };
+    let waiting = settled("waiting").await?;
+    assert_matches(&doc, "WorkflowCase", &waiting);
+    assert_eq!(waiting["steps"][0]["output"]["status"], "handed_over");
+    assert_eq!(waiting["steps"][1]["status"], "waiting");
+    assert_eq!(waiting["steps"][1]["task"]["assignment"], "leasing-desk");
+    assert_eq!(
+        waiting["steps"][1]["task"]["details"],
+        json!({"asked": "C-9999"})
+    );
+
+    // A key of another group may not do the leasing desk's task; the
+    // desk's may, once.
+    let other = server
+        .group_key("fleet", Role::Approver, &["fleet-desk"])
+        .await?;
+    let desk = server
+        .group_key("leasing", Role::Approver, &["leasing-desk"])
+        .await?;
+    let task = format!("{location}/tasks/desk");
+    let found = json!({"result": {"contract_no": "C-1002"}}).to_string();
+    let reply = server.post(&task, Some(&other), &found).await?;
+    assert!(reply.error(403, "forbidden").contains("leasing-desk"));
+    for (body, path) in [
+        (json!({}), "/result"),
+        (json!({"result": "C-1002"}), "/result"),
+    ] {
+        let reply = server.post(&task, Some(&desk), &body.to_string()).await?;
+        reply.error(422, "invalid_input");
+        assert_eq!(reply.body["error"]["path"], path, "{}", reply.body);
+    }
+    let reply = server.post(&task, Some(&desk), &found).await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_matches(&doc, "WorkflowCase", &reply.body);
+    assert_eq!(reply.body["steps"][1]["task"]["completedBy"], "key:leasing");
+    let done = settled("succeeded").await?;
+    assert_eq!(done["steps"][2]["output"]["lessee"], "Minato Catering");
+    let reply = server.post(&task, Some(&desk), &found).await?;
+    assert!(reply.error(409, "conflict").contains("step `desk`"));
+
+    // Bad requests name the place; other workflows' paths do not find it.
+    let reply = server
+        .post(
+            "/v1/agents/workflows/lease-inquiry/cases",
+            Some(&server.operator),
+            &json!({"input": {"contract_no": "X"}}).to_string(),
+        )
+        .await?;
+    reply.error(422, "invalid_input");
+    assert_eq!(reply.body["error"]["path"], "/input/contract_no");
+    let reply = server
+        .post(
+            "/v1/agents/workflows/nothing/cases",
+            Some(&server.operator),
+            "{}",
+        )
+        .await?;
+    assert!(reply.error(404, "not_found").contains("lease-inquiry"));
+    let reply = server
+        .get(
+            &format!("/v1/agents/workflows/other/cases/{id}"),
+            Some(&server.viewer),
+        )
+        .await?;
+    reply.error(404, "not_found");
+    let reply = server
+        .post(
+            "/v1/agents/workflows/lease-inquiry/cases",
+            Some(&server.viewer),
+            "{}",
+        )
+        .await?;
+    reply.error(403, "forbidden");
     server.stop().await
 }

@@ -1,0 +1,158 @@
+//! Workflows' routes: `POST /v1/agents/workflows/{name}/cases` starts a
+//! case of a workflow of the active release, `GET …/cases/{id}` reads it,
+//! and `POST …/cases/{id}/tasks/{step}` completes a person's task of it.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hane_coordinator::AgentRuntime;
+use hane_coordinator::workflow::WorkflowError;
+use hane_core::{WorkflowCase, WorkflowCaseId};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, Checked, ErrorCode};
+use crate::routes::{Caller, body_fields, parse_id};
+
+impl From<WorkflowError> for ApiError {
+    fn from(e: WorkflowError) -> Self {
+        match e {
+            WorkflowError::Run(e) => e.into(),
+            WorkflowError::InvalidInput { ref path, .. } => {
+                let path = format!("/input{path}");
+                ApiError::of_kind(e.kind(), "workflow", &e).at(path)
+            }
+            e @ WorkflowError::InvalidResult => {
+                ApiError::of_kind(e.kind(), "workflow", &e).at("/result")
+            }
+            e => ApiError::of_kind(e.kind(), "workflow", &e),
+        }
+    }
+}
+
+/// A case as the API shows it: its input and each step's output and task
+/// details as JSON.
+pub(crate) fn case_json(case: &WorkflowCase) -> Value {
+    let mut out = serde_json::to_value(case).expect("a case is always JSON");
+    out["input"] = case.input.to_value().unwrap_or(Value::Null);
+    let steps = out["steps"]
+        .as_array_mut()
+        .expect("a case's steps are an array");
+    for (step, shown) in case.steps.iter().zip(steps) {
+        shown["output"] = step
+            .output
+            .as_ref()
+            .and_then(|o| o.to_value().ok())
+            .unwrap_or(Value::Null);
+        if let Some(details) = step.task.as_ref().and_then(|t| t.details.as_ref()) {
+            shown["task"]["details"] = details.to_value().unwrap_or(Value::Null);
+        }
+    }
+    out
+}
+
+/// The object at `field` of a body, `{}` when absent.
+fn object_field(
+    fields: &mut Map<String, Value>,
+    field: &str,
+    required: bool,
+    what: &str,
+) -> Result<Value, ApiError> {
+    match fields.remove(field) {
+        Some(value @ Value::Object(_)) => Ok(value),
+        None if !required => Ok(Value::Object(Map::new())),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            format!("`{field}` must be a JSON object: {what}"),
+        )
+        .at(format!("/{field}"))),
+    }
+}
+
+pub(crate) async fn start(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path(name)): Checked<Path<String>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let mut fields = body_fields(
+        body,
+        &["input"],
+        "`input`: the case's input",
+        "a case request",
+    )?;
+    let input = object_field(&mut fields, "input", false, "the case's input")?;
+    let case = runtime.start_case(&name, input).await?;
+    let location = HeaderValue::try_from(format!(
+        "/v1/agents/workflows/{}/cases/{}",
+        case.workflow, case.id
+    ))
+    .expect("a workflow's name and a case id make a valid header value");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        axum::Json(case_json(&case)),
+    )
+        .into_response())
+}
+
+/// The case `id` of workflow `name`; a case of another workflow is not
+/// found here.
+async fn case_of(runtime: &AgentRuntime, name: &str, id: &str) -> Result<WorkflowCase, ApiError> {
+    let id: WorkflowCaseId = parse_id(id)?;
+    let case = runtime.case(&id).await?;
+    if case.workflow != name {
+        return Err(WorkflowError::NotFound(id.to_string()).into());
+    }
+    Ok(case)
+}
+
+pub(crate) async fn get(
+    State(runtime): State<AgentRuntime>,
+    Checked(Path((name, id))): Checked<Path<(String, String)>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let case = case_of(&runtime, &name, &id).await?;
+    Ok(axum::Json(case_json(&case)))
+}
+
+pub(crate) async fn complete(
+    State(runtime): State<AgentRuntime>,
+    Extension(caller): Extension<Caller>,
+    Checked(Path((name, id, step))): Checked<Path<(String, String, String)>>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<axum::Json<Value>, ApiError> {
+    let mut fields = body_fields(
+        body,
+        &["result"],
+        "`result`: what the person found or did, a JSON object",
+        "a task's completion",
+    )?;
+    let result = object_field(
+        &mut fields,
+        "result",
+        true,
+        "what the person found or did, which later steps read",
+    )?;
+    let case = case_of(&runtime, &name, &id).await?;
+    // A key made for some groups completes only their tasks.
+    let assignment = case
+        .steps
+        .iter()
+        .find(|s| s.id == step)
+        .and_then(|s| s.task.as_ref())
+        .map(|t| t.assignment.clone());
+    if let (Some(groups), Some(assignment)) = (&caller.groups, &assignment)
+        && !groups.contains(assignment)
+    {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "the task of step `{step}` is for {assignment}; this key completes only the tasks of {}",
+                groups.join(", ")
+            ),
+        ));
+    }
+    let case = runtime
+        .complete_task(&case.id, &step, result, &caller.by())
+        .await?;
+    Ok(axum::Json(case_json(&case)))
+}
