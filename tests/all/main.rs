@@ -20,3 +20,4 @@ mod reception;
 mod recovery;
 mod sandbox;
 mod served;
+mod workflows;

@@ -146,7 +146,7 @@ impl AgentRuntime {
             });
         }
         let now = now_ms();
-        let case = WorkflowCase {
+        let mut case = WorkflowCase {
             id: WorkflowCaseId::new(),
             workflow: workflow.to_owned(),
             release: release.info.number,
@@ -174,7 +174,7 @@ impl AgentRuntime {
             created_at_ms: now,
             updated_at_ms: now,
         };
-        self.save_case(&case).await?;
+        self.save_case(&mut case).await?;
         self.drive_in_background(case.id.clone());
         Ok(case)
     }
@@ -216,7 +216,7 @@ impl AgentRuntime {
             Err(e) => {
                 case.status = CaseStatus::Failed;
                 case.error = Some(format!("release {} cannot be read: {e}", case.release));
-                self.save_case(&case).await?;
+                self.save_case(&mut case).await?;
                 return Ok(case);
             }
         };
@@ -226,7 +226,7 @@ impl AgentRuntime {
                 "workflow `{}` is not in release {}",
                 case.workflow, case.release
             ));
-            self.save_case(&case).await?;
+            self.save_case(&mut case).await?;
             return Ok(case);
         };
         loop {
@@ -241,7 +241,7 @@ impl AgentRuntime {
             });
             let Some(i) = next else {
                 case.status = CaseStatus::Succeeded;
-                self.save_case(&case).await?;
+                self.save_case(&mut case).await?;
                 break;
             };
             self.step(&release, &workflow, &mut case, i).await?;
@@ -458,7 +458,7 @@ impl AgentRuntime {
             task.completed_by = Some(by.to_owned());
         }
         case.status = CaseStatus::Running;
-        self.save_case(&case).await?;
+        self.save_case(&mut case).await?;
         drop(driving);
         self.drive_in_background(case.id.clone());
         Ok(case)
@@ -525,8 +525,8 @@ impl AgentRuntime {
         open_case(&row)
     }
 
-    async fn save_case(&self, case: &WorkflowCase) -> Result<(), WorkflowError> {
-        let mut case = case.clone();
+    /// Stores `case` as it is now, its `updated_at_ms` set to now.
+    async fn save_case(&self, case: &mut WorkflowCase) -> Result<(), WorkflowError> {
         case.updated_at_ms = now_ms();
         self.inner
             .registry
@@ -536,7 +536,7 @@ impl AgentRuntime {
                 status: case.status.as_str().to_owned(),
                 created_at_ms: case.created_at_ms,
                 updated_at_ms: case.updated_at_ms,
-                body: hane_core::seal(&case),
+                body: hane_core::seal(&*case),
             })
             .await?;
         Ok(())
