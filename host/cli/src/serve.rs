@@ -81,6 +81,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if agents.registry().api_keys().await?.is_empty() {
             return Err(NoKeys.into());
         }
+        // Workflow cases a stopped process left running go on at their
+        // step; a step's run is never started twice.
+        match agents.resume_cases().await {
+            Ok(0) => {}
+            Ok(n) => eprintln!("workflow cases: {n} left running go on"),
+            Err(e) => eprintln!("workflow cases could not be resumed: {e}"),
+        }
         match agents.registry().active_number().await? {
             Some(n) => eprintln!("serving release {n} from {}", path.display()),
             None => eprintln!(

@@ -14,3 +14,4 @@ mod mcp;
 mod op;
 mod session;
 mod worker;
+mod workflow;

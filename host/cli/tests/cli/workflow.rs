@@ -1,0 +1,222 @@
+//! `hane workflow` and workflow cases under `hane serve`: a case waiting
+//! for a person survives `kill -9` of the server and goes on at its step
+//! in the next one, its first step not run again; and the CLI's own
+//! start, complete and show.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hane_test_support::examples;
+use serde_json::{Value, json};
+
+use crate::common::{failed, hane_on, json, ok};
+
+fn activated(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("hane.db");
+    ok(&hane_on(
+        &store,
+        &["release", "activate", examples().to_str().unwrap()],
+    ));
+    store
+}
+
+/// `hane serve` on a free loopback port, and its address.
+fn serve(store: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store"])
+        .arg(store)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hane serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("hane serve said where it listens")
+            .unwrap();
+        if let Some(addr) = line.strip_prefix("listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    // Whatever it says later goes nowhere.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, addr)
+}
+
+/// One HTTP/1.1 request; the status and the body as JSON.
+fn request(addr: &str, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let (_, text) = answer.split_once("\r\n\r\n").unwrap();
+    (status, serde_json::from_str(text).unwrap_or(Value::Null))
+}
+
+/// Reads the case at `path` until it is `wanted`.
+fn settled(addr: &str, path: &str, key: &str, wanted: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, case) = request(addr, "GET", path, key, None);
+        assert_eq!(status, 200, "{case}");
+        if case["status"] == wanted {
+            return case;
+        }
+        assert!(Instant::now() < deadline, "never {wanted}: {case:#}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lease_qa_runs(store: &Path) -> usize {
+    json(&hane_on(
+        store,
+        &["runs", "list", "--agent", "lease-qa", "--json"],
+    ))
+    .as_array()
+    .unwrap()
+    .len()
+}
+
+#[test]
+fn a_case_waiting_for_a_person_survives_kill_9_of_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated(dir.path());
+    let key = ok(&hane_on(
+        &store,
+        &["keys", "create", "ops", "--role", "operator"],
+    ))
+    .trim()
+    .to_owned();
+    let (mut first, addr) = serve(&store);
+    let (status, case) = request(
+        &addr,
+        "POST",
+        "/v1/agents/workflows/lease-inquiry/cases",
+        &key,
+        Some(&json!({"input": {"contract_no": "C-9999"}})),
+    );
+    assert_eq!(status, 201, "{case}");
+    let path = format!(
+        "/v1/agents/workflows/lease-inquiry/cases/{}",
+        case["id"].as_str().unwrap()
+    );
+    let waiting = settled(&addr, &path, &key, "waiting");
+    assert_eq!(waiting["steps"][1]["status"], "waiting");
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    assert_eq!(lease_qa_runs(&store), 1);
+
+    let (mut second, addr) = serve(&store);
+    let (status, case) = request(&addr, "GET", &path, &key, None);
+    assert_eq!(
+        (status, &case["status"]),
+        (200, &json!("waiting")),
+        "{case}"
+    );
+    let (status, case) = request(
+        &addr,
+        "POST",
+        &format!("{path}/tasks/desk"),
+        &key,
+        Some(&json!({"result": {"contract_no": "C-1003"}})),
+    );
+    assert_eq!(status, 200, "{case}");
+    let done = settled(&addr, &path, &key, "succeeded");
+    assert_eq!(done["steps"][0]["run"], waiting["steps"][0]["run"]);
+    assert_eq!(done["steps"][2]["output"]["lessee"], "Aoba Florists");
+    second.kill().unwrap();
+    second.wait().unwrap();
+    // The first step ran once, before the kill; the last once, after.
+    assert_eq!(lease_qa_runs(&store), 2);
+}
+
+#[test]
+fn the_cli_starts_completes_and_shows_a_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated(dir.path());
+    let out = ok(&hane_on(
+        &store,
+        &[
+            "workflow",
+            "start",
+            "lease-inquiry",
+            "--input",
+            r#"{"contract_no":"C-9999"}"#,
+        ],
+    ));
+    assert!(
+        out.contains("of lease-inquiry (release 1): waiting"),
+        "{out}"
+    );
+    assert!(
+        out.contains("task for leasing-desk: Find lease contract C-9999: it is not in the ledger"),
+        "{out}"
+    );
+    let case = json(&hane_on(
+        &store,
+        &["workflow", "list", "--status", "waiting", "--json"],
+    ))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        out.contains(&format!("complete it: hane workflow complete {case} desk")),
+        "{out}"
+    );
+    let out = ok(&hane_on(
+        &store,
+        &[
+            "workflow",
+            "complete",
+            &case,
+            "desk",
+            "--result",
+            r#"{"contract_no":"C-1002"}"#,
+            "--by",
+            "aoi",
+        ],
+    ));
+    assert!(out.contains("): succeeded"), "{out}");
+    assert!(out.contains("Minato Catering"), "{out}");
+    let shown = json(&hane_on(&store, &["workflow", "show", &case, "--json"]));
+    assert_eq!(shown["steps"][1]["task"]["completedBy"], "aoi");
+    // Bad input is a usage error naming the place; so is an unknown case.
+    let err = failed(
+        &hane_on(
+            &store,
+            &[
+                "workflow",
+                "start",
+                "lease-inquiry",
+                "--input",
+                r#"{"contract_no":"X"}"#,
+            ],
+        ),
+        2,
+    );
+    assert!(err.contains("at `/contract_no`"), "{err}");
+    let err = failed(
+        &hane_on(
+            &store,
+            &["workflow", "show", "case_00000000000000000000000000"],
+        ),
+        2,
+    );
+    assert!(
+        err.contains("workflow case `case_00000000000000000000000000` not found"),
+        "{err}"
+    );
+}
