@@ -27,13 +27,16 @@ pub const REQUEST_HUMAN_HELP: &str = ControlTool::RequestHumanHelp.name();
 pub const SUBMIT_REVIEW: &str = ControlTool::SubmitReview.name();
 
 /// Tools the runtime serves itself rather than through an operation:
-/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create` and
-/// [`SUBMIT_REVIEW`]. Names of [`ControlTool`]s, the one list.
-pub const CONTROL_TOOLS: [&str; 4] = [
+/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create`,
+/// [`SUBMIT_REVIEW`], `workflow.start` and `workflow.get_case`. Names of
+/// [`ControlTool`]s, the one list.
+pub const CONTROL_TOOLS: [&str; 6] = [
     SUBMIT_RESULT,
     REQUEST_HUMAN_HELP,
     ControlTool::CreateTask.name(),
     SUBMIT_REVIEW,
+    ControlTool::WorkflowStart.name(),
+    ControlTool::WorkflowGetCase.name(),
 ];
 
 /// Tools that act outside hane: each call is an outbound action that a

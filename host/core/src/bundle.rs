@@ -715,7 +715,7 @@ mod tests {
     fn known_kinds_are_listed_by_api_version() {
         assert_eq!(
             known_kinds(),
-            "`Agent`, `EvalSuite` and `DeciderPolicy` in agents/v1alpha1; \
+            "`Agent`, `EvalSuite`, `Workflow` and `DeciderPolicy` in agents/v1alpha1; \
              `Operation` in operations/v1alpha1; `Budget` and `ModelProvider` in platform/v1alpha1"
         );
     }

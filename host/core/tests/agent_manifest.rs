@@ -180,9 +180,10 @@ fn the_examples_folder_is_one_bundle() {
             ("Operation", "documents.read_pages"),
             ("Operation", "documents.read_summary"),
             ("Operation", "documents.search"),
+            ("Workflow", "lease-inquiry"),
         ]
     );
-    let search = definitions.last().unwrap();
+    let search = &definitions[definitions.len() - 2];
     assert_eq!(search.file, examples().join("tools/documents.search.yaml"));
     assert_eq!(search.line, 1);
     assert_eq!(search.folder(), examples().join("tools"));
