@@ -1916,7 +1916,7 @@ async fn a_workflow_case_waits_for_a_person_and_goes_on_over_http() -> anyhow::R
                 if case.body["status"] == wanted {
                     return anyhow::Ok(case.body);
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
             anyhow::bail!("the case never became {wanted}")
         }
