@@ -8,7 +8,8 @@ use std::sync::Arc;
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
     EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError, ModelApi,
-    ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned,
+    ModelProviderManifest, OperationManifest, Policy, ProviderModel, ScheduleManifest,
+    ScheduleTarget, Versioned,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema, describe_violations};
@@ -297,6 +298,8 @@ pub struct LoadedRelease {
     pub budgets: Vec<ActiveBudget>,
     /// Its ModelProviders by name.
     pub providers: BTreeMap<String, Arc<LoadedProvider>>,
+    /// Its Schedules by name; only `hane serve` starts their runs.
+    pub schedules: BTreeMap<String, ScheduleManifest>,
 }
 
 impl LoadedRelease {
@@ -353,8 +356,12 @@ pub(crate) async fn prepare_dir(
         1 => ", 1 model provider".to_owned(),
         n => format!(", {n} model providers"),
     };
+    let schedules = match body.schedules.len() {
+        0 => String::new(),
+        n => format!(", {n} schedule{}", plural(n)),
+    };
     let summary = format!(
-        "{} agent{}, {} operation{}{providers}, {} eval suite{}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}, {} eval suite{}{schedules}, {} collection{}, {} document set{}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
@@ -402,6 +409,7 @@ async fn build(
     let mut decider_policies = Vec::new();
     let mut budgets = Vec::new();
     let mut model_providers = Vec::new();
+    let mut schedules = Vec::new();
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
     let ledger = if ledger_dir.is_dir() {
@@ -445,6 +453,10 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            Definition::Schedule(manifest) => schedules.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
             Definition::ModelProvider(manifest) => {
                 let folder = sourced.file.parent().unwrap_or(Path::new("."));
                 match provider_recording(&file, &manifest, folder) {
@@ -482,7 +494,7 @@ async fn build(
         budgets,
         model_providers,
         workflows: Vec::new(),
-        schedules: Vec::new(),
+        schedules,
     };
     if errors.is_empty() {
         Ok((body, components))
@@ -722,6 +734,16 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
             Err(e) => errors.push(e),
         }
     }
+    let mut schedules = BTreeMap::new();
+    for source in &body.schedules {
+        match ScheduleManifest::from_yaml(&source.file, &source.text) {
+            Ok(schedule) => {
+                check_schedule(&source.file, &schedule, &agents, &mut errors);
+                schedules.insert(schedule.metadata.name.clone(), schedule);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -739,6 +761,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         decider_policies,
         budgets,
         providers,
+        schedules,
     })
 }
 
@@ -778,6 +801,43 @@ fn check_suite(
                 ),
             ));
         }
+    }
+}
+
+/// A schedule's agent must be an agent of the release, and its input one
+/// the agent takes: a tick that could never start a run is found now.
+fn check_schedule(
+    file: &str,
+    schedule: &ScheduleManifest,
+    agents: &BTreeMap<String, Arc<LoadedAgent>>,
+    errors: &mut Vec<ManifestError>,
+) {
+    let spec = &schedule.spec;
+    let agent = match spec.target() {
+        Some(ScheduleTarget::Agent(agent)) => agent,
+        // workflow targets are checked when workflows load
+        Some(ScheduleTarget::Workflow(_)) | None => return,
+    };
+    let Some(loaded) = agents.get(agent) else {
+        errors.push(ManifestError::new(
+            file,
+            "spec.agent",
+            format!(
+                "`{agent}` is not an agent of this release; its agents are {}",
+                agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+        return;
+    };
+    if let Err(list) = loaded.input.check(&spec.input) {
+        errors.push(ManifestError::new(
+            file,
+            "spec.input",
+            format!(
+                "not an input agent `{agent}` takes: {}",
+                describe_violations(&list)
+            ),
+        ));
     }
 }
 
