@@ -18,4 +18,5 @@ mod programs;
 mod reception;
 mod recovery;
 mod sandbox;
+mod schedules;
 mod served;
