@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use hane_coordinator::RunError;
 use hane_core::{ScheduleManifest, ScheduleTarget, now_ms};
 use hane_store::{Registry, TickRow};
 use serde_json::{Value, json};
@@ -50,9 +51,7 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
         match args.command {
             SchedulesCommand::List { json } => {
                 let Some(release) = hane_coordinator::load_active(&registry).await? else {
-                    anyhow::bail!(
-                        "no release is active: activate one with `hane release activate DIR`"
-                    );
+                    return Err(RunError::NoRelease.into());
                 };
                 let now = now_ms();
                 let listed: Vec<Value> = release

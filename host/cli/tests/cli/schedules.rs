@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::common::{hane_on, json, ok};
+use crate::common::{failed, hane_on, json, ok, text};
 
 const SCHEDULE: &str = "every-two-seconds";
 const AGENT: &str = "vehicle-check-scripted";
@@ -153,7 +153,7 @@ fn a_schedule_starts_one_run_per_tick_with_two_servers_on_one_store() {
     let next = listed[0]["nextTickMs"].as_u64().unwrap();
     let now = now_ms();
     assert!(
-        next > now - 1000 && next <= now + 2000 && next % 2000 == 0,
+        next > now - 1000 && next <= now + 2000 && next.is_multiple_of(2000),
         "{next} at {now}"
     );
     assert!(
@@ -219,7 +219,7 @@ fn a_schedule_starts_one_run_per_tick_with_two_servers_on_one_store() {
     for run in runs {
         assert_eq!(run["input"]["vehicle"], VEHICLE, "{run}");
     }
-    // Both processes were there to claim: the ids in the claims are theirs.
+    // The claims carry the processes' ids.
     let claimers: std::collections::BTreeSet<&str> = ticks
         .iter()
         .map(|t| t["claimedBy"].as_str().unwrap())
@@ -227,5 +227,37 @@ fn a_schedule_starts_one_run_per_tick_with_two_servers_on_one_store() {
     assert!(
         claimers.iter().all(|c| c.starts_with("pid-")),
         "{claimers:?}"
+    );
+
+    // The same, for people: newest first, a line a tick.
+    let table = ok(&hane_on(&store, &["schedules", "ticks", "--limit", "2"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    let newest = ticks.last().unwrap();
+    assert!(
+        lines[0].contains(&format!(
+            "{SCHEDULE}  started  {}",
+            newest["run"].as_str().unwrap()
+        )) && lines[0].starts_with(newest["tick"].as_str().unwrap()),
+        "{table}"
+    );
+}
+
+#[test]
+fn without_a_release_there_is_nothing_to_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    let said = failed(&hane_on(&store, &["schedules", "list"]), 2);
+    assert!(said.contains("no release is active"), "{said}");
+    let out = hane_on(&store, &["schedules", "ticks"]);
+    assert_eq!(ok(&out), "");
+    assert!(
+        text(&out.stderr).contains("no ticks handled yet"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        json(&hane_on(&store, &["schedules", "ticks", "--json"])),
+        serde_json::json!([])
     );
 }
