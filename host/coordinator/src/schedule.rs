@@ -62,7 +62,7 @@ pub enum TickAction {
         /// [`MAX_COUNTED`] + 1.
         count: usize,
         /// Whether more than [`MAX_COUNTED`] passed over, so that `count`
-        /// and `first` are a lower bound and not the oldest.
+        /// is a lower bound.
         more: bool,
     },
 }
