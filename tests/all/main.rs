@@ -19,5 +19,6 @@ mod programs;
 mod reception;
 mod recovery;
 mod sandbox;
+mod schedules;
 mod served;
 mod workflows;

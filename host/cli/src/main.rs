@@ -11,6 +11,7 @@ mod mcp;
 mod op;
 mod runtime;
 mod scaffold;
+mod schedules;
 mod serve;
 mod session;
 mod worker;
@@ -90,8 +91,12 @@ enum Command {
     /// a vehicle in the example fleet ledger and for one that is not.
     Demo(agents::DemoArgs),
     /// Serve the HTTP API (/v1/agents/...) over the store, for API keys
-    /// made with `hane keys create`.
+    /// made with `hane keys create`, and start the runs of the active
+    /// release's schedules.
     Serve(serve::ServeArgs),
+    /// List the active release's schedules with their next ticks, and the
+    /// ticks `hane serve` handled.
+    Schedules(schedules::SchedulesArgs),
     /// Create, list and remove the API keys `hane serve` accepts.
     Keys(keys::KeysArgs),
     /// List, show and decide the outbound actions agents propose (emails,
@@ -162,6 +167,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::main(args),
         Command::Demo(args) => agents::demo(args),
         Command::Serve(args) => serve::main(args),
+        Command::Schedules(args) => schedules::main(args),
         Command::Keys(args) => keys::main(args),
         Command::Approvals(args) => approvals::main(args),
         Command::Mcp(args) => mcp::main(args),

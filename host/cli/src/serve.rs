@@ -1,4 +1,5 @@
-//! `hane serve`: the HTTP API (`/v1/agents/...`) over the embedded store.
+//! `hane serve`: the HTTP API (`/v1/agents/...`) over the embedded store,
+//! and the runs the active release's schedules start.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -103,25 +104,46 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The CLI drivers' containers reach the Model Gateway and the MCP
         // server here.
         agents.set_server_address(listener.local_addr()?);
+        // The release's schedules start their runs from here, beside the
+        // server, until it stops.
+        let (stop_schedules, schedules_stopping) = tokio::sync::oneshot::channel::<()>();
+        let scheduler = tokio::spawn({
+            let agents = agents.clone();
+            async move {
+                agents
+                    .run_schedules(async {
+                        let _ = schedules_stopping.await;
+                    })
+                    .await;
+            }
+        });
         let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
         let server = hane_server::serve(listener, agents, async {
             let _ = stopping.await;
         });
         tokio::pin!(server);
-        tokio::select! {
-            served = &mut server => served?,
-            signal = signalled => {
-                signal?;
-                eprintln!(
-                    "stopping: waiting up to {} s for requests in progress",
-                    SHUTDOWN_GRACE.as_secs()
-                );
-                let _ = stop.send(());
-                if let Ok(served) = tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-                    served?;
+        let served: anyhow::Result<()> = tokio::select! {
+            served = &mut server => served.map_err(Into::into),
+            signal = signalled => match signal {
+                Ok(()) => {
+                    eprintln!(
+                        "stopping: waiting up to {} s for requests in progress",
+                        SHUTDOWN_GRACE.as_secs()
+                    );
+                    let _ = stop.send(());
+                    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+                        Ok(served) => served.map_err(Into::into),
+                        Err(_) => Ok(()),
+                    }
                 }
-            }
-        }
+                Err(e) => Err(e),
+            },
+        };
+        // A pass in progress finishes, so no tick it claimed is left
+        // without its outcome.
+        let _ = stop_schedules.send(());
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, scheduler).await;
+        served?;
         Ok(())
     });
     // A run still going on is not waited for.

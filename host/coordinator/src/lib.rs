@@ -12,8 +12,9 @@
 //!   translators, the control tools the host runs), `drivers` (the
 //!   [`Driver`] seam and the scripted driver), `approvals` (proposals,
 //!   deciders and the [`ExecutionLedger`]; delivery through
-//!   `hane-delivery`), `budget` (the day's limits), and `runtime`, the
-//!   [`AgentRuntime`] façade that starts and drives runs.
+//!   `hane-delivery`), `budget` (the day's limits), `schedule` (the runs
+//!   a release's `Schedule`s start, once per tick across processes), and
+//!   `runtime`, the [`AgentRuntime`] façade that starts and drives runs.
 
 mod approvals;
 mod budget;
@@ -26,6 +27,7 @@ mod inbox;
 pub mod reception;
 mod release;
 mod runtime;
+pub mod schedule;
 mod tools;
 pub mod workflow;
 

@@ -10,7 +10,8 @@ use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
     EvalSuiteManifest, ManifestError, ModelProviderManifest, OPERATION_API_VERSION,
-    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW, WorkflowManifest,
+    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW, ScheduleManifest, ScheduleTarget,
+    WorkflowManifest,
 };
 
 /// The most bytes one manifest file may hold (1 MiB).
@@ -21,11 +22,12 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 7] = [
+const KINDS: [(&str, &str); 8] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
     (AGENTS_API_VERSION, "Workflow"),
     (AGENTS_API_VERSION, "DeciderPolicy"),
+    (AGENTS_API_VERSION, "Schedule"),
     (OPERATION_API_VERSION, "Operation"),
     (PLATFORM_API_VERSION, "Budget"),
     (PLATFORM_API_VERSION, "ModelProvider"),
@@ -50,6 +52,8 @@ pub enum Definition {
     /// A `ModelProvider` manifest, with its `recording` as written:
     /// resolve it against [`SourcedDefinition::folder`].
     ModelProvider(ModelProviderManifest),
+    /// A `Schedule` manifest.
+    Schedule(ScheduleManifest),
 }
 
 impl Definition {
@@ -63,6 +67,7 @@ impl Definition {
             Definition::DeciderPolicy(_) => "DeciderPolicy",
             Definition::Budget(_) => "Budget",
             Definition::ModelProvider(_) => "ModelProvider",
+            Definition::Schedule(_) => "Schedule",
         }
     }
 
@@ -76,6 +81,7 @@ impl Definition {
             Definition::DeciderPolicy(m) => &m.metadata.name,
             Definition::Budget(m) => &m.metadata.name,
             Definition::ModelProvider(m) => &m.metadata.name,
+            Definition::Schedule(m) => &m.metadata.name,
         }
     }
 
@@ -123,6 +129,14 @@ impl Definition {
     pub fn as_budget(&self) -> Option<&BudgetManifest> {
         match self {
             Definition::Budget(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The schedule, when this is one.
+    pub fn as_schedule(&self) -> Option<&ScheduleManifest> {
+        match self {
+            Definition::Schedule(m) => Some(m),
             _ => None,
         }
     }
@@ -175,8 +189,8 @@ impl fmt::Display for Lines<'_> {
 /// folder (a ledger's data, not definitions) are skipped.
 ///
 /// Each definition is checked on its own, then against the others: names
-/// are unique within a kind; an `EvalSuite`'s agent is an `Agent` of the
-/// bundle; a tool exposure's operation is an `Operation` of the bundle; an
+/// are unique within a kind; an `EvalSuite`'s agent, and a `Schedule`'s,
+/// is an `Agent` of the bundle; a tool exposure's operation is an `Operation` of the bundle; an
 /// agent's `approval.decider` is a `DeciderPolicy` of the bundle; an agent
 /// a `DeciderPolicy` names as a decider is an `Agent` of the bundle that
 /// lists [`SUBMIT_REVIEW`] in its tools; there is at most one `Budget`
@@ -303,6 +317,9 @@ impl Document {
             }
             (AGENTS_API_VERSION, "DeciderPolicy") => {
                 Definition::DeciderPolicy(DeciderPolicyManifest::from_yaml(file, text)?)
+            }
+            (AGENTS_API_VERSION, "Schedule") => {
+                Definition::Schedule(ScheduleManifest::from_yaml(file, text)?)
             }
             (OPERATION_API_VERSION, "Operation") => {
                 Definition::Operation(OperationManifest::from_yaml(file, text)?)
@@ -518,9 +535,9 @@ fn index<'a>(
     (names, agents)
 }
 
-/// Each reference from one definition to another (an EvalSuite's agent, an
-/// Agent's workflows, exposed operations and decider, a DeciderPolicy's
-/// review agents, a Workflow's agents)
+/// Each reference from one definition to another (an EvalSuite's agent, a
+/// Schedule's agent or workflow, an Agent's workflows, exposed operations
+/// and decider, a DeciderPolicy's review agents, a Workflow's agents)
 /// names a definition of the bundle; each that does not is pushed to
 /// `errors`.
 fn check_references(
@@ -538,6 +555,21 @@ fn check_references(
                     format!("no Agent named `{}` in this bundle", suite.spec.agent),
                 ));
             }
+            Definition::Schedule(schedule) => match schedule.spec.target() {
+                Some(ScheduleTarget::Agent(agent)) if !has("Agent", agent) => {
+                    errors.push(document.error(
+                        "spec.agent",
+                        format!("no Agent named `{agent}` in this bundle"),
+                    ));
+                }
+                Some(ScheduleTarget::Workflow(workflow)) if !has("Workflow", workflow) => {
+                    errors.push(document.error(
+                        "spec.workflow",
+                        format!("no Workflow named `{workflow}` in this bundle"),
+                    ));
+                }
+                _ => {}
+            },
             Definition::Workflow(workflow) => {
                 for (i, step) in workflow.spec.steps.iter().enumerate() {
                     let Some(agent) = &step.agent else { continue };
@@ -715,7 +747,7 @@ mod tests {
     fn known_kinds_are_listed_by_api_version() {
         assert_eq!(
             known_kinds(),
-            "`Agent`, `EvalSuite`, `Workflow` and `DeciderPolicy` in agents/v1alpha1; \
+            "`Agent`, `EvalSuite`, `Workflow`, `DeciderPolicy` and `Schedule` in agents/v1alpha1; \
              `Operation` in operations/v1alpha1; `Budget` and `ModelProvider` in platform/v1alpha1"
         );
     }

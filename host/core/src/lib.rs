@@ -61,6 +61,7 @@ mod quantity;
 mod receipt;
 mod reception;
 mod run;
+mod schedule;
 mod script;
 mod tool;
 mod v1;
@@ -117,6 +118,10 @@ pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
 pub use reception::{Reception, ReceptionCandidate, ReceptionModelCall, ReceptionStatus};
 pub use run::{AgentRun, RunStatus, Task, ToolCallSummary, UnknownRunStatus};
+pub use schedule::{
+    Cadence, CadenceError, DEFAULT_TIME_ZONE, Missed, ScheduleManifest, ScheduleSpec,
+    ScheduleTarget, TickOutcome, UnknownTickOutcome,
+};
 pub use script::{
     Condition, MAX_RENDERED_BYTES, Scope, ScriptError, ScriptStep, TemplateError, ValuePath,
     check_script,

@@ -1,9 +1,9 @@
 //! [`Registry`]: what hane keeps beside sessions, in the same file.
 //!
 //! Releases (numbered, one active), the components they run, agent runs,
-//! tasks for people and API keys. The registry stores bodies its callers
-//! `seal`ed and indexes the few columns it is asked to filter by; it knows
-//! nothing of agents or manifests.
+//! tasks for people, API keys and the ticks of schedules handled. The
+//! registry stores bodies its callers `seal`ed and indexes the few columns
+//! it is asked to filter by; it knows nothing of agents or manifests.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,7 @@ mod actions;
 mod conversations;
 mod evaluations;
 mod receptions;
+mod schedules;
 mod workflows;
 
 pub use actions::{
@@ -29,6 +30,7 @@ pub use actions::{
 pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
 pub use evaluations::{EvaluationRow, MAX_EVALUATIONS_LISTED};
 pub use receptions::{MAX_RECEPTIONS_LISTED, ReceptionRow};
+pub use schedules::{MAX_TICKS_LISTED, TickEnd, TickRow};
 pub use workflows::{CaseRow, MAX_CASES_LISTED};
 
 /// Runs listed at most by one [`Registry::runs`] query.

@@ -2,7 +2,9 @@
 //! links once: `op` (operations, outputs, receipts and exit codes),
 //! `agents` (releases, runs, the demo, keys), `approvals`, `ask`
 //! (reception from the terminal), `chat` (a
-//! conversation on stdin), `mcp` (the stdio relay), `session` and `worker`.
+//! conversation on stdin), `mcp` (the stdio relay), `schedules` (two
+//! `hane serve` starting a schedule's runs once per tick), `session` and
+//! `worker`.
 
 mod agents;
 mod approvals;
@@ -12,6 +14,7 @@ mod common;
 mod eval;
 mod mcp;
 mod op;
+mod schedules;
 mod session;
 mod worker;
 mod workflow;

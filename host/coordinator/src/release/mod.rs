@@ -8,7 +8,8 @@ use std::sync::Arc;
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
     EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError, ModelApi,
-    ModelProviderManifest, OperationManifest, Policy, ProviderModel, Versioned, WorkflowManifest,
+    ModelProviderManifest, OperationManifest, Policy, ProviderModel, ScheduleManifest,
+    ScheduleTarget, Versioned, WorkflowManifest,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema, describe_violations};
@@ -308,6 +309,8 @@ pub struct LoadedRelease {
     pub budgets: Vec<ActiveBudget>,
     /// Its ModelProviders by name.
     pub providers: BTreeMap<String, Arc<LoadedProvider>>,
+    /// Its Schedules by name; only `hane serve` starts their runs.
+    pub schedules: BTreeMap<String, ScheduleManifest>,
 }
 
 impl LoadedRelease {
@@ -366,11 +369,14 @@ pub(crate) async fn prepare_dir(
     };
     let workflows = match body.workflows.len() {
         0 => String::new(),
-        1 => ", 1 workflow".to_owned(),
-        n => format!(", {n} workflows"),
+        n => format!(", {n} workflow{}", plural(n)),
+    };
+    let schedules = match body.schedules.len() {
+        0 => String::new(),
+        n => format!(", {n} schedule{}", plural(n)),
     };
     let summary = format!(
-        "{} agent{}, {} operation{}{providers}, {} eval suite{}{workflows}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}, {} eval suite{}{workflows}{schedules}, {} collection{}, {} document set{}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
@@ -419,6 +425,7 @@ async fn build(
     let mut decider_policies = Vec::new();
     let mut budgets = Vec::new();
     let mut model_providers = Vec::new();
+    let mut schedules = Vec::new();
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
     let ledger = if ledger_dir.is_dir() {
@@ -466,6 +473,10 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            Definition::Schedule(manifest) => schedules.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
             Definition::ModelProvider(manifest) => {
                 let folder = sourced.file.parent().unwrap_or(Path::new("."));
                 match provider_recording(&file, &manifest, folder) {
@@ -503,7 +514,7 @@ async fn build(
         budgets,
         model_providers,
         workflows,
-        schedules: Vec::new(),
+        schedules,
     };
     if errors.is_empty() {
         Ok((body, components))
@@ -784,6 +795,16 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
             Err(e) => errors.push(e),
         }
     }
+    let mut schedules = BTreeMap::new();
+    for source in &body.schedules {
+        match ScheduleManifest::from_yaml(&source.file, &source.text) {
+            Ok(schedule) => {
+                check_schedule(&source.file, &schedule, &agents, &workflows, &mut errors);
+                schedules.insert(schedule.metadata.name.clone(), schedule);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -802,6 +823,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         decider_policies,
         budgets,
         providers,
+        schedules,
     })
 }
 
@@ -835,6 +857,72 @@ fn check_suite(
                 ),
             ));
         }
+    }
+}
+
+/// A schedule's agent or workflow must be one of the release, and its
+/// input one the agent or the workflow takes: a tick that could never
+/// start is found now.
+fn check_schedule(
+    file: &str,
+    schedule: &ScheduleManifest,
+    agents: &BTreeMap<String, Arc<LoadedAgent>>,
+    workflows: &BTreeMap<String, Arc<LoadedWorkflow>>,
+    errors: &mut Vec<ManifestError>,
+) {
+    let spec = &schedule.spec;
+    let (field, kind, name, schema) = match spec.target() {
+        Some(ScheduleTarget::Agent(agent)) => (
+            "spec.agent",
+            "agent",
+            agent,
+            agents.get(agent).map(|a| &a.input),
+        ),
+        Some(ScheduleTarget::Workflow(_)) if spec.shadow => {
+            errors.push(ManifestError::new(
+                file,
+                "spec.shadow",
+                "a workflow's cases have no shadow mode: a shadow schedule targets an agent"
+                    .to_owned(),
+            ));
+            return;
+        }
+        Some(ScheduleTarget::Workflow(workflow)) => (
+            "spec.workflow",
+            "workflow",
+            workflow,
+            workflows.get(workflow).map(|w| &w.input),
+        ),
+        None => return,
+    };
+    let Some(schema) = schema else {
+        let known: Vec<String> = match kind {
+            "agent" => agents.keys().cloned().collect(),
+            _ => workflows.keys().cloned().collect(),
+        };
+        errors.push(ManifestError::new(
+            file,
+            field,
+            format!(
+                "`{name}` is not a {kind} of this release; its {kind}s are {}",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        ));
+        return;
+    };
+    if let Err(list) = schema.check(&spec.input) {
+        errors.push(ManifestError::new(
+            file,
+            "spec.input",
+            format!(
+                "not an input {kind} `{name}` takes: {}",
+                describe_violations(&list)
+            ),
+        ));
     }
 }
 

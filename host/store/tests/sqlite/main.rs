@@ -10,6 +10,7 @@ mod history;
 mod model;
 mod operations;
 mod receptions;
+mod schedules;
 mod versions;
 
 use std::path::PathBuf;

@@ -1,0 +1,212 @@
+//! What the registry keeps of schedules: one row per tick handled. The
+//! row's key, the schedule and the tick's own time, is what makes a tick
+//! start once: every process that sees the tick due tries to insert it,
+//! and only the one whose insert took starts its run.
+
+use hane_core::TickOutcome;
+use rusqlite::{OptionalExtension, params};
+
+use super::{Registry, db, now_ms};
+use crate::StoreError;
+
+/// The most ticks one listing returns.
+pub const MAX_TICKS_LISTED: u32 = 1000;
+
+/// One tick of a schedule, as handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickRow {
+    /// The schedule's name.
+    pub schedule: String,
+    /// The tick's own time (not when it was noticed), in milliseconds
+    /// since the Unix epoch.
+    pub tick_ms: u64,
+    /// When a process claimed it.
+    pub claimed_at_ms: u64,
+    /// The process that claimed it.
+    pub claimed_by: String,
+    /// What became of it.
+    pub outcome: TickOutcome,
+    /// The run it started, if any.
+    pub run: Option<String>,
+    /// The workflow case it started, if any.
+    pub workflow_case: Option<String>,
+    /// Why it was refused or skipped.
+    pub error: Option<String>,
+}
+
+/// What became of a claimed tick ([`Registry::finish_tick`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickEnd {
+    /// Its outcome.
+    pub outcome: TickOutcome,
+    /// The run it started.
+    pub run: Option<String>,
+    /// The workflow case it started.
+    pub workflow_case: Option<String>,
+    /// Why it was refused or skipped.
+    pub error: Option<String>,
+}
+
+impl TickEnd {
+    /// An outcome with nothing started and no error.
+    pub fn new(outcome: TickOutcome) -> Self {
+        Self {
+            outcome,
+            run: None,
+            workflow_case: None,
+            error: None,
+        }
+    }
+}
+
+impl Registry {
+    /// Claims tick `tick_ms` of `schedule` for `claimed_by`, in one
+    /// statement: `true` for the one caller, of any process, whose claim
+    /// took; `false` when the tick was claimed before. A claimed tick is
+    /// `claimed` until [`Registry::finish_tick`] says more.
+    ///
+    /// # Errors
+    ///
+    /// The database failed; then nothing was claimed.
+    pub async fn claim_tick(
+        &self,
+        schedule: &str,
+        tick_ms: u64,
+        claimed_by: &str,
+    ) -> Result<bool, StoreError> {
+        let (schedule, claimed_by) = (schedule.to_owned(), claimed_by.to_owned());
+        self.with("claiming a tick", move |conn| {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO schedule_ticks (schedule, tick, claimed_at, claimed_by, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    schedule,
+                    tick_ms as i64,
+                    now_ms() as i64,
+                    claimed_by,
+                    TickOutcome::Claimed.as_str()
+                ])
+            })
+            .map(|inserted| inserted == 1)
+            .map_err(db("claiming a tick"))
+        })
+        .await
+    }
+
+    /// Records what became of a claimed tick: its outcome, the run or the
+    /// workflow case it started, or the error it was refused or skipped
+    /// with.
+    ///
+    /// # Errors
+    ///
+    /// The database failed, or the tick was never claimed
+    /// ([`StoreError::Database`], naming it).
+    pub async fn finish_tick(
+        &self,
+        schedule: &str,
+        tick_ms: u64,
+        end: TickEnd,
+    ) -> Result<(), StoreError> {
+        let schedule = schedule.to_owned();
+        let TickEnd {
+            outcome,
+            run,
+            workflow_case,
+            error,
+        } = end;
+        self.with("recording a tick", move |conn| {
+            let updated = conn
+                .prepare_cached(
+                    "UPDATE schedule_ticks SET outcome = ?3, run = ?4, workflow_case = ?5, error = ?6
+                     WHERE schedule = ?1 AND tick = ?2",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        schedule,
+                        tick_ms as i64,
+                        outcome.as_str(),
+                        run,
+                        workflow_case,
+                        error
+                    ])
+                })
+                .map_err(db("recording a tick"))?;
+            if updated == 0 {
+                return Err(StoreError::Database(format!(
+                    "recording a tick: tick {tick_ms} of schedule `{schedule}` was never claimed"
+                )));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The newest tick of `schedule` handled, whatever became of it.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn last_tick(&self, schedule: &str) -> Result<Option<u64>, StoreError> {
+        let schedule = schedule.to_owned();
+        self.with("reading the last tick", move |conn| {
+            conn.prepare_cached("SELECT MAX(tick) FROM schedule_ticks WHERE schedule = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row([schedule], |row| row.get::<_, Option<i64>>(0))
+                        .optional()
+                })
+                .map(|tick| tick.flatten().map(|t| t as u64))
+                .map_err(db("reading the last tick"))
+        })
+        .await
+    }
+
+    /// Ticks handled, newest first, of `schedule` or of every schedule; at
+    /// most `limit` (capped at [`MAX_TICKS_LISTED`]; 0 means the cap).
+    ///
+    /// # Errors
+    ///
+    /// The database failed, or a row's outcome is not one this build knows.
+    pub async fn ticks(
+        &self,
+        schedule: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<TickRow>, StoreError> {
+        let schedule = schedule.map(str::to_owned);
+        self.with("listing ticks", move |conn| {
+            let limit = match limit {
+                0 => MAX_TICKS_LISTED,
+                n => n.min(MAX_TICKS_LISTED),
+            };
+            let failed = db("listing ticks");
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT schedule, tick, claimed_at, claimed_by, outcome, run, workflow_case, error
+                     FROM schedule_ticks WHERE ?1 IS NULL OR schedule = ?1
+                     ORDER BY tick DESC, schedule LIMIT ?2",
+                )
+                .map_err(&failed)?;
+            let rows = stmt
+                .query_map(params![schedule, limit], tick_row)
+                .map_err(&failed)?;
+            rows.collect::<Result<_, _>>().map_err(&failed)
+        })
+        .await
+    }
+}
+
+fn tick_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TickRow> {
+    Ok(TickRow {
+        schedule: row.get(0)?,
+        tick_ms: row.get::<_, i64>(1)? as u64,
+        claimed_at_ms: row.get::<_, i64>(2)? as u64,
+        claimed_by: row.get(3)?,
+        outcome: row.get::<_, String>(4)?.parse().map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        run: row.get(5)?,
+        workflow_case: row.get(6)?,
+        error: row.get(7)?,
+    })
+}
