@@ -146,21 +146,9 @@ fn agent(name: &str, finds: usize) -> String {
 /// `dir`.
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
-    // Not `budgets/`: its 200 runs a day would stop the benchmark.
-    copy_examples(
-        &release,
-        &[
-            "agents",
-            "policies",
-            // The llm agent's model: a recording.
-            "providers",
-            "recordings",
-            "tools",
-            "ledger/records",
-            "ledger/documents/leases",
-            "documents",
-        ],
-    );
+    // Not `budgets/`: its 200 runs a day would stop the benchmark. The
+    // llm agent's model is a recording, which it copies too.
+    copy_examples(&release, examples::UNBUDGETED);
     std::fs::write(release.join("agents/run-1.yaml"), agent("run-1", 1)).unwrap();
     std::fs::write(release.join("agents/run-21.yaml"), agent("run-21", 21)).unwrap();
     release

@@ -56,19 +56,7 @@ fn clis() -> PathBuf {
 /// benchmark), with the seed's agent also under `codex` and `claude`.
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
-    copy_examples(
-        &release,
-        &[
-            "agents",
-            "policies",
-            "providers",
-            "recordings",
-            "tools",
-            "ledger/records",
-            "ledger/documents/leases",
-            "documents",
-        ],
-    );
+    copy_examples(&release, examples::UNBUDGETED);
     let seed = std::fs::read_to_string(release.join("agents/vehicle-check.yaml")).unwrap();
     for driver in ["codex", "claude"] {
         let agent = seed

@@ -63,19 +63,7 @@ fn cases() -> Vec<(Value, Value)> {
 /// runs a day would stop the benchmark) and the 50-case suite.
 fn release(dir: &Path) -> PathBuf {
     let release = dir.join("release");
-    copy_examples(
-        &release,
-        &[
-            "agents",
-            "policies",
-            "providers",
-            "recordings",
-            "tools",
-            "ledger/records",
-            "ledger/documents/leases",
-            "documents",
-        ],
-    );
+    copy_examples(&release, examples::UNBUDGETED);
     let mut suite = String::from(
         "apiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: lease-qa-50\nspec:\n  agent: lease-qa\n  cases:\n",
     );

@@ -21,3 +21,21 @@ pub fn copy_examples(release: &Path, subs: &[&str]) {
         }
     }
 }
+
+/// The folders of `examples/` a benchmark's release copies: everything
+/// but `budgets/` (whose 200 runs a day would stop a benchmark), `evals/`
+/// and `workflows/`.
+#[allow(
+    dead_code,
+    reason = "the benchmarks that copy other folders include this module too"
+)]
+pub const UNBUDGETED: &[&str] = &[
+    "agents",
+    "policies",
+    "providers",
+    "recordings",
+    "tools",
+    "ledger/records",
+    "ledger/documents/leases",
+    "documents",
+];

@@ -130,19 +130,7 @@ fn second_request(agent_tools: &[String]) -> ModelRequest {
 fn runtime(rt: &Runtime, dir: &Path) -> AgentRuntime {
     let release = dir.join("release");
     // Not `budgets/`: the benchmark makes more model calls than a day allows.
-    copy_examples(
-        &release,
-        &[
-            "agents",
-            "policies",
-            "providers",
-            "recordings",
-            "tools",
-            "ledger/records",
-            "ledger/documents/leases",
-            "documents",
-        ],
-    );
+    copy_examples(&release, examples::UNBUDGETED);
     // A gate that neither runs out of tokens nor of time while measured.
     let agent = std::fs::read_to_string(release.join("agents/vehicle-check-llm.yaml"))
         .unwrap()

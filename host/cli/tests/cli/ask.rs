@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::process::Output;
 
-use hane_test_support::examples;
 use serde_json::json;
 
-use crate::common::{failed, hane_on, json, ok, text};
+use crate::common::{activated_examples, failed, hane_on, json, ok, text};
 
 const REQUEST: &str = "When does the inspection of 架空 300 あ 10-02 expire?";
 
@@ -15,19 +14,10 @@ fn hane(store: &Path, args: &[&str]) -> Output {
     hane_on(store, args)
 }
 
-fn activated(dir: &Path) -> std::path::PathBuf {
-    let store = dir.join("hane.db");
-    ok(&hane(
-        &store,
-        &["release", "activate", examples().to_str().unwrap()],
-    ));
-    store
-}
-
 #[test]
 fn a_dry_run_says_what_would_start_and_a_request_starts_and_follows_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let out = ok(&hane(&store, &["ask", "--dry-run", REQUEST]));
     assert!(out.contains("  would_start  vehicle-check-llm"), "{out}");
     assert!(
@@ -56,7 +46,7 @@ fn a_dry_run_says_what_would_start_and_a_request_starts_and_follows_it() {
 #[test]
 fn a_request_nothing_fits_is_declined_with_exit_2_and_bad_text_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let output = hane(&store, &["ask", "Bake me a chocolate cake"]);
     failed(&output, 2);
     let out = text(&output.stdout);
@@ -72,7 +62,7 @@ fn a_request_nothing_fits_is_declined_with_exit_2_and_bad_text_is_refused() {
 #[test]
 fn show_request_prints_what_the_model_would_be_asked_and_keeps_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let request = json(&hane(&store, &["ask", "--show-request", REQUEST]));
     let mut tools: Vec<&str> = request["tools"]
         .as_array()

@@ -50,3 +50,17 @@ pub fn hane_on(store: &Path, args: &[&str]) -> Output {
         .output()
         .expect("run hane")
 }
+
+/// A store in `dir` with `examples/` activated as release 1; its path.
+pub fn activated_examples(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("hane.db");
+    ok(&hane_on(
+        &store,
+        &[
+            "release",
+            "activate",
+            hane_test_support::examples().to_str().unwrap(),
+        ],
+    ));
+    store
+}

@@ -3,21 +3,11 @@
 //! active release unchanged, and `hane eval compare` naming the regressed
 //! case with exit 1.
 
-use std::path::Path;
 use std::process::{Command, Output};
 
-use hane_test_support::{examples, examples_copy, replace_in};
+use hane_test_support::{examples_copy, replace_in};
 
-use crate::common::{failed, hane_on, json, ok, text};
-
-fn activated(dir: &Path) -> std::path::PathBuf {
-    let store = dir.join("hane.db");
-    ok(&hane_on(
-        &store,
-        &["release", "activate", examples().to_str().unwrap()],
-    ));
-    store
-}
+use crate::common::{activated_examples, failed, hane_on, json, ok, text};
 
 /// Stdout of an `output` that exited with `code`.
 fn stdout_of(output: &Output, code: i32) -> String {
@@ -28,7 +18,7 @@ fn stdout_of(output: &Output, code: i32) -> String {
 #[test]
 fn a_suite_passes_a_broken_candidate_is_refused_and_compare_names_the_regression() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let out = ok(&hane_on(&store, &["eval", "run", "lease-qa-eval"]));
     assert!(
         out.contains(
@@ -130,7 +120,7 @@ fn a_suite_passes_a_broken_candidate_is_refused_and_compare_names_the_regression
 #[test]
 fn unknown_suites_and_evaluations_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let err = failed(&hane_on(&store, &["eval", "run", "nobody-eval"]), 2);
     assert!(
         err.contains("suite `nobody-eval` is not in release 1; its suites are lease-qa-eval"),

@@ -9,19 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hane_test_support::examples;
 use serde_json::{Value, json};
 
-use crate::common::{failed, hane_on, json, ok};
-
-fn activated(dir: &Path) -> std::path::PathBuf {
-    let store = dir.join("hane.db");
-    ok(&hane_on(
-        &store,
-        &["release", "activate", examples().to_str().unwrap()],
-    ));
-    store
-}
+use crate::common::{activated_examples, failed, hane_on, json, ok};
 
 /// `hane serve` on a free loopback port, and its address.
 fn serve(store: &Path) -> (Child, String) {
@@ -93,7 +83,7 @@ fn lease_qa_runs(store: &Path) -> usize {
 #[test]
 fn a_case_waiting_for_a_person_survives_kill_9_of_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let key = ok(&hane_on(
         &store,
         &["keys", "create", "ops", "--role", "operator"],
@@ -146,7 +136,7 @@ fn a_case_waiting_for_a_person_survives_kill_9_of_the_server() {
 #[test]
 fn the_cli_starts_completes_and_shows_a_case() {
     let dir = tempfile::tempdir().unwrap();
-    let store = activated(dir.path());
+    let store = activated_examples(dir.path());
     let out = ok(&hane_on(
         &store,
         &[
