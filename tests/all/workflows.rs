@@ -185,8 +185,11 @@ async fn a_step_run_recorded_but_never_started_is_started_once() {
     let runtime = activated(dir.path()).await;
     let case = waiting_case(&runtime).await;
     let run = RunId::new();
-    store(&runtime, &stopped_at_last_step(&case, &run)).await;
+    // Counted before the case is stored stopped: any driver that moves it
+    // on from then (the one `start_case` spawned may still be waiting for
+    // the case's lock) starts the step's run, and only the first does.
     let before = lease_qa_runs(&runtime).await;
+    store(&runtime, &stopped_at_last_step(&case, &run)).await;
     // Two drivers at once, as after a restart with resume_cases: one
     // starts the run, the other finds it done.
     assert_eq!(runtime.resume_cases().await.unwrap(), 1);
@@ -237,8 +240,8 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
         })
         .await
         .unwrap();
-    store(&runtime, &stopped_at_last_step(&case, &run)).await;
     let before = lease_qa_runs(&runtime).await;
+    store(&runtime, &stopped_at_last_step(&case, &run)).await;
     let failed = runtime.advance_case(&case.id).await.unwrap();
     assert_eq!(failed.status, CaseStatus::Failed, "{failed:#?}");
     assert_eq!(failed.steps[2].status, StepStatus::Failed);
