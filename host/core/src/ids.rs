@@ -16,10 +16,35 @@ pub const MAX_INPUT_ID_LEN: usize = 256;
 pub struct IdError {
     /// The kind of id, such as `session id`.
     pub what: &'static str,
-    /// The text given.
+    /// The start of the text given ([`IdError::shown`]): at most
+    /// [`SHOWN_ID_CHARS`] characters, control characters escaped.
     pub text: String,
     /// What is wrong with it.
     pub reason: String,
+}
+
+/// The most characters of a malformed id an error repeats.
+pub const SHOWN_ID_CHARS: usize = 64;
+
+impl IdError {
+    /// `text` as an error shows it: its first [`SHOWN_ID_CHARS`]
+    /// characters, `…` when there were more, and control characters
+    /// escaped, so an error never echoes kilobytes or terminal escapes
+    /// back.
+    pub fn shown(text: &str) -> String {
+        let mut shown = String::new();
+        for c in text.chars().take(SHOWN_ID_CHARS) {
+            if c.is_control() {
+                shown.extend(c.escape_debug());
+            } else {
+                shown.push(c);
+            }
+        }
+        if text.chars().nth(SHOWN_ID_CHARS).is_some() {
+            shown.push('…');
+        }
+        shown
+    }
 }
 
 /// Milliseconds since the Unix epoch: the one clock stored times are read
@@ -76,7 +101,7 @@ macro_rules! generated_id {
             fn from_str(s: &str) -> Result<Self, IdError> {
                 let err = |reason: &str| IdError {
                     what: $what,
-                    text: s.to_owned(),
+                    text: IdError::shown(s),
                     reason: reason.to_owned(),
                 };
                 let rest = s
@@ -200,7 +225,7 @@ impl FromStr for InputId {
     fn from_str(s: &str) -> Result<Self, IdError> {
         let err = |reason: String| IdError {
             what: "input id",
-            text: s.chars().take(64).collect(),
+            text: IdError::shown(s),
             reason,
         };
         if s.is_empty() {
@@ -260,6 +285,18 @@ mod tests {
         assert!(err.to_string().contains("must start with `ses_`"), "{err}");
         let err = "ses_short".parse::<SessionId>().unwrap_err();
         assert!(err.to_string().contains("26 lowercase base32"), "{err}");
+    }
+
+    #[test]
+    fn errors_show_the_start_of_a_long_id_with_controls_escaped() {
+        let err = format!("run_{}", "a".repeat(8000))
+            .parse::<RunId>()
+            .unwrap_err();
+        assert_eq!(err.text, format!("run_{}…", "a".repeat(SHOWN_ID_CHARS - 4)));
+        assert!(err.to_string().len() < 200, "{err}");
+        let err = "ses_\u{1b}[2Jx".parse::<SessionId>().unwrap_err();
+        assert_eq!(err.text, "ses_\\u{1b}[2Jx");
+        assert!(!err.to_string().contains('\u{1b}'), "{err}");
     }
 
     #[test]
