@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use hane_manager::{
     LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener, WorkerSecret,
 };
@@ -31,6 +32,11 @@ pub struct WorkerArgs {
     /// Operations run at once [default: the number of CPUs].
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
+    /// Connections served at once before their handshake is over; one
+    /// more is closed at once (each has 10 s to authenticate).
+    #[arg(long, value_name = "N", default_value_t = hane_manager::DEFAULT_MAX_UNAUTHENTICATED,
+          value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
+    max_unauthenticated: usize,
 }
 
 pub fn main(args: WorkerArgs) -> ExitCode {
@@ -85,7 +91,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on {}", listener.local_addr())?;
         stdout.flush()?;
-        let worker = Worker::new(manager, secret);
+        let worker = Worker::new(manager, secret).max_unauthenticated(args.max_unauthenticated);
         tokio::select! {
             () = worker.serve(listener) => {}
             stop = stop => stop?,

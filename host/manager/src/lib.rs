@@ -51,7 +51,7 @@ pub use components::{Components, component_digest};
 pub use local::{LocalConfig, LocalOperationManager};
 pub use protocol::{PROTOCOL_VERSION, ProtocolError, SecretError, WorkerSecret};
 pub use proxy::{ConnectError, ProxyConfig, ProxyOperationManager};
-pub use worker::{AddrError, Worker, WorkerAddr, WorkerListener};
+pub use worker::{AddrError, DEFAULT_MAX_UNAUTHENTICATED, Worker, WorkerAddr, WorkerListener};
 
 use hane_core::{Operation, OperationFailure, OperationId, OperationOutput, Outcome};
 use serde::{Deserialize, Serialize};

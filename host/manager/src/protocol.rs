@@ -299,8 +299,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn new(io: R) -> Self {
         Self {
             io,
-            buf: BytesMut::with_capacity(READ_CHUNK),
+            // Sized to the handshake's frames: a peer not yet known gets
+            // no more memory than its one frame needs.
+            buf: BytesMut::with_capacity(4 + MAX_HANDSHAKE_FRAME_BYTES),
             limit: MAX_HANDSHAKE_FRAME_BYTES,
+        }
+    }
+
+    /// Bytes to make room for before a read: a whole handshake frame
+    /// before the peer is known, [`READ_CHUNK`] after.
+    fn chunk(&self) -> usize {
+        if self.limit <= MAX_HANDSHAKE_FRAME_BYTES {
+            4 + MAX_HANDSHAKE_FRAME_BYTES
+        } else {
+            READ_CHUNK
         }
     }
 
@@ -335,7 +347,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 }
                 self.buf.reserve(4 + size - self.buf.len());
             }
-            self.buf.reserve(READ_CHUNK);
+            self.buf.reserve(self.chunk());
             if self.io.read_buf(&mut self.buf).await? == 0 {
                 return Err(if self.buf.is_empty() {
                     ProtocolError::Closed
@@ -360,10 +372,22 @@ const KEEP_FRAME_BUFFER: usize = 1024 * 1024;
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     /// A writer on `io`.
     pub fn new(io: W) -> Self {
+        Self::with_capacity(READ_CHUNK, io)
+    }
+
+    /// A writer on `io` buffering at most `capacity` bytes, such as the
+    /// few a handshake sends.
+    pub fn with_capacity(capacity: usize, io: W) -> Self {
         Self {
-            io: BufWriter::with_capacity(READ_CHUNK, io),
-            frame: Vec::with_capacity(1024),
+            io: BufWriter::with_capacity(capacity, io),
+            frame: Vec::new(),
         }
+    }
+
+    /// The stream, once what was buffered is sent ([`FrameWriter::flush`]);
+    /// anything still buffered is lost.
+    pub fn into_inner(self) -> W {
+        self.io.into_inner()
     }
 
     /// Buffers one message.

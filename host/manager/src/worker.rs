@@ -19,7 +19,8 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 use super::protocol::{
-    ClientMessage, FrameReader, FrameWriter, WorkerMessage, WorkerSecret, worker_handshake,
+    ClientMessage, FrameReader, FrameWriter, ProtocolError, WorkerMessage, WorkerSecret,
+    worker_handshake,
 };
 use super::{Ending, LocalOperationManager, OperationManager, Update, component_digest, lock};
 
@@ -205,10 +206,18 @@ impl WorkerListener {
         &self.addr
     }
 
-    async fn accept(&self) -> io::Result<(BoxRead, BoxWrite)> {
+    /// The next client's connection, and who it is for the log.
+    async fn accept(&self) -> io::Result<(BoxRead, BoxWrite, String)> {
         match &self.socket {
-            Socket::Tcp(listener) => tcp_halves(listener.accept().await?.0),
-            Socket::Unix(listener) => Ok(unix_halves(listener.accept().await?.0)),
+            Socket::Tcp(listener) => {
+                let (stream, peer) = listener.accept().await?;
+                let (read, write) = tcp_halves(stream)?;
+                Ok((read, write, peer.to_string()))
+            }
+            Socket::Unix(listener) => {
+                let (read, write) = unix_halves(listener.accept().await?.0);
+                Ok((read, write, self.addr.to_string()))
+            }
         }
     }
 }
@@ -251,42 +260,86 @@ impl Drop for WorkerListener {
 pub struct Worker {
     manager: LocalOperationManager,
     secret: WorkerSecret,
+    max_unauthenticated: usize,
 }
 
 /// Pause after a failed `accept` (such as too many open files), so the
 /// loop does not spin while the condition lasts.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
+/// Connections whose handshake is not over, at most, unless
+/// [`Worker::max_unauthenticated`] says otherwise.
+pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 64;
+
+/// What a handshake sends: one `Hello` frame.
+const HANDSHAKE_WRITE_BUFFER: usize = 256;
+
 impl Worker {
     /// A worker running operations on `manager` for clients holding
     /// `secret`.
     pub fn new(manager: LocalOperationManager, secret: WorkerSecret) -> Self {
-        Self { manager, secret }
+        Self {
+            manager,
+            secret,
+            max_unauthenticated: DEFAULT_MAX_UNAUTHENTICATED,
+        }
+    }
+
+    /// Serves at most `max` connections (at least one) whose handshake is
+    /// not over; one more is closed at once, and logged. Each has
+    /// [`crate::protocol::HANDSHAKE_TIMEOUT`] to prove it holds the
+    /// secret, so a flood of silent connections holds the places only
+    /// that long.
+    #[must_use]
+    pub fn max_unauthenticated(mut self, max: usize) -> Self {
+        self.max_unauthenticated = max.max(1);
+        self
     }
 
     /// Accepts clients on `listener` until the returned future is dropped.
     /// Each connection is served by its own task; when a client goes away,
     /// its operations are cancelled.
     pub async fn serve(&self, listener: WorkerListener) {
+        let unauthenticated = Arc::new(tokio::sync::Semaphore::new(self.max_unauthenticated));
+        let mut refused = Refused::default();
         loop {
             match listener.accept().await {
-                Ok((read, write)) => {
-                    tokio::spawn(self.clone().connection(read, write));
+                Ok((read, write, peer)) => match unauthenticated.clone().try_acquire_owned() {
+                    Ok(place) => {
+                        tokio::spawn(self.clone().connection(read, write, peer, place));
+                    }
+                    Err(_) => refused.note(&peer, self.max_unauthenticated),
+                },
+                Err(e) => {
+                    tracing::warn!("accepting a connection failed: {e}");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                 }
-                Err(_) => tokio::time::sleep(ACCEPT_RETRY).await,
             }
         }
     }
 
-    async fn connection(self, read: BoxRead, write: BoxWrite) {
+    async fn connection(
+        self,
+        read: BoxRead,
+        write: BoxWrite,
+        peer: String,
+        place: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let mut reader = FrameReader::new(read);
-        let mut writer = FrameWriter::new(write);
-        if worker_handshake(&mut reader, &mut writer, &self.secret)
-            .await
-            .is_err()
-        {
-            return;
+        let mut writer = FrameWriter::with_capacity(HANDSHAKE_WRITE_BUFFER, write);
+        let handshake = worker_handshake(&mut reader, &mut writer, &self.secret).await;
+        drop(place);
+        match handshake {
+            Ok(()) => {}
+            // A connection closed before a word (a port probe) is no
+            // refusal.
+            Err(ProtocolError::Closed) => return,
+            Err(e) => {
+                tracing::warn!(peer = %peer, "refused a client: {e}");
+                return;
+            }
         }
+        let writer = FrameWriter::new(writer.into_inner());
         let (out, outbox) = mpsc::unbounded_channel();
         tokio::spawn(write_frames(writer, outbox));
         let mut client = Client {
@@ -304,6 +357,32 @@ impl Worker {
         let in_flight: Vec<_> = lock(&client.in_flight).iter().cloned().collect();
         for id in in_flight {
             client.manager.cancel(&id);
+        }
+    }
+}
+
+/// Connections closed over the cap, logged at most once a second with how
+/// many there were, so a flood of connections cannot flood the log.
+#[derive(Default)]
+struct Refused {
+    since_logged: u64,
+    last_logged: Option<std::time::Instant>,
+}
+
+impl Refused {
+    fn note(&mut self, peer: &str, max: usize) {
+        self.since_logged += 1;
+        if self
+            .last_logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(
+                peer = %peer,
+                "closed {} connection(s) since the last report: {max} connections have not finished their handshake, the most allowed",
+                self.since_logged
+            );
+            self.since_logged = 0;
+            self.last_logged = Some(std::time::Instant::now());
         }
     }
 }

@@ -676,3 +676,91 @@ async fn a_coordinator_reruns_reads_lost_with_a_worker_and_marks_writes_unknown(
         .count();
     assert_eq!(unknown, 1);
 }
+
+/// The resident memory of process `pid`, in KiB.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+#[tokio::test]
+async fn half_open_connections_are_capped_and_hold_little_memory() {
+    const HALF_OPEN: usize = 3000;
+    const CAP: usize = 32;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hane"));
+    command
+        .args(["worker", "--listen", "127.0.0.1:0", "--concurrency", "1"])
+        .args(["--max-unauthenticated", &CAP.to_string()])
+        .env("HANE_WORKER_SECRET", SECRET)
+        .env("RUST_LOG", "hane_manager=warn");
+    let mut worker = WorkerProcess::spawn(command);
+    let WorkerAddr::Tcp { host, port } = worker.addr.clone() else {
+        panic!("a TCP worker");
+    };
+    let target = format!("{host}:{port}");
+    let pid = worker.child.id();
+    let before = resident_kib(pid);
+    // Connections that never say a word: a handshake never finished.
+    let mut half_open = Vec::with_capacity(HALF_OPEN);
+    for _ in 0..HALF_OPEN {
+        half_open.push(TcpStream::connect(&target).await.unwrap());
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let during = resident_kib(pid);
+    // Those over the cap were closed at once: they read the end of the
+    // stream, where the others read the worker's hello and wait.
+    let mut closed = 0;
+    for stream in &mut half_open {
+        let mut buf = [0u8; 256];
+        let read = tokio::time::timeout(std::time::Duration::from_millis(20), async {
+            loop {
+                use tokio::io::AsyncReadExt as _;
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return true,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        if read == Ok(true) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= HALF_OPEN - CAP, "{closed} of {HALF_OPEN} closed");
+    assert!(
+        during.saturating_sub(before) < 16 * 1024,
+        "{HALF_OPEN} half-open connections took the worker from {before} KiB to {during} KiB"
+    );
+    drop(half_open);
+    // A real client is served once the flood is gone.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let programs = programs();
+    let proxy =
+        ProxyOperationManager::connect(worker.addr.clone(), secret(), programs.components.clone())
+            .await
+            .unwrap();
+    let ending = proxy.submit(echo(&programs, "still here")).ending().await;
+    assert!(matches!(ending, Ending::Succeeded(_)), "{ending:?}");
+    // The refusals were logged with the peer and the reason.
+    worker.child.kill().unwrap();
+    worker.child.wait().unwrap();
+    let mut log = String::new();
+    worker
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("peer=127.0.0.1:"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "{CAP} connections have not finished their handshake"
+        )),
+        "{log}"
+    );
+}
