@@ -25,6 +25,40 @@ pub struct ServeArgs {
     /// Where to listen: HOST:PORT (port 0 picks a free one).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Time from a request head's first byte to its last; a slower client
+    /// is disconnected.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    header_timeout: Duration,
+    /// Time a connection may wait without starting a request.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    idle_timeout: Duration,
+    /// Time from a request's head to the end of its body (slower is 408).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    body_timeout: Duration,
+    /// Connections served at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
+impl ServeArgs {
+    fn config(&self) -> hane_server::ServeConfig {
+        hane_server::ServeConfig {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            body_timeout: self.body_timeout,
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// A duration such as `10s`, `500ms` or `2m`, more than zero.
+fn duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("it must be more than zero".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (write it as `10s`, `500ms` or `2m`)")),
+    }
 }
 
 /// No key could use the server.
@@ -118,7 +152,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
         let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
-        let server = hane_server::serve(listener, agents, async {
+        let server = hane_server::serve_with(listener, agents, args.config(), async {
             let _ = stopping.await;
         });
         tokio::pin!(server);

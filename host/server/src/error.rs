@@ -1,7 +1,8 @@
 //! [`ApiError`]: every error the API answers with, in one JSON shape, and
 //! the extractors that turn axum's rejections into it.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -9,6 +10,9 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::{ActionError, RunError};
 use hane_core::ErrorKind;
 use serde_json::{Value, json};
+
+use crate::json::BodyError;
+use crate::serve::BodyTimedOut;
 
 /// The `code` of an error body: what kind of failure, for machines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,15 +38,24 @@ pub(crate) enum ErrorCode {
     UnsupportedMediaType,
     /// The route has no such method (405).
     MethodNotAllowed,
+    /// The request's head, or its body, did not arrive in time (408).
+    RequestTimeout,
+    /// The request's target is longer than [`crate::MAX_URI_BYTES`] (414).
+    UriTooLong,
+    /// The request's head is larger than [`crate::ServeConfig`] allows
+    /// (431).
+    HeadersTooLarge,
     /// The day's budget does not allow it (429).
     BudgetExceeded,
+    /// The server has as many connections as it takes (503).
+    Unavailable,
     /// The server failed; its log says why (500).
     Internal,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub(crate) const ALL: [ErrorCode; 11] = [
+    pub(crate) const ALL: [ErrorCode; 15] = [
         ErrorCode::InvalidInput,
         ErrorCode::NotFound,
         ErrorCode::Unauthorized,
@@ -52,7 +65,11 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
+        ErrorCode::UriTooLong,
+        ErrorCode::HeadersTooLarge,
         ErrorCode::BudgetExceeded,
+        ErrorCode::Unavailable,
         ErrorCode::Internal,
     ];
 
@@ -67,12 +84,16 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::BudgetExceeded => "budget_exceeded",
+            ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
     }
 
-    fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             ErrorCode::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
@@ -83,7 +104,11 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
+            ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -189,33 +214,6 @@ impl From<ActionError> for ApiError {
     }
 }
 
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        let code = match rejection.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
-            // A body that is JSON but not what the route takes is checked
-            // by the handler; this is JSON that does not parse.
-            _ => ErrorCode::BadRequest,
-        };
-        let message = match code {
-            ErrorCode::PayloadTooLarge => format!(
-                "the request body is larger than {} bytes",
-                crate::MAX_BODY_BYTES
-            ),
-            ErrorCode::UnsupportedMediaType => {
-                "the request body must be JSON, sent with `Content-Type: application/json`"
-                    .to_owned()
-            }
-            _ => format!(
-                "the request body is not valid JSON: {}",
-                rejection.body_text()
-            ),
-        };
-        Self::new(code, message)
-    }
-}
-
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         Self::new(ErrorCode::BadRequest, rejection.body_text())
@@ -246,14 +244,77 @@ where
     }
 }
 
-impl<S, T> FromRequest<S> for Checked<axum::Json<T>>
+impl<S> FromRequest<S> for Checked<axum::Json<Value>>
 where
     S: Send + Sync,
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
 {
     type Rejection = ApiError;
 
+    /// The body as JSON: sent as `application/json`, within
+    /// [`crate::MAX_BODY_BYTES`] and the body's deadline, and with no
+    /// key given twice in any object.
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        Ok(Self(axum::Json::<T>::from_request(request, state).await?))
+        if !is_json(request.headers()) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "the request body must be JSON, sent with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(body_error)?;
+        crate::json::unique_value(&bytes)
+            .map(|value| Self(axum::Json(value)))
+            .map_err(|e| {
+                let answer = ApiError::new(ErrorCode::BadRequest, e.to_string());
+                match e {
+                    BodyError::DuplicateKey { pointer, .. } => answer.at(pointer),
+                    BodyError::Syntax(_) => answer,
+                }
+            })
     }
+}
+
+/// Whether the request says its body is JSON: `application/json`, or a
+/// `+json` type, with any parameters.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(essence) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+    else {
+        return false;
+    };
+    let essence = essence.trim().to_ascii_lowercase();
+    essence
+        .strip_prefix("application/")
+        .is_some_and(|subtype| subtype == "json" || subtype.ends_with("+json"))
+}
+
+/// Why a body could not be read: too large, too slow, or the connection
+/// failed while it came (never "not valid JSON": no JSON was read).
+fn body_error(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the request body is larger than {} bytes",
+                crate::MAX_BODY_BYTES
+            ),
+        );
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(e) = source {
+        if let Some(timed_out) = e.downcast_ref::<BodyTimedOut>() {
+            return ApiError::new(ErrorCode::RequestTimeout, timed_out.to_string());
+        }
+        source = e.source();
+    }
+    ApiError::new(
+        ErrorCode::BadRequest,
+        format!(
+            "the request body could not be read: {}",
+            rejection.body_text()
+        ),
+    )
 }

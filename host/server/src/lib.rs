@@ -29,6 +29,12 @@
 //!   `GET /healthz` says the server is up; neither needs a key.
 //! - Every error is `{"error": {"code", "message", "path"?}}`, where `path`
 //!   is a JSON Pointer into the request body, such as `/input/vehicle`.
+//! - A request is refused when it is ambiguous: two `Authorization`
+//!   headers, or a body that gives one key twice (`400`).
+//! - [`serve_with`] holds up under abusive clients ([`ServeConfig`]): a
+//!   head's and a body's deadline, an idle timeout, capped heads and
+//!   targets, and a cap on connections; each refusal is logged with the
+//!   peer and answered in the error envelope.
 //!
 //! # Examples
 //!
@@ -51,12 +57,14 @@ mod actions;
 mod conversations;
 mod error;
 mod evals;
+mod json;
 mod keys;
 mod mcp;
 mod model;
 mod openapi;
 mod reception;
 mod routes;
+mod serve;
 mod workflows;
 
 pub use keys::{
@@ -69,4 +77,5 @@ pub use mcp::{
 };
 pub use model::MAX_MODEL_BODY_BYTES;
 pub use openapi::openapi;
-pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, RUN_TOKEN_HEADER, router, serve};
+pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, RUN_TOKEN_HEADER, router};
+pub use serve::{MAX_HEAD_BYTES, MAX_URI_BYTES, ServeConfig, serve, serve_with};

@@ -316,13 +316,7 @@ async fn json_body(format: Format, request: Request) -> Result<Value, Refusal> {
                 format!("the request body is over {MAX_MODEL_BODY_BYTES} bytes, or was cut off"),
             )
         })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Refusal::status(
-            format,
-            400,
-            format!("the request body is not valid JSON: {e}"),
-        )
-    })
+    crate::json::unique_value(&bytes).map_err(|e| Refusal::status(format, 400, e.to_string()))
 }
 
 /// The token, the run's model and the parsed request of a model route.

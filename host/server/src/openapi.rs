@@ -804,8 +804,28 @@ fn operation(route: &Route) -> Value {
     if route.path.starts_with("/v1/agents") {
         responses["500"] = response("Internal");
     }
+    if responses.get("413").is_some() {
+        responses["408"] = response("RequestTimeout");
+    }
+    connection_refusals(&mut responses);
     op["responses"] = responses;
     op
+}
+
+/// The answers any request may get before its route reads it, all in the
+/// error envelope: a head hyper cannot parse (`400`), a target or a head
+/// over the caps (`414`, `431`), and a connection over the cap (`503`).
+fn connection_refusals(responses: &mut Value) {
+    for (status, name) in [
+        ("400", "BadRequest"),
+        ("414", "UriTooLong"),
+        ("431", "HeadersTooLarge"),
+        ("503", "Unavailable"),
+    ] {
+        if responses.get(status).is_none() {
+            responses[status] = response(name);
+        }
+    }
 }
 
 /// The MCP endpoints, which `crate::mcp` routes apart from [`ROUTES`]:
@@ -864,6 +884,8 @@ fn mcp_paths(paths: &mut Map<String, Value>) {
         if let Some(forbidden) = forbidden {
             responses["403"] = jsonrpc_error(forbidden);
         }
+        responses["408"] = response("RequestTimeout");
+        connection_refusals(&mut responses);
         let post = json!({
             "operationId": id,
             "summary": summary,
@@ -965,7 +987,11 @@ fn components() -> Value {
             }
         },
         "responses": {
-            "BadRequest": error("The request cannot be read: broken JSON, a malformed id or query parameter"),
+            "BadRequest": error("The request cannot be read: a malformed head, more than one `Authorization` header, broken JSON or a key given twice in an object (`path` points at the second), a malformed id or query parameter"),
+            "RequestTimeout": error("The request's body did not arrive within the server's body timeout (`hane serve --body-timeout`, 30 s by default)"),
+            "UriTooLong": error("The request's target (path and query) is over 8 KiB"),
+            "HeadersTooLarge": error("The request's head (request line and headers) is over 64 KiB, or has over 100 headers"),
+            "Unavailable": error("The server has as many connections open as it takes (`hane serve --max-connections`, 1024 by default); the connection is closed"),
             "NotFound": error("Nothing has this id: no such run or action"),
             "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
             "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),

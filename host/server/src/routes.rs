@@ -3,15 +3,12 @@
 //! check. The handlers of outbound actions, overrides and the budget are in
 //! `actions`.
 
-use std::future::Future;
-
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use axum::serve::ListenerExt as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::StartRun;
 use hane_core::Person;
@@ -449,28 +446,6 @@ pub fn router(runtime: AgentRuntime) -> Router {
         .merge(mcp)
 }
 
-/// Serves the API over `runtime` on `listener` until `shutdown` resolves,
-/// then waits for the requests in progress (a `wait: true` start waits
-/// for its run, at most the agent's `maxSeconds`).
-///
-/// # Errors
-///
-/// Accepting connections failed.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    runtime: AgentRuntime,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    // Answers are small and often written in pieces (a stream's events):
-    // don't let Nagle hold one back for the client's delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(runtime))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 /// The state of the key check on one route.
 #[derive(Clone)]
 struct Guard {
@@ -557,7 +532,15 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
 
 /// The key in an `Authorization: Bearer KEY` header.
 fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        if headers.contains_key(header::AUTHORIZATION) {
+            // Which one counts would be up to whoever reads them.
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "the request has more than one Authorization header: send the key in one",
+            ));
+        }
         return Err(ApiError::new(
             ErrorCode::Unauthorized,
             "this route needs an API key: send `Authorization: Bearer KEY` (create a key with `hane keys create NAME --role ROLE`)",

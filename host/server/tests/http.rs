@@ -18,6 +18,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+#[path = "http/hardening.rs"]
+mod hardening;
+
 const FOUND: &str = "架空 300 あ 10-02";
 const MISSING: &str = "架空 999 ん 99-99";
 
@@ -49,6 +52,16 @@ impl Server {
     /// A server with the release in `release` active, delivering with
     /// `delivery`.
     async fn start_with(release: &Path, delivery: DeliveryConfig) -> anyhow::Result<Self> {
+        Self::start_serving(release, delivery, hane_server::ServeConfig::default()).await
+    }
+
+    /// A server as [`Server::start_with`] makes, with `config`'s timeouts
+    /// and connection cap.
+    async fn start_serving(
+        release: &Path,
+        delivery: DeliveryConfig,
+        serving: hane_server::ServeConfig,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut sandbox = SandboxConfig::new();
         sandbox.cache_dir(Some(hane_test_support::component_cache()));
@@ -72,9 +85,14 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(hane_server::serve(listener, runtime.clone(), async {
-            let _ = stopped.await;
-        }));
+        let served = tokio::spawn(hane_server::serve_with(
+            listener,
+            runtime.clone(),
+            serving,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Ok(Self {
             addr,
             runtime,

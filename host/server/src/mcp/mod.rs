@@ -369,6 +369,15 @@ async fn call_directly(
 /// Reads `bytes` as one JSON-RPC message rmcp can read, so what is not
 /// gets a JSON-RPC error naming why (rmcp answers a plain-text `415`).
 fn check_message(bytes: &Bytes) -> Result<ClientJsonRpcMessage, Refusal> {
+    // A message that gives a key twice means whatever its reader takes
+    // it to mean: refused before anything reads it.
+    if let Err(e @ crate::json::BodyError::DuplicateKey { .. }) = crate::json::unique_value(bytes) {
+        return Err(Refusal::jsonrpc(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorData::invalid_request(e.to_string(), None),
+        ));
+    }
     // What real clients send reads at once; the rest is read again to say
     // what is wrong with it.
     let unreadable = match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
