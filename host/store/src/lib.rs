@@ -52,5 +52,6 @@ pub use registry::{
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{
-    Appended, ForkPoint, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture,
+    Appended, ForkPoint, NotAStore, OperationRecord, SessionInfo, SessionStore, StoreError,
+    StoreFuture,
 };

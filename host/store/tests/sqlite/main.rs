@@ -8,6 +8,7 @@ mod evaluations;
 mod fork;
 mod history;
 mod model;
+mod opening;
 mod operations;
 mod receptions;
 mod schedules;
