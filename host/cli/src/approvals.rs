@@ -17,7 +17,6 @@ use clap::{Args, Subcommand};
 use hane_coordinator::{ActionError, ExecutionLedger, load_active};
 use hane_core::{ActionId, ActionRequest, ActionState, DeciderKind, Person, RunId};
 use hane_delivery::ConfigError;
-use hane_store::Registry;
 
 use crate::agents::{StoreArg, time};
 use crate::exit;
@@ -191,8 +190,7 @@ fn decider() -> String {
 /// and environment there.
 async fn open_ledger(path: &Path) -> anyhow::Result<ExecutionLedger> {
     let delivery = delivery_from_env()?;
-    let registry = Registry::open(path)
-        .with_context(|| format!("opening the registry at {}", path.display()))?;
+    let registry = crate::runtime::open_registry(path)?;
     let scope = scope_from_env();
     let budget = load_active(&registry)
         .await

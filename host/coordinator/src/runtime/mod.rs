@@ -420,8 +420,9 @@ impl RuntimeConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// The store could not be opened.
-    #[error("opening the store: {0}")]
+    /// The store could not be opened. Its errors name the store's file
+    /// and what was being done, so nothing is added here.
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The sandbox could not start.
     #[error(transparent)]
@@ -429,10 +430,13 @@ pub enum OpenError {
 }
 
 impl AgentRuntime {
-    /// Opens everything a runtime needs on the store at `path` (created
-    /// if missing): the session store, the registry in the same file, a
-    /// sandbox, the configured components, a local operation manager and a
-    /// coordinator.
+    /// Opens everything a runtime needs on the store at `path`: the
+    /// session store, the registry in the same file, a sandbox, the
+    /// configured components, a local operation manager and a
+    /// coordinator. A new store is made only where nothing is at `path`
+    /// ([`Registry::created`] on [`AgentRuntime::registry`] says so);
+    /// anything else there but a store is refused (see
+    /// [`SqliteStore::open`]).
     ///
     /// # Errors
     ///
@@ -444,8 +448,10 @@ impl AgentRuntime {
     pub fn open(path: &std::path::Path, config: &RuntimeConfig) -> Result<Self, OpenError> {
         let mut store_config = SqliteConfig::new();
         store_config.synchronous(config.synchronous);
-        let store = Arc::new(SqliteStore::open(path, &store_config)?);
+        // The registry first, so that its `created` says whether this
+        // open made the store.
         let registry = Registry::open_with(path, config.synchronous)?;
+        let store = Arc::new(SqliteStore::open(path, &store_config)?);
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();
         let manager = Arc::new(LocalOperationManager::new(
