@@ -1,6 +1,8 @@
 //! The store as the CLI opens it: only a path where nothing is makes a
 //! new store, said in one line; a file that is not a store is refused,
-//! its cause said once.
+//! its cause said once; an empty `HANE_STORE` is unset.
+
+use std::process::Command;
 
 use crate::common::{failed, hane_on, ok, text};
 
@@ -51,4 +53,24 @@ fn a_new_store_is_made_only_where_nothing_is_and_said_in_one_line() {
     let again = hane_on(&store, &["runs", "list"]);
     ok(&again);
     assert_eq!(text(&again.stderr), "no runs\n");
+}
+
+#[test]
+fn an_empty_hane_store_is_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let listed = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["runs", "list"])
+        .current_dir(dir.path())
+        .env("HANE_STORE", "")
+        .env("XDG_DATA_HOME", dir.path())
+        .output()
+        .unwrap();
+    ok(&listed);
+    let default = dir.path().join("hane/hane.db");
+    assert!(default.is_file(), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stderr).contains(&format!("created a new store at {}", default.display())),
+        "{}",
+        text(&listed.stderr)
+    );
 }
