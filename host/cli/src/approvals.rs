@@ -211,17 +211,18 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
         let ledger = open_ledger(&path).await?;
         match args.command {
             ApprovalsCommand::List { state, run, json } => {
-                let actions = ledger.list(state.0, run.as_ref()).await?;
+                let listed = ledger.list(state.0, run.as_ref()).await?;
+                let actions = &listed.items;
                 if json {
                     let list: Vec<_> = actions.iter().map(ActionRequest::to_json).collect();
                     println!("{}", serde_json::to_string_pretty(&list)?);
-                } else if actions.is_empty() {
+                } else if actions.is_empty() && listed.skipped.is_empty() {
                     match state.0 {
                         Some(state) => eprintln!("no {state} actions"),
                         None => eprintln!("no actions"),
                     }
                 } else {
-                    for action in &actions {
+                    for action in actions {
                         println!(
                             "{}  {}  {:<9}  {}  to {}  ({})",
                             action.id,
@@ -233,6 +234,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                         );
                     }
                 }
+                crate::store::note_skipped(("action", "actions"), &listed.skipped);
             }
             ApprovalsCommand::Show { id, json } => {
                 print_action(&ledger.get(id.as_str()).await?, json)?;

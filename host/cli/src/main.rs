@@ -14,6 +14,7 @@ mod scaffold;
 mod schedules;
 mod serve;
 mod session;
+mod store;
 mod worker;
 mod workflow;
 

@@ -26,6 +26,15 @@ fn schema(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
+/// The `skipped` of a listing: how many stored items it left out.
+fn skipped() -> Value {
+    json!({
+        "type": "integer",
+        "minimum": 0,
+        "description": "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them"
+    })
+}
+
 fn response(name: &str) -> Value {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
@@ -1075,9 +1084,9 @@ fn components() -> Value {
             },
             "RunList": {
                 "type": "object",
-                "required": ["runs"],
+                "required": ["runs", "skipped"],
                 "additionalProperties": false,
-                "properties": { "runs": { "type": "array", "items": schema("AgentRun") } }
+                "properties": { "runs": { "type": "array", "items": schema("AgentRun") }, "skipped": skipped() }
             },
             "ToolDefinition": {
                 "type": "object",
@@ -1116,9 +1125,9 @@ fn components() -> Value {
             },
             "TaskList": {
                 "type": "object",
-                "required": ["tasks"],
+                "required": ["tasks", "skipped"],
                 "additionalProperties": false,
-                "properties": { "tasks": { "type": "array", "items": schema("Task") } }
+                "properties": { "tasks": { "type": "array", "items": schema("Task") }, "skipped": skipped() }
             },
             "Health": {
                 "type": "object",
@@ -1181,14 +1190,17 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
         "ConversationList".to_owned(),
         json!({
             "type": "object",
-            "required": ["conversations"],
+            "required": ["conversations", "skipped"],
             "additionalProperties": false,
-            "properties": { "conversations": { "type": "array", "items": {
-                "type": "object",
-                "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
-                "additionalProperties": false,
-                "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
-            } } }
+            "properties": {
+                "conversations": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
+                    "additionalProperties": false,
+                    "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
+                } },
+                "skipped": skipped()
+            }
         }),
     );
     schemas.insert(
@@ -1391,9 +1403,9 @@ fn evaluation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String,
         "EvaluationList".to_owned(),
         json!({
             "type": "object",
-            "required": ["evaluations"],
+            "required": ["evaluations", "skipped"],
             "additionalProperties": false,
-            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") } }
+            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") }, "skipped": skipped() }
         }),
     );
     schemas.insert(
@@ -1492,9 +1504,9 @@ fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, 
         "ReceptionList".to_owned(),
         json!({
             "type": "object",
-            "required": ["requests"],
+            "required": ["requests", "skipped"],
             "additionalProperties": false,
-            "properties": { "requests": { "type": "array", "items": schema("Reception") } }
+            "properties": { "requests": { "type": "array", "items": schema("Reception") }, "skipped": skipped() }
         }),
     );
     schemas
@@ -1636,9 +1648,9 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
         "ActionRequestList".to_owned(),
         json!({
             "type": "object",
-            "required": ["actionRequests"],
+            "required": ["actionRequests", "skipped"],
             "additionalProperties": false,
-            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") } }
+            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") }, "skipped": skipped() }
         }),
     );
     schemas.insert(

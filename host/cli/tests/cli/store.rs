@@ -1,10 +1,32 @@
 //! The store as the CLI opens it: only a path where nothing is makes a
-//! new store, said in one line; a file that is not a store is refused,
-//! its cause said once; an empty `HANE_STORE` is unset.
+//! new store, said in one line; a file that is not a store is refused, its
+//! cause said once; an empty `HANE_STORE` is unset; a listing leaves out a
+//! damaged run and names it.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
-use crate::common::{failed, hane_on, ok, text};
+use serde_json::Value;
+
+use crate::common::{activated_examples, failed, hane_on, json, ok, text};
+
+fn damage_run(store: &Path, id: &str) {
+    let db = rusqlite::Connection::open(store).unwrap();
+    let changed = db
+        .execute("UPDATE runs SET body = x'48414e45ff' WHERE id = ?1", [id])
+        .unwrap();
+    assert_eq!(changed, 1, "no run {id}");
+}
+
+/// Runs the scripted vehicle check; the run's id.
+fn run(store: &Path, vehicle: &str) -> String {
+    let input = serde_json::json!({ "vehicle": vehicle }).to_string();
+    let run = json(&hane_on(
+        store,
+        &["run", "vehicle-check-scripted", "--input", &input, "--json"],
+    ));
+    run["id"].as_str().unwrap().to_owned()
+}
 
 #[test]
 fn a_file_that_is_not_a_store_is_refused_naming_it_and_its_cause_once() {
@@ -73,4 +95,43 @@ fn an_empty_hane_store_is_unset() {
         "{}",
         text(&listed.stderr)
     );
+}
+
+#[test]
+fn a_run_that_does_not_read_is_left_out_of_the_listing_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated_examples(dir.path());
+    let good = run(&store, "架空 500 さ 12-34");
+    let damaged = run(&store, "架空 1 x 0");
+    damage_run(&store, &damaged);
+
+    let listed: Output = hane_on(&store, &["runs", "list"]);
+    let out = ok(&listed);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with(&good), "{out}");
+    let said = text(&listed.stderr);
+    assert!(
+        said.starts_with(&format!(
+            "hane: skipped 1 run that could not be read: {damaged} (`envelope` envelope is corrupt: "
+        )),
+        "{said}"
+    );
+    assert!(
+        said.trim_end()
+            .ends_with("; `hane store check` reports every one"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+
+    let as_json: Value = json(&hane_on(&store, &["runs", "list", "--json"]));
+    let ids: Vec<&str> = as_json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [good.as_str()]);
+
+    let shown = failed(&hane_on(&store, &["runs", "show", &damaged]), 1);
+    assert!(shown.contains(&format!("run {damaged}: ")), "{shown}");
 }
