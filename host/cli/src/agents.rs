@@ -32,17 +32,22 @@ pub struct StoreArg {
 }
 
 impl StoreArg {
+    /// The store's path, its directory made if missing (for a new store).
     pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
-        let path = self
-            .store
-            .clone()
-            .or_else(default_store_path)
-            .context("no store: pass --store FILE or set HANE_STORE")?;
+        let path = self.named()?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
         Ok(path)
+    }
+
+    /// The store's path: `--store`, else `HANE_STORE`, else the default.
+    pub(crate) fn named(&self) -> anyhow::Result<PathBuf> {
+        self.store
+            .clone()
+            .or_else(default_store_path)
+            .context("no store: pass --store FILE or set HANE_STORE")
     }
 }
 

@@ -155,6 +155,10 @@ pub enum StoreError {
         /// What is there instead.
         problem: NotAStore,
     },
+    /// Nothing is at the path of a store that must exist, such as one
+    /// being checked.
+    #[error("there is no store at `{}`: nothing is at that path", .0.display())]
+    NoStore(PathBuf),
     /// No such release, or nothing to roll back to.
     #[error("{0}")]
     ReleaseNotFound(String),

@@ -4,7 +4,7 @@
 //! (reception from the terminal), `chat` (a
 //! conversation on stdin), `mcp` (the stdio relay), `schedules` (two
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
-//! (how the store is opened, listings with damaged items) and `worker`.
+//! (opening, listings with damaged items, `hane store check`) and `worker`.
 
 mod agents;
 mod approvals;

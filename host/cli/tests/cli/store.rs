@@ -1,7 +1,7 @@
 //! The store as the CLI opens it: only a path where nothing is makes a
 //! new store, said in one line; a file that is not a store is refused, its
 //! cause said once; an empty `HANE_STORE` is unset; a listing leaves out a
-//! damaged run and names it.
+//! damaged run and names it; `hane store check` reports every problem.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -43,7 +43,11 @@ fn a_file_that_is_not_a_store_is_refused_naming_it_and_its_cause_once() {
         ),
     ] {
         std::fs::write(&store, content).unwrap();
-        for args in [&["runs", "list"][..], &["keys", "list"]] {
+        for args in [
+            &["runs", "list"][..],
+            &["keys", "list"],
+            &["store", "check"],
+        ] {
             let stderr = failed(&hane_on(&store, args), 1);
             assert_eq!(
                 stderr,
@@ -134,4 +138,64 @@ fn a_run_that_does_not_read_is_left_out_of_the_listing_and_named() {
 
     let shown = failed(&hane_on(&store, &["runs", "show", &damaged]), 1);
     assert!(shown.contains(&format!("run {damaged}: ")), "{shown}");
+}
+
+#[test]
+fn store_check_reports_each_problem_by_table_and_id_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated_examples(dir.path());
+    let first = run(&store, "架空 500 さ 12-34");
+    run(&store, "架空 1 x 0");
+
+    let sound = hane_on(&store, &["store", "check"]);
+    let out = ok(&sound);
+    let summary = out.lines().last().unwrap();
+    let prefix = format!("store {}: ", store.display());
+    assert!(summary.starts_with(&prefix), "{out}");
+    assert!(summary.ends_with(" items checked, no problems"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let checked: u64 = summary[prefix.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(checked > 2, "the release, the runs and their events: {out}");
+
+    damage_run(&store, &first);
+    let damaged = hane_on(&store, &["store", "check"]);
+    assert_eq!(damaged.status.code(), Some(1), "{}", text(&damaged.stderr));
+    let out = text(&damaged.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with(&format!("runs {first}: `envelope` envelope is corrupt: ")),
+        "{out}"
+    );
+    assert_eq!(
+        lines[1],
+        format!("{prefix}{checked} items checked, 1 problem")
+    );
+
+    let report = hane_on(&store, &["store", "check", "--json"]);
+    assert_eq!(report.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["sound"], false);
+    assert_eq!(report["problems"][0]["table"], "runs");
+    assert_eq!(report["problems"][0]["id"], first.as_str());
+}
+
+#[test]
+fn store_check_makes_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("absent.db");
+    let stderr = failed(&hane_on(&store, &["store", "check"]), 1);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: there is no store at `{}`: nothing is at that path",
+            store.display()
+        )
+    );
+    assert!(!store.exists());
 }

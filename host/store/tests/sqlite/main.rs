@@ -2,6 +2,7 @@
 //! deduplication, operation state, concurrency, versions, and a model of
 //! the whole.
 
+mod check;
 mod concurrency;
 mod conversations;
 mod evaluations;
