@@ -193,7 +193,7 @@ async fn vehicle_check_scripted_hands_over_a_missing_vehicle() {
         tools,
         ["data.find_record", "request_human_help", "submit_result"]
     );
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].kind, "handover");
     assert_eq!(tasks[0].assignment, "fleet-desk");
@@ -217,7 +217,7 @@ async fn vehicle_check_scripted_hands_over_a_missing_vehicle() {
         .unwrap();
     assert_eq!(shadow.status, RunStatus::Succeeded);
     assert!(shadow.shadow);
-    assert!(runtime.tasks(&shadow.id).await.unwrap().is_empty());
+    assert!(runtime.tasks(&shadow.id).await.unwrap().items.is_empty());
     assert!(
         shadow.tool_calls[1].detail.contains("shadow"),
         "{:?}",
@@ -249,7 +249,7 @@ async fn lease_qa_reads_a_summary_or_hands_over() {
         .unwrap();
     assert_eq!(result(&missing)["status"], "handed_over");
     assert_eq!(
-        runtime.tasks(&missing.id).await.unwrap()[0].assignment,
+        runtime.tasks(&missing.id).await.unwrap().items[0].assignment,
         "leasing-desk"
     );
 }
@@ -268,7 +268,14 @@ async fn bad_input_and_unknown_agents_are_refused_before_a_run_exists() {
     assert_eq!(path, "/vehicle");
     let err = runtime.start(start("nobody", json!({}))).await.unwrap_err();
     assert!(err.to_string().contains("vehicle-check-scripted"), "{err}");
-    assert!(runtime.list(RunQuery::default()).await.unwrap().is_empty());
+    assert!(
+        runtime
+            .list(RunQuery::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 const TWO_CALLS_ALLOWED: &str = r#"
@@ -520,7 +527,7 @@ async fn runs_are_listed_by_agent_and_status() {
         .run_to_end(start("lease-qa", json!({"contract_no": "C-1002"})))
         .await
         .unwrap();
-    let all = runtime.list(RunQuery::default()).await.unwrap();
+    let all = runtime.list(RunQuery::default()).await.unwrap().items;
     assert_eq!(all.len(), 3);
     assert_eq!(all[0].agent, "lease-qa", "newest first");
     let vehicles = runtime
@@ -529,7 +536,8 @@ async fn runs_are_listed_by_agent_and_status() {
             ..RunQuery::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(vehicles.len(), 2);
     let failed = runtime
         .list(RunQuery {
@@ -537,7 +545,8 @@ async fn runs_are_listed_by_agent_and_status() {
             ..RunQuery::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert!(failed.is_empty());
 }
 

@@ -92,7 +92,8 @@ async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> A
             .actions()
             .list(Some(state), Some(run))
             .await
-            .unwrap();
+            .unwrap()
+            .items;
         if let Some(action) = found.into_iter().next() {
             return action;
         }
@@ -139,7 +140,7 @@ async fn a_person_approves_an_email_and_it_is_delivered_once_a_rejected_one_neve
     assert_eq!(action.decider, DeciderKind::Person);
     assert_eq!(action.assignment.as_deref(), Some("fleet-desk"));
     assert_eq!(action.rule.as_deref(), Some("fleet-outbound default"));
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     assert_eq!(tasks[0].kind, "approval");
     assert_eq!(Some(&tasks[0].id), action.task.as_ref());
@@ -326,7 +327,7 @@ async fn a_policy_rule_approves_without_a_task_and_it_is_not_human_approval() {
     assert_eq!(shown["humanApproved"], false);
     assert_eq!(shown["approvedBy"], "policy");
     assert!(action.task.is_none());
-    assert!(runtime.tasks(&ended.id).await.unwrap().is_empty());
+    assert!(runtime.tasks(&ended.id).await.unwrap().items.is_empty());
     assert_eq!(server.messages_of(action.id.as_str()), 1);
 }
 
@@ -376,7 +377,8 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
             ..Default::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(reviews.len(), 1);
     assert_eq!(result(&reviews[0])["status"], "approve");
 
@@ -437,7 +439,7 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     assert_eq!(approved.to_json()["approvedBy"], "person");
     let ended = runtime.wait(&run.id).await.unwrap();
     assert_eq!(result(&ended)["status"], "failed");
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1, "the escalation task: {tasks:#?}");
 }
 
@@ -529,7 +531,7 @@ async fn a_shadow_run_records_what_it_would_send_and_sends_nothing() {
     assert_eq!(action.state, ActionState::Shadowed);
     assert!(action.trail.is_empty() && action.attempts.is_empty());
     assert_eq!(action.recipient, "shinagawa@fleet.example");
-    assert!(runtime.tasks(&ended.id).await.unwrap().is_empty());
+    assert!(runtime.tasks(&ended.id).await.unwrap().items.is_empty());
     assert!(server.messages().is_empty());
 }
 
@@ -630,7 +632,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
 
 /// Every action run `run` proposed.
 async fn actions_of(runtime: &AgentRuntime, run: &RunId) -> Vec<ActionRequest> {
-    runtime.actions().list(None, Some(run)).await.unwrap()
+    runtime.actions().list(None, Some(run)).await.unwrap().items
 }
 
 /// Copies the test program `name` (a guest of tests/guests) to `to`.

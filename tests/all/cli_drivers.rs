@@ -208,7 +208,7 @@ async fn codex_finds_a_known_vehicle_and_hands_over_an_unknown_one() {
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let result = run.result.unwrap().to_value().unwrap();
     assert_eq!(result["status"], "handed_over");
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].assignment, "fleet-desk");
 }
@@ -403,7 +403,7 @@ async fn opencode_runs_the_vehicle_check_agent_unchanged_and_hands_over_an_unkno
         tools,
         ["data.find_record", "request_human_help", "submit_result"]
     );
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].assignment, "fleet-desk");
 }
@@ -470,7 +470,7 @@ async fn claude_finds_a_known_vehicle_and_hands_over_an_unknown_one() {
     );
     let result = run.result.unwrap().to_value().unwrap();
     assert_eq!(result["status"], "handed_over");
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].assignment, "fleet-desk");
 }

@@ -253,7 +253,8 @@ async fn a_later_message_is_answered_from_an_earlier_result() {
             ..Default::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(listed.len(), 2);
     let view = runtime.conversation(&id).await.unwrap();
     assert_eq!(view.entries.len(), 2);
@@ -397,7 +398,7 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
     );
     assert_eq!(runtime.conversation(&id).await.unwrap().entries.len(), 1);
     // Each derivation is kept as a dry run of reception's.
-    let kept = runtime.receptions(0).await.unwrap();
+    let kept = runtime.receptions(0).await.unwrap().items;
     let statuses: Vec<_> = kept.iter().map(|r| (r.text.as_str(), r.status)).collect();
     assert_eq!(
         statuses,

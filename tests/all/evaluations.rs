@@ -55,14 +55,15 @@ async fn the_example_suite_passes_as_shadow_runs_and_is_stored() {
         let run = runtime.get(case.run.as_ref().unwrap()).await.unwrap();
         assert!(run.shadow, "{run:#?}");
         // The handover of the missing contract is only recorded.
-        assert!(runtime.tasks(&run.id).await.unwrap().is_empty());
+        assert!(runtime.tasks(&run.id).await.unwrap().items.is_empty());
     }
     let stored = runtime.evaluation(evaluation.id.as_str()).await.unwrap();
     assert_eq!(stored, evaluation);
     let listed = runtime
         .evaluations(Some("lease-qa-eval".to_owned()), 0)
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(listed, [evaluation]);
     assert!(matches!(
         runtime.evaluate("nobody-eval", |_| {}).await,
@@ -111,12 +112,12 @@ async fn shadow_cases_send_nothing_and_hand_over_nothing() {
     // Nothing reached the SMTP server; every action is only a record; no
     // person has a task.
     assert!(smtp.messages().is_empty(), "{}", smtp.log());
-    let actions = runtime.actions().list(None, None).await.unwrap();
+    let actions = runtime.actions().list(None, None).await.unwrap().items;
     assert_eq!(actions.len(), 2);
     assert!(actions.iter().all(|a| a.state == ActionState::Shadowed));
     for case in evaluation.cases.iter().chain(&handover.cases) {
         let run = case.run.as_ref().unwrap();
-        assert!(runtime.tasks(run).await.unwrap().is_empty());
+        assert!(runtime.tasks(run).await.unwrap().items.is_empty());
     }
 }
 

@@ -205,7 +205,7 @@ async fn codex_runs_end_to_end_in_the_codex_baseline_image() {
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let result = run.result.unwrap().to_value().unwrap();
     assert_eq!(result["status"], "handed_over");
-    let tasks = runtime.tasks(&run.id).await.unwrap();
+    let tasks = runtime.tasks(&run.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].assignment, "fleet-desk");
 }

@@ -403,7 +403,7 @@ async fn an_outbound_call_answers_pending_and_nothing_is_sent_before_a_person_ap
         result(&out, 1)["structuredContent"]["action"],
         action_id.as_str()
     );
-    let actions = runtime.actions().list(None, Some(run)).await.unwrap();
+    let actions = runtime.actions().list(None, Some(run)).await.unwrap().items;
     assert_eq!(actions.len(), 1, "{actions:#?}");
     let action = &actions[0];
     assert_eq!(action.state, ActionState::Pending);

@@ -253,7 +253,7 @@ async fn the_llm_vehicle_check_finds_a_vehicle_and_hands_over_an_unknown_one() {
     assert_eq!(missing.status, RunStatus::Succeeded, "{missing:#?}");
     let result = missing.result.as_ref().unwrap().to_value().unwrap();
     assert_eq!(result["status"], "handed_over");
-    let tasks = runtime.tasks(&missing.id).await.unwrap();
+    let tasks = runtime.tasks(&missing.id).await.unwrap().items;
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     assert_eq!(tasks[0].assignment, "fleet-desk");
     assert_eq!(missing.tokens_used, 642 + 41 + 735 + 52 + 842 + 30);
@@ -578,7 +578,15 @@ async fn instructions_planted_in_tool_output_change_nothing_the_gateway_allows()
         "{run:#?}"
     );
     // No action was proposed, so nothing can be approved or sent.
-    assert!(runtime.actions().list(None, None).await.unwrap().is_empty());
+    assert!(
+        runtime
+            .actions()
+            .list(None, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 /// A release with an `llm` agent on the shared llama.cpp server through

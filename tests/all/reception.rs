@@ -174,7 +174,7 @@ async fn a_request_starts_the_agent_it_is_for_with_a_valid_input() {
         runtime.reception(reception.id.as_str()).await.unwrap(),
         reception
     );
-    assert_eq!(runtime.receptions(0).await.unwrap(), [reception]);
+    assert_eq!(runtime.receptions(0).await.unwrap().items, [reception]);
 }
 
 #[tokio::test]
@@ -201,7 +201,11 @@ async fn a_dry_run_answers_what_would_start_and_starts_nothing() {
     assert_eq!(reception.agent.as_deref(), Some("lease-qa"));
     assert_eq!(reception.run, None);
     assert!(reception.dry_run);
-    let runs = runtime.list(hane_store::RunQuery::default()).await.unwrap();
+    let runs = runtime
+        .list(hane_store::RunQuery::default())
+        .await
+        .unwrap()
+        .items;
     assert!(runs.is_empty(), "{runs:#?}");
 }
 
@@ -261,9 +265,10 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
             .list(hane_store::RunQuery::default())
             .await
             .unwrap()
+            .items
             .is_empty()
     );
-    assert_eq!(runtime.receptions(0).await.unwrap().len(), 2);
+    assert_eq!(runtime.receptions(0).await.unwrap().items.len(), 2);
 }
 
 #[tokio::test]
@@ -295,7 +300,7 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
         matches!(&err, ReceptionError::Invalid { path, .. } if path == "/text"),
         "{err:?}"
     );
-    assert_eq!(runtime.receptions(0).await.unwrap().len(), 1);
+    assert_eq!(runtime.receptions(0).await.unwrap().items.len(), 1);
     let err = runtime.reception("req_00000000000000000000000000").await;
     assert!(matches!(err, Err(ReceptionError::NotFound(_))), "{err:?}");
 }

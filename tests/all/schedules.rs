@@ -84,7 +84,8 @@ async fn runs(runtime: &AgentRuntime) -> Vec<AgentRun> {
             ..RunQuery::default()
         })
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     let mut ended = Vec::new();
     for run in listed {
         ended.push(match runtime.wait(&run.id).await {
@@ -354,7 +355,7 @@ async fn a_workflow_schedule_starts_a_case_per_tick() {
         assert_eq!(case.status, hane_core::CaseStatus::Succeeded, "{case:#?}");
         assert_eq!(case.workflow, "lease-inquiry");
     }
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().len(), 2);
+    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 2);
 }
 
 #[tokio::test]

@@ -37,6 +37,7 @@ async fn lease_qa_runs(runtime: &AgentRuntime) -> usize {
         })
         .await
         .unwrap()
+        .items
         .len()
 }
 
@@ -91,7 +92,7 @@ async fn a_case_runs_its_steps_and_skips_what_its_conditions_rule_out() {
         runtime.start_case("nothing", json!({})).await,
         Err(WorkflowError::UnknownWorkflow { known, .. }) if known == ["lease-inquiry"]
     ));
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().len(), 1);
+    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test]
@@ -331,7 +332,7 @@ async fn an_agent_starts_only_the_workflows_it_lists_and_none_in_a_shadow_run() 
         "{denied:#?}"
     );
     assert_ne!(denied.status, RunStatus::Succeeded, "{denied:#?}");
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().len(), 1);
+    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 1);
 }
 
 fn refused_errors(

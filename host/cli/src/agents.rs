@@ -20,6 +20,7 @@ use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
 use crate::session::default_store_path;
+use crate::store::note_skipped;
 
 /// The store flag every command here shares.
 #[derive(Args)]
@@ -31,17 +32,22 @@ pub struct StoreArg {
 }
 
 impl StoreArg {
+    /// The store's path, its directory made if missing (for a new store).
     pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
-        let path = self
-            .store
-            .clone()
-            .or_else(default_store_path)
-            .context("no store: pass --store FILE or set HANE_STORE")?;
+        let path = self.named()?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
         Ok(path)
+    }
+
+    /// The store's path: `--store`, else `HANE_STORE`, else the default.
+    pub(crate) fn named(&self) -> anyhow::Result<PathBuf> {
+        self.store
+            .clone()
+            .or_else(default_store_path)
+            .context("no store: pass --store FILE or set HANE_STORE")
     }
 }
 
@@ -346,11 +352,11 @@ pub fn runs(args: RunsArgs) -> ExitCode {
                     })
                     .await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&runs)?);
-                } else if runs.is_empty() {
+                    println!("{}", serde_json::to_string_pretty(&runs.items)?);
+                } else if runs.items.is_empty() && runs.skipped.is_empty() {
                     eprintln!("no runs");
                 } else {
-                    for run in &runs {
+                    for run in &runs.items {
                         println!(
                             "{}  {}  {:<15} {}  {}",
                             run.id,
@@ -361,6 +367,7 @@ pub fn runs(args: RunsArgs) -> ExitCode {
                         );
                     }
                 }
+                note_skipped(("run", "runs"), &runs.skipped);
             }
             RunsCommand::Show { id, json } => {
                 let run = runtime.get(&id).await?;
@@ -474,7 +481,7 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
             .actions()
             .list(Some(ActionState::Pending), Some(&run.id))
             .await?;
-        if let Some(action) = pending.into_iter().next() {
+        if let Some(action) = pending.items.into_iter().next() {
             break action;
         }
         let now = runtime.get(&run.id).await?;
@@ -552,7 +559,9 @@ pub(crate) async fn print_run(
     run: &AgentRun,
     json: bool,
 ) -> anyhow::Result<()> {
-    let tasks: Vec<Task> = runtime.tasks(&run.id).await?;
+    let tasks = runtime.tasks(&run.id).await?;
+    note_skipped(("task", "tasks"), &tasks.skipped);
+    let tasks: Vec<Task> = tasks.items;
     let turns = runtime.llm_turns(&run.id).await?;
     let cli = runtime.cli_output(&run.id).await?;
     if json {

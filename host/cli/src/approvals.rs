@@ -17,7 +17,6 @@ use clap::{Args, Subcommand};
 use hane_coordinator::{ActionError, ExecutionLedger, load_active};
 use hane_core::{ActionId, ActionRequest, ActionState, DeciderKind, Person, RunId};
 use hane_delivery::ConfigError;
-use hane_store::Registry;
 
 use crate::agents::{StoreArg, time};
 use crate::exit;
@@ -191,8 +190,7 @@ fn decider() -> String {
 /// and environment there.
 async fn open_ledger(path: &Path) -> anyhow::Result<ExecutionLedger> {
     let delivery = delivery_from_env()?;
-    let registry = Registry::open(path)
-        .with_context(|| format!("opening the registry at {}", path.display()))?;
+    let registry = crate::runtime::open_registry(path)?;
     let scope = scope_from_env();
     let budget = load_active(&registry)
         .await
@@ -213,17 +211,18 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
         let ledger = open_ledger(&path).await?;
         match args.command {
             ApprovalsCommand::List { state, run, json } => {
-                let actions = ledger.list(state.0, run.as_ref()).await?;
+                let listed = ledger.list(state.0, run.as_ref()).await?;
+                let actions = &listed.items;
                 if json {
                     let list: Vec<_> = actions.iter().map(ActionRequest::to_json).collect();
                     println!("{}", serde_json::to_string_pretty(&list)?);
-                } else if actions.is_empty() {
+                } else if actions.is_empty() && listed.skipped.is_empty() {
                     match state.0 {
                         Some(state) => eprintln!("no {state} actions"),
                         None => eprintln!("no actions"),
                     }
                 } else {
-                    for action in &actions {
+                    for action in actions {
                         println!(
                             "{}  {}  {:<9}  {}  to {}  ({})",
                             action.id,
@@ -235,6 +234,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                         );
                     }
                 }
+                crate::store::note_skipped(("action", "actions"), &listed.skipped);
             }
             ApprovalsCommand::Show { id, json } => {
                 print_action(&ledger.get(id.as_str()).await?, json)?;

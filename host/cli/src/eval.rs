@@ -114,15 +114,16 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             EvalCommand::List { suite, limit, json } => {
-                let evaluations = runtime.evaluations(suite, limit).await?;
+                let listed = runtime.evaluations(suite, limit).await?;
+                crate::store::note_skipped(("evaluation", "evaluations"), &listed.skipped);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&evaluations)?);
+                    println!("{}", serde_json::to_string_pretty(&listed.items)?);
                     return Ok(ExitCode::SUCCESS);
                 }
-                if evaluations.is_empty() {
+                if listed.items.is_empty() && listed.skipped.is_empty() {
                     eprintln!("no evaluations yet: run one with `hane eval run SUITE`");
                 }
-                for e in &evaluations {
+                for e in &listed.items {
                     println!(
                         "{}  {}  {}  release {}{}  {}/{} passed  {}",
                         e.id,

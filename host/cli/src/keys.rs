@@ -7,7 +7,6 @@ use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand};
 use hane_server::{KeyError, Role};
-use hane_store::Registry;
 use serde_json::json;
 
 use crate::agents::{StoreArg, time};
@@ -89,8 +88,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         // Keys live in the registry alone: no sandbox is started.
-        let registry = Registry::open(&path)
-            .with_context(|| format!("opening the registry at {}", path.display()))?;
+        let registry = crate::runtime::open_registry(&path)?;
         match args.command {
             KeysCommand::Create {
                 name,

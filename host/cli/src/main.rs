@@ -14,6 +14,7 @@ mod scaffold;
 mod schedules;
 mod serve;
 mod session;
+mod store;
 mod worker;
 mod workflow;
 
@@ -108,6 +109,9 @@ enum Command {
     /// Build and list the root-filesystem images the CLI drivers run in,
     /// which an agent's spec.cliProfile.image names by digest.
     Image(image::ImageArgs),
+    /// Check the store: SQLite's integrity check and every stored item
+    /// read, each problem reported by table and id.
+    Store(store::StoreArgs),
 }
 
 /// The crates whose spans and events `-v` shows.
@@ -172,5 +176,6 @@ fn main() -> ExitCode {
         Command::Approvals(args) => approvals::main(args),
         Command::Mcp(args) => mcp::main(args),
         Command::Image(args) => image::main(args),
+        Command::Store(args) => store::main(args),
     }
 }

@@ -11,6 +11,7 @@ use hane_coordinator::AgentRuntime;
 use hane_coordinator::{BudgetScope, CliConfig, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
+use hane_store::Registry;
 
 /// The environment variables the runtime reads, for `--help`.
 pub(crate) const ENVIRONMENT_HELP: &str = "\
@@ -129,9 +130,9 @@ pub(crate) fn builtins() -> Components {
     Components::with_builtins(hane_builtins::all())
 }
 
-/// Opens the runtime on the store at `path`, creating the store if needed,
-/// with delivery, model credentials and the budget's scope from the
-/// environment.
+/// Opens the runtime on the store at `path`, making the store where
+/// nothing is (and saying so), with delivery, model credentials and the
+/// budget's scope from the environment.
 pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<AgentRuntime> {
     open_runtime_with(path, ModelConfig::from_vars(std::env::vars())).await
 }
@@ -152,5 +153,26 @@ pub(crate) async fn open_runtime_with(
             cli.images(crate::image::store_for(path));
             cli
         });
-    AgentRuntime::open(path, &config).with_context(|| format!("opening {}", path.display()))
+    // The store's errors name its file and what is wrong with it; a
+    // context here would only say the path again.
+    let runtime = AgentRuntime::open(path, &config)?;
+    note_created(runtime.registry());
+    Ok(runtime)
+}
+
+/// Opens the registry in the store at `path`, making the store where
+/// nothing is (and saying so).
+pub(crate) fn open_registry(path: &Path) -> anyhow::Result<Registry> {
+    let registry = Registry::open(path)?;
+    note_created(&registry);
+    Ok(registry)
+}
+
+/// Says on stderr, in one line, that opening made a new store: a
+/// mistyped path is seen at once instead of as a store with nothing in
+/// it.
+fn note_created(registry: &Registry) {
+    if registry.created() {
+        eprintln!("hane: created a new store at {}", registry.path().display());
+    }
 }

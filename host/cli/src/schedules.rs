@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use hane_coordinator::RunError;
 use hane_core::{ScheduleManifest, ScheduleTarget, now_ms};
-use hane_store::{Registry, TickRow};
+use hane_store::TickRow;
 use serde_json::{Value, json};
 
 use crate::agents::{StoreArg, block_on, finish, time};
@@ -47,7 +47,7 @@ enum SchedulesCommand {
 
 pub fn main(args: SchedulesArgs) -> ExitCode {
     finish(block_on(async {
-        let registry = Registry::open(args.store.path()?)?;
+        let registry = crate::runtime::open_registry(&args.store.path()?)?;
         match args.command {
             SchedulesCommand::List { json } => {
                 let Some(release) = hane_coordinator::load_active(&registry).await? else {

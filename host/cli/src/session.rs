@@ -59,9 +59,12 @@ enum SessionCommand {
     },
 }
 
-/// The store the CLI uses when none is named.
+/// The store the CLI uses when none is named: `HANE_STORE`, else the
+/// default path. An empty `HANE_STORE` counts as unset, as every `HANE_`
+/// variable does: as a path it would name no file (SQLite takes the empty
+/// path for a temporary database, dropped at exit).
 pub fn default_store_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("HANE_STORE") {
+    if let Some(path) = std::env::var_os("HANE_STORE").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
     let data = std::env::var_os("XDG_DATA_HOME")

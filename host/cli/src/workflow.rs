@@ -118,17 +118,18 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                         "--status `{other}`: expected running, waiting, succeeded or failed"
                     ),
                 };
-                let cases = runtime.cases(workflow, status, limit).await?;
+                let listed = runtime.cases(workflow, status, limit).await?;
+                crate::store::note_skipped(("workflow case", "workflow cases"), &listed.skipped);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&cases)?);
+                    println!("{}", serde_json::to_string_pretty(&listed.items)?);
                     return Ok(ExitCode::SUCCESS);
                 }
-                if cases.is_empty() {
+                if listed.items.is_empty() && listed.skipped.is_empty() {
                     eprintln!(
                         "no cases: start one with `hane workflow start WORKFLOW --input JSON`"
                     );
                 }
-                for case in &cases {
+                for case in &listed.items {
                     println!(
                         "{}  {}  {}  {:<9}  {}",
                         case.id,
@@ -156,12 +157,14 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
             WorkflowCommand::Resume { case } => {
                 let ids: Vec<WorkflowCaseId> = match case {
                     Some(id) => vec![id],
-                    None => runtime
-                        .cases(None, Some(CaseStatus::Running), 0)
-                        .await?
-                        .into_iter()
-                        .map(|c| c.id)
-                        .collect(),
+                    None => {
+                        let listed = runtime.cases(None, Some(CaseStatus::Running), 0).await?;
+                        crate::store::note_skipped(
+                            ("workflow case", "workflow cases"),
+                            &listed.skipped,
+                        );
+                        listed.items.into_iter().map(|c| c.id).collect()
+                    }
                 };
                 if ids.is_empty() {
                     eprintln!("no case is running");

@@ -15,6 +15,7 @@ use hane_core::{
 use hane_store::{EvaluationRow, ReleaseInfo, StoreError};
 use serde_json::Value;
 
+use crate::Listed;
 use crate::release::{ActivationError, LoadError, LoadedRelease, prepare_dir};
 use crate::runtime::{AgentRuntime, RunContext, RunError, StartRun};
 
@@ -278,18 +279,24 @@ impl AgentRuntime {
     }
 
     /// Evaluations, newest first, of `suite` or of every suite; at most
-    /// `limit` (0: the store's cap).
+    /// `limit` (0: the store's cap). A stored evaluation that does not
+    /// read is left out and named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
-    /// The store failed, or a stored evaluation does not read.
+    /// The store failed.
     pub async fn evaluations(
         &self,
         suite: Option<String>,
         limit: u32,
-    ) -> Result<Vec<Evaluation>, EvalError> {
+    ) -> Result<Listed<Evaluation>, EvalError> {
         let rows = self.inner.registry.evaluations(suite, limit).await?;
-        rows.iter().map(open_evaluation).collect()
+        Ok(Listed::read(
+            "evaluation",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body),
+        ))
     }
 
     /// Compares evaluation `a` (the earlier) with `b`, case by case.

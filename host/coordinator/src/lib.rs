@@ -24,6 +24,7 @@ mod drivers;
 pub mod evaluation;
 mod gateway;
 mod inbox;
+mod listing;
 pub mod reception;
 mod release;
 mod runtime;
@@ -50,6 +51,7 @@ pub use gateway::{
     Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
 };
 pub use inbox::Inbox;
+pub use listing::{Listed, Skipped};
 pub use release::{
     ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
     MAX_RECORDING_BYTES, ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,

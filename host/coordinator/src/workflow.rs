@@ -16,6 +16,7 @@ use hane_sandbox::describe_violations;
 use hane_store::{CaseRow, StoreError};
 use serde_json::{Value, json};
 
+use crate::Listed;
 use crate::release::{LoadedRelease, LoadedWorkflow};
 use crate::runtime::{AgentRuntime, LiveRun, RunContext, RunError, StartRun, lock};
 use crate::tools::ToolResult;
@@ -496,23 +497,29 @@ impl AgentRuntime {
     }
 
     /// Cases, newest first, of `workflow` (or every workflow) in `status`
-    /// (or any); at most `limit` (0: the store's cap).
+    /// (or any); at most `limit` (0: the store's cap). A stored case that
+    /// does not read is left out and named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
-    /// The store failed, or a stored case does not read.
+    /// The store failed.
     pub async fn cases(
         &self,
         workflow: Option<String>,
         status: Option<CaseStatus>,
         limit: u32,
-    ) -> Result<Vec<WorkflowCase>, WorkflowError> {
+    ) -> Result<Listed<WorkflowCase>, WorkflowError> {
         let rows = self
             .inner
             .registry
             .cases(workflow, status.map(|s| s.as_str().to_owned()), limit)
             .await?;
-        rows.iter().map(open_case).collect()
+        Ok(Listed::read(
+            "workflow case",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body),
+        ))
     }
 
     async fn read_case(&self, id: &WorkflowCaseId) -> Result<WorkflowCase, WorkflowError> {

@@ -166,8 +166,10 @@ pub(crate) async fn list(
         .map(|r| r.parse::<RunId>().map_err(|e| bad("run", e.to_string())))
         .transpose()?;
     let actions = runtime.actions().list(state, run.as_ref()).await?;
-    let list: Vec<Value> = actions.iter().map(ActionRequest::to_json).collect();
-    Ok(axum::Json(json!({ "actionRequests": list })))
+    let list: Vec<Value> = actions.items.iter().map(ActionRequest::to_json).collect();
+    Ok(axum::Json(
+        json!({ "actionRequests": list, "skipped": actions.skipped.len() }),
+    ))
 }
 
 pub(crate) async fn get(

@@ -138,10 +138,13 @@ pub(crate) async fn list(
         .conversations(query.agent.filter(|a| !a.is_empty()), limit)
         .await?;
     let conversations: Vec<Value> = listed
+        .items
         .iter()
         .map(|(c, updated)| conversation_json(c, *updated))
         .collect();
-    Ok(axum::Json(json!({ "conversations": conversations })))
+    Ok(axum::Json(
+        json!({ "conversations": conversations, "skipped": listed.skipped.len() }),
+    ))
 }
 
 pub(crate) async fn get(

@@ -149,6 +149,16 @@ impl ApiError {
         )
     }
 
+    /// A stored item that does not read: a failure of the server, but
+    /// the client asked for that item, so the answer names it.
+    pub(crate) fn unreadable(error: &dyn std::fmt::Display) -> Self {
+        tracing::error!("{error}");
+        Self::new(
+            ErrorCode::Internal,
+            format!("a stored item does not read: {error}"),
+        )
+    }
+
     pub(crate) fn body(&self) -> Value {
         let mut error = json!({"code": self.code.as_str(), "message": self.message});
         if let Some(path) = &self.path {
@@ -189,6 +199,9 @@ impl ApiError {
 
 impl From<RunError> for ApiError {
     fn from(e: RunError) -> Self {
+        if let RunError::Corrupt(_) = e {
+            return Self::unreadable(&e);
+        }
         let answer = Self::of_kind(e.kind(), "agent runtime", &e);
         match e {
             RunError::UnknownAgent { .. } | RunError::DriverUnavailable { .. } => {

@@ -127,8 +127,10 @@ pub(crate) async fn list(
     let limit = list_limit(query.limit, MAX_EVALUATIONS_LISTED)?;
     let suite = query.suite.filter(|s| !s.is_empty());
     let listed = runtime.evaluations(suite, limit).await?;
-    let evaluations: Vec<Value> = listed.iter().map(evaluation_json).collect();
-    Ok(axum::Json(json!({ "evaluations": evaluations })))
+    let evaluations: Vec<Value> = listed.items.iter().map(evaluation_json).collect();
+    Ok(axum::Json(
+        json!({ "evaluations": evaluations, "skipped": listed.skipped.len() }),
+    ))
 }
 
 pub(crate) async fn get(

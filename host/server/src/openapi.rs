@@ -26,6 +26,15 @@ fn schema(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
+/// The `skipped` of a listing: how many stored items it left out.
+fn skipped() -> Value {
+    json!({
+        "type": "integer",
+        "minimum": 0,
+        "description": "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them"
+    })
+}
+
 fn response(name: &str) -> Value {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
@@ -1101,9 +1110,9 @@ fn components() -> Value {
             },
             "RunList": {
                 "type": "object",
-                "required": ["runs"],
+                "required": ["runs", "skipped"],
                 "additionalProperties": false,
-                "properties": { "runs": { "type": "array", "items": schema("AgentRun") } }
+                "properties": { "runs": { "type": "array", "items": schema("AgentRun") }, "skipped": skipped() }
             },
             "ToolDefinition": {
                 "type": "object",
@@ -1142,9 +1151,9 @@ fn components() -> Value {
             },
             "TaskList": {
                 "type": "object",
-                "required": ["tasks"],
+                "required": ["tasks", "skipped"],
                 "additionalProperties": false,
-                "properties": { "tasks": { "type": "array", "items": schema("Task") } }
+                "properties": { "tasks": { "type": "array", "items": schema("Task") }, "skipped": skipped() }
             },
             "Health": {
                 "type": "object",
@@ -1207,14 +1216,17 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
         "ConversationList".to_owned(),
         json!({
             "type": "object",
-            "required": ["conversations"],
+            "required": ["conversations", "skipped"],
             "additionalProperties": false,
-            "properties": { "conversations": { "type": "array", "items": {
-                "type": "object",
-                "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
-                "additionalProperties": false,
-                "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
-            } } }
+            "properties": {
+                "conversations": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
+                    "additionalProperties": false,
+                    "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
+                } },
+                "skipped": skipped()
+            }
         }),
     );
     schemas.insert(
@@ -1417,9 +1429,9 @@ fn evaluation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String,
         "EvaluationList".to_owned(),
         json!({
             "type": "object",
-            "required": ["evaluations"],
+            "required": ["evaluations", "skipped"],
             "additionalProperties": false,
-            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") } }
+            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") }, "skipped": skipped() }
         }),
     );
     schemas.insert(
@@ -1518,9 +1530,9 @@ fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, 
         "ReceptionList".to_owned(),
         json!({
             "type": "object",
-            "required": ["requests"],
+            "required": ["requests", "skipped"],
             "additionalProperties": false,
-            "properties": { "requests": { "type": "array", "items": schema("Reception") } }
+            "properties": { "requests": { "type": "array", "items": schema("Reception") }, "skipped": skipped() }
         }),
     );
     schemas
@@ -1662,9 +1674,9 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
         "ActionRequestList".to_owned(),
         json!({
             "type": "object",
-            "required": ["actionRequests"],
+            "required": ["actionRequests", "skipped"],
             "additionalProperties": false,
-            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") } }
+            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") }, "skipped": skipped() }
         }),
     );
     schemas.insert(

@@ -106,8 +106,10 @@ pub(crate) async fn list(
 ) -> Result<axum::Json<Value>, ApiError> {
     let limit = list_limit(query.limit, MAX_RECEPTIONS_LISTED)?;
     let listed = runtime.receptions(limit).await?;
-    let requests: Vec<Value> = listed.iter().map(reception_json).collect();
-    Ok(axum::Json(json!({ "requests": requests })))
+    let requests: Vec<Value> = listed.items.iter().map(reception_json).collect();
+    Ok(axum::Json(
+        json!({ "requests": requests, "skipped": listed.skipped.len() }),
+    ))
 }
 
 pub(crate) async fn get(

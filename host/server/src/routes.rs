@@ -759,7 +759,9 @@ async fn list_runs(
             limit,
         })
         .await?;
-    Ok(axum::Json(json!({ "runs": runs })))
+    Ok(axum::Json(
+        json!({ "runs": runs.items, "skipped": runs.skipped.len() }),
+    ))
 }
 
 /// A listing's `?limit=`: [`DEFAULT_LIST_LIMIT`] when absent or empty,
@@ -811,7 +813,9 @@ async fn run_tasks(
     // A run without tasks and no run at all are told apart.
     runtime.get(&id).await?;
     let tasks = runtime.tasks(&id).await?;
-    Ok(axum::Json(json!({ "tasks": tasks })))
+    Ok(axum::Json(
+        json!({ "tasks": tasks.items, "skipped": tasks.skipped.len() }),
+    ))
 }
 
 async fn list_tools(State(runtime): State<AgentRuntime>) -> Result<axum::Json<Value>, ApiError> {

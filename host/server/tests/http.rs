@@ -37,7 +37,7 @@ struct Server {
     approver: String,
     stop: Option<oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// Activations one at a time, so the first compiles the release's
@@ -101,7 +101,7 @@ impl Server {
             approver,
             stop: Some(stop),
             served: Some(served),
-            _dir: dir,
+            dir,
         })
     }
 
@@ -122,6 +122,15 @@ impl Server {
 
     async fn delete(&self, path: &str, key: Option<&str>) -> anyhow::Result<Reply> {
         request(self.addr, "DELETE", path, key, None).await
+    }
+
+    /// Damages the stored body of run `id`, as a disk or another program
+    /// could.
+    fn damage_run(&self, id: &str) -> anyhow::Result<()> {
+        let db = rusqlite::Connection::open(self.dir.path().join("hane.db"))?;
+        let changed = db.execute("UPDATE runs SET body = x'48414e45ff' WHERE id = ?1", [id])?;
+        anyhow::ensure!(changed == 1, "no run {id} in the store");
+        Ok(())
     }
 
     /// Starts a run as the operator and waits for its end.
@@ -442,7 +451,7 @@ async fn keys_are_checked() -> anyhow::Result<()> {
     let listed = server.get("/v1/agents/runs", Some(&server.viewer)).await?;
     assert_eq!(
         listed.body,
-        json!({"runs": []}),
+        json!({"runs": [], "skipped": 0}),
         "a forbidden start started nothing"
     );
     server.stop().await
@@ -523,7 +532,7 @@ async fn a_run_finds_the_vehicle() -> anyhow::Result<()> {
         .get(&format!("/v1/agents/runs/{id}/tasks"), Some(&server.viewer))
         .await?;
     assert_eq!(tasks.status, 200);
-    assert_eq!(tasks.body, json!({"tasks": []}));
+    assert_eq!(tasks.body, json!({"tasks": [], "skipped": 0}));
     server.stop().await
 }
 
@@ -677,7 +686,7 @@ async fn start_requests_are_checked() -> anyhow::Result<()> {
     let listed = server.get("/v1/agents/runs", key).await?;
     assert_eq!(
         listed.body,
-        json!({"runs": []}),
+        json!({"runs": [], "skipped": 0}),
         "no refused request started a run"
     );
     server.stop().await
@@ -708,13 +717,13 @@ async fn runs_are_read_and_listed() -> anyhow::Result<()> {
         .await?;
     assert_eq!(by_agent.body["runs"].as_array().map(Vec::len), Some(2));
     let other = server.get("/v1/agents/runs?agent=lease-qa", key).await?;
-    assert_eq!(other.body, json!({"runs": []}));
+    assert_eq!(other.body, json!({"runs": [], "skipped": 0}));
     let failed = server.get("/v1/agents/runs?status=failed", key).await?;
-    assert_eq!(failed.body, json!({"runs": []}));
+    assert_eq!(failed.body, json!({"runs": [], "skipped": 0}));
     let limited = server
         .get("/v1/agents/runs?limit=1&agent=&status=", key)
         .await?;
-    assert_eq!(limited.body, json!({"runs": [missing]}));
+    assert_eq!(limited.body, json!({"runs": [missing], "skipped": 0}));
 
     let reply = server.get("/v1/agents/runs?status=done", key).await?;
     let message = reply.error(400, "bad_request");
@@ -752,6 +761,37 @@ async fn runs_are_read_and_listed() -> anyhow::Result<()> {
         )
         .await?;
     reply.error(404, "not_found");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_run_that_does_not_read_is_left_out_of_listings_and_named_when_asked_for()
+-> anyhow::Result<()> {
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let key = Some(server.viewer.as_str());
+    let found = server
+        .run("vehicle-check-scripted", json!({"vehicle": FOUND}))
+        .await?;
+    let damaged = server
+        .run("vehicle-check-scripted", json!({"vehicle": MISSING}))
+        .await?;
+    let id = damaged["id"].as_str().context("a run id")?;
+    server.damage_run(id)?;
+
+    let newest = server.get("/v1/agents/runs?limit=1", key).await?;
+    assert_eq!(newest.status, 200, "{}", newest.body);
+    assert_eq!(newest.body, json!({"runs": [], "skipped": 1}));
+    assert_matches(&doc, "RunList", &newest.body);
+    let all = server.get("/v1/agents/runs", key).await?;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert_eq!(all.body, json!({"runs": [found], "skipped": 1}));
+    assert_matches(&doc, "RunList", &all.body);
+
+    let one = server.get(&format!("/v1/agents/runs/{id}"), key).await?;
+    let message = one.error(500, "internal");
+    assert!(message.contains(id), "{message}");
+    assert!(message.contains("does not read"), "{message}");
     server.stop().await
 }
 
@@ -1074,7 +1114,7 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     let pending = server
         .get("/v1/agents/action-requests?state=pending", viewer)
         .await?;
-    assert_eq!(pending.body, json!({"actionRequests": []}));
+    assert_eq!(pending.body, json!({"actionRequests": [], "skipped": 0}));
 
     let reply = server
         .get("/v1/agents/action-requests?state=sent", viewer)

@@ -3,7 +3,8 @@
 //!
 //! [`SessionStore`] is the interface the coordinator uses;
 //! [`SqliteStore`] is the embedded default (one file, WAL mode, one writer
-//! with group commit).
+//! with group commit); only a path where nothing is becomes a new store.
+//! [`check`] reads a whole store, for `hane store check`.
 //!
 //! # Examples
 //!
@@ -36,6 +37,7 @@
 //! # }
 //! ```
 
+mod check;
 mod query;
 mod registry;
 mod schema;
@@ -43,6 +45,7 @@ mod sqlite;
 mod store;
 mod writer;
 
+pub use check::{CheckReport, Problem, ReadRelease, check};
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,
     EvaluationRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
@@ -52,5 +55,6 @@ pub use registry::{
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{
-    Appended, ForkPoint, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture,
+    Appended, ForkPoint, NotAStore, OperationRecord, SessionInfo, SessionStore, StoreError,
+    StoreFuture,
 };

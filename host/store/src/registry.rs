@@ -147,6 +147,7 @@ pub struct Registry {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     synchronous: Synchronous,
+    created: bool,
 }
 
 impl std::fmt::Debug for Registry {
@@ -158,12 +159,15 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// Opens (creating or migrating) the registry in the database at `path`,
-    /// the same file a [`crate::SqliteStore`] uses.
+    /// Opens (making or migrating) the registry in the database at `path`,
+    /// the same file a [`crate::SqliteStore`] uses. As there, only a path
+    /// where nothing is makes a new store ([`Registry::created`]).
     ///
     /// # Errors
     ///
-    /// The file cannot be opened, is not a database, or has a newer schema.
+    /// As [`crate::SqliteStore::open`]: [`StoreError::NotAStore`] if
+    /// something other than a hane store is at `path`, or the file cannot
+    /// be opened, or has a newer schema.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::open_with(path, Synchronous::Full)
     }
@@ -177,17 +181,24 @@ impl Registry {
     /// As [`Registry::open`].
     pub fn open_with(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
-        let conn = schema::open_writer(&path, synchronous)?;
+        let (conn, created) = schema::open_writer(&path, synchronous)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path,
             synchronous,
+            created,
         })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether opening it made a new store, nothing having been at its
+    /// path.
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     async fn with<T: Send + 'static>(

@@ -1,13 +1,14 @@
 //! The database file: how connections are opened, and the schema with its
 //! migrations, versioned by `PRAGMA user_version`.
 
-use std::path::Path;
+use std::io::{ErrorKind, Read as _};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::StoreError;
 use crate::sqlite::Synchronous;
+use crate::{NotAStore, StoreError};
 
 /// How long a connection waits for a lock another process holds before it
 /// reports the database busy.
@@ -223,16 +224,172 @@ const MIGRATIONS: &[&str] = &[
 /// The newest schema version this build reads and writes.
 pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-/// Opens the writer's connection: refuses a newer schema, turns on WAL and
-/// the configured synchronous mode, and migrates the schema to
-/// [`SCHEMA_VERSION`].
-pub(crate) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
-    let failed = |doing: &'static str| {
-        move |e: rusqlite::Error| StoreError::Database(format!("{doing} {}: {e}", path.display()))
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// The length of a SQLite database file's header.
+const HEADER_LEN: usize = 100;
+
+/// What is at a store's path before SQLite opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Nothing: a new store may be made there.
+    Nothing,
+    /// A SQLite database file, whole as far as its length tells.
+    Database,
+}
+
+/// Looks at what is at `path` before SQLite opens it: SQLite takes an
+/// empty file, or a missing one, for a new database, and a mistyped path
+/// or a truncated store would silently become an empty store.
+///
+/// # Errors
+///
+/// [`StoreError::NotAStore`] for anything but nothing or a SQLite
+/// database; [`StoreError::Database`] when the path cannot be read.
+pub(crate) fn inspect(path: &Path) -> Result<Found, StoreError> {
+    let unreadable =
+        |e: std::io::Error| StoreError::Database(format!("reading {}: {e}", path.display()));
+    let not_a_store = |problem| {
+        Err(StoreError::NotAStore {
+            path: path.to_owned(),
+            problem,
+        })
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return match std::fs::metadata(sibling(path, "-wal")) {
+                Ok(_) => not_a_store(NotAStore::StrayLog),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(Found::Nothing),
+                Err(e) => Err(unreadable(e)),
+            };
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
+    if meta.is_dir() {
+        return not_a_store(NotAStore::Directory);
+    }
+    if meta.len() == 0 {
+        return not_a_store(NotAStore::Empty);
+    }
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    std::fs::File::open(path)
+        .and_then(|file| file.take(HEADER_LEN as u64).read_to_end(&mut header))
+        .map_err(unreadable)?;
+    if !header.starts_with(SQLITE_HEADER) {
+        return not_a_store(NotAStore::NotSqlite);
+    }
+    let truncated = NotAStore::Truncated { len: meta.len() };
+    if header.len() < HEADER_LEN {
+        return not_a_store(truncated);
+    }
+    // A power of two from 512 to 32768, or 1 for 65536.
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65536,
+        n if n >= 512 && n.is_power_of_two() => u64::from(n),
+        _ => return not_a_store(NotAStore::NotSqlite),
+    };
+    // SQLite writes whole pages only.
+    if meta.len() % page_size != 0 {
+        return not_a_store(truncated);
+    }
+    Ok(Found::Database)
+}
+
+/// `path` with `suffix` added to its file name, as SQLite names the log
+/// (`-wal`) and shared memory (`-shm`) beside a database.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Makes a new store at `path`, where nothing was: the schema is written
+/// to a file beside it, which is then linked to `path`, so no process ever
+/// finds a store half made (an empty file at `path` is refused as not a
+/// store). False when another process made one there first.
+fn create(path: &Path, synchronous: Synchronous) -> Result<bool, StoreError> {
+    let failed = |doing: &str, e: &dyn std::fmt::Display| {
+        StoreError::Database(format!(
+            "making a new store at {}: {doing}: {e}",
+            path.display()
+        ))
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| failed("the path", &"it names no file"))?;
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    let new = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".new")
+        .tempfile_in(dir)
+        .map_err(|e| failed(&format!("making a file in {}", dir.display()), &e))?
+        .into_temp_path();
+    let made = (|| {
+        let mut conn = connect(&new)?;
+        configure(&mut conn, path, synchronous)?;
+        migrate(&mut conn, path)?;
+        // Closing the last connection copies the log into the file and
+        // removes it, so the file linked into place holds everything.
+        conn.close()
+            .map_err(|(_, e)| failed("closing the new file", &e))?;
+        match std::fs::hard_link(&new, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(failed(&format!("linking {}", new.display()), &e)),
+        }
+    })();
+    for suffix in ["-wal", "-shm"] {
+        // Left only when the new file failed to close.
+        drop(std::fs::remove_file(sibling(&new, suffix)));
+    }
+    drop(new);
+    let made = made?;
+    if made && synchronous != Synchronous::Off {
+        // The link is durable once its directory is.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| failed(&format!("syncing {}", dir.display()), &e))?;
+    }
+    Ok(made)
+}
+
+/// Opens the writer's connection: refuses anything but a hane store of
+/// this version or older (making a new one where nothing is), turns on
+/// WAL and the configured synchronous mode, and migrates the schema to
+/// [`SCHEMA_VERSION`]. True with it when this call made the store.
+pub(crate) fn open_writer(
+    path: &Path,
+    synchronous: Synchronous,
+) -> Result<(Connection, bool), StoreError> {
+    let created = match inspect(path)? {
+        Found::Nothing => create(path, synchronous)?,
+        Found::Database => false,
     };
     let mut conn = connect(path)?;
     // Checked before anything is written, WAL mode included.
-    refuse_newer(&conn, path)?;
+    refuse_foreign(&conn, path)?;
+    configure(&mut conn, path, synchronous)?;
+    migrate(&mut conn, path)?;
+    Ok((conn, created))
+}
+
+/// Sets a writer's connection up: WAL, the synchronous mode, and the rest.
+fn configure(
+    conn: &mut Connection,
+    path: &Path,
+    synchronous: Synchronous,
+) -> Result<(), StoreError> {
+    let failed = |doing: &'static str| {
+        move |e: rusqlite::Error| StoreError::Database(format!("{doing} {}: {e}", path.display()))
+    };
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(failed("turning on WAL mode for"))?;
@@ -256,8 +413,7 @@ pub(crate) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
     // memory it costs no file writes.
     conn.pragma_update(None, "temp_store", "MEMORY")
         .map_err(failed("setting the temporary storage of"))?;
-    migrate(&mut conn, path)?;
-    Ok(conn)
+    Ok(())
 }
 
 /// Opens a reader's connection. Readers never write: WAL lets them read a
@@ -269,10 +425,15 @@ pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-fn connect(path: &Path) -> Result<Connection, StoreError> {
+/// Opens the database file at `path`, which must exist: a connection
+/// never makes a file (only [`create`] does, whole).
+pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     let failed =
         |e: rusqlite::Error| StoreError::Database(format!("opening {}: {e}", path.display()));
-    let conn = Connection::open(path).map_err(failed)?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(failed)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(failed)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
@@ -280,7 +441,14 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
 
 fn user_version(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(|e| StoreError::Database(format!("opening {}: {e}", path.display())))
+        .map_err(|e| match e.sqlite_error_code() {
+            // A file that starts like a database but is not one.
+            Some(rusqlite::ErrorCode::NotADatabase) => StoreError::NotAStore {
+                path: path.to_owned(),
+                problem: NotAStore::NotSqlite,
+            },
+            _ => StoreError::Database(format!("opening {}: {e}", path.display())),
+        })
 }
 
 fn refuse_newer(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
@@ -290,6 +458,27 @@ fn refuse_newer(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
             path: path.to_owned(),
             found,
             supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
+}
+
+/// Refuses a newer schema, and a database that is not a hane store: every
+/// store has a schema version, set in the transaction that made its
+/// tables, and the sessions of version 1. Returns the version.
+pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
+    let found = refuse_newer(conn, path)?;
+    let sessions: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(|e| StoreError::Database(format!("opening {}: {e}", path.display())))?;
+    if found == 0 || !sessions {
+        return Err(StoreError::NotAStore {
+            path: path.to_owned(),
+            problem: NotAStore::ForeignDatabase,
         });
     }
     Ok(found)

@@ -159,6 +159,7 @@ type ReadJob = Box<dyn FnOnce(rusqlite::Result<&Connection>) + Send>;
 
 struct Inner {
     path: PathBuf,
+    created: bool,
     // Options only so that `drop` can close them in order.
     writer: Option<Sender<Request>>,
     readers: Option<Sender<ReadJob>>,
@@ -167,21 +168,22 @@ struct Inner {
 }
 
 impl SqliteStore {
-    /// Opens the store in the file at `path`, creating it if it is missing
-    /// (its directory must exist), and migrating an older schema.
+    /// Opens the store in the file at `path`, migrating an older schema.
+    /// Where nothing is at `path`, it makes a new store (its directory must
+    /// exist); [`SqliteStore::created`] says so.
     ///
     /// # Errors
     ///
-    /// [`StoreError::NewerSchema`] if a newer hane wrote the file;
-    /// [`StoreError::Database`] if it cannot be opened, is not a SQLite
-    /// database, or a thread cannot be started.
+    /// [`StoreError::NotAStore`] if something other than a hane store is
+    /// at `path`: an empty file, a file that is not a SQLite database or
+    /// is cut short, a database without hane's tables; never replaced by
+    /// a new store. [`StoreError::NewerSchema`] if a newer hane wrote the
+    /// file; [`StoreError::Database`] if it cannot be opened or a thread
+    /// cannot be started.
     pub fn open(path: impl AsRef<Path>, config: &SqliteConfig) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_owned();
-        let writer = Writer::new(
-            schema::open_writer(&path, config.synchronous)?,
-            config.synchronous,
-            config.max_batch,
-        );
+        let (conn, created) = schema::open_writer(&path, config.synchronous)?;
+        let writer = Writer::new(conn, config.synchronous, config.max_batch);
         // Opened after the writer's connection, which created the schema.
         let readers = (0..config.readers)
             .map(|_| schema::open_reader(&path))
@@ -189,6 +191,7 @@ impl SqliteStore {
 
         let mut inner = Inner {
             path,
+            created,
             writer: None,
             readers: None,
             writer_thread: None,
@@ -218,6 +221,12 @@ impl SqliteStore {
     /// The file the store is in.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Whether opening it made a new store, nothing having been at its
+    /// path.
+    pub fn created(&self) -> bool {
+        self.inner.created
     }
 
     /// Sends a request to the writer and waits for its answer.

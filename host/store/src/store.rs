@@ -145,6 +145,20 @@ pub enum StoreError {
         /// The newest this build reads.
         supported: u32,
     },
+    /// The file at the store's path is not a hane store. Only a path where
+    /// nothing is makes a new store, so that a mistyped path or a damaged
+    /// file is never taken for an empty store.
+    #[error("`{}` {problem}", .path.display())]
+    NotAStore {
+        /// The path given.
+        path: PathBuf,
+        /// What is there instead.
+        problem: NotAStore,
+    },
+    /// Nothing is at the path of a store that must exist, such as one
+    /// being checked.
+    #[error("there is no store at `{}`: nothing is at that path", .0.display())]
+    NoStore(PathBuf),
     /// No such release, or nothing to roll back to.
     #[error("{0}")]
     ReleaseNotFound(String),
@@ -157,6 +171,45 @@ pub enum StoreError {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+}
+
+/// What is at a store's path instead of a store; each says what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotAStore {
+    /// A file of no bytes, such as one truncated to nothing.
+    #[error(
+        "is empty: it is not a hane store; remove it to start a new store, or give the right path"
+    )]
+    Empty,
+    /// A file that does not start with SQLite's header.
+    #[error(
+        "is not a SQLite database: it is not a hane store; give the right path, or move it away to start a new store there"
+    )]
+    NotSqlite,
+    /// A SQLite database cut short: shorter than its header, or not a
+    /// whole number of its pages.
+    #[error(
+        "is a SQLite database cut short ({len} bytes): the store is damaged; restore it from a copy, or move it away to start a new store there"
+    )]
+    Truncated {
+        /// The file's length in bytes.
+        len: u64,
+    },
+    /// A SQLite database whose schema is not hane's.
+    #[error(
+        "is a SQLite database without hane's tables: it is not a hane store; give the right path, or move it away to start a new store there"
+    )]
+    ForeignDatabase,
+    /// A directory.
+    #[error("is a directory: give the path of a store's file, such as DIR/hane.db")]
+    Directory,
+    /// Nothing, but the log (`-wal`) of a store removed without it: a new
+    /// store there would take the old store's last commits from that log.
+    #[error(
+        "does not exist, but the log of a store removed without it does (`-wal` beside it): remove that log and its `-shm` too to start a new store there, or give the right path"
+    )]
+    StrayLog,
 }
 
 /// Persists sessions: their history, the inputs they accepted and the state

@@ -767,7 +767,7 @@ mod tests {
     #[test]
     fn only_a_group_of_deferred_appends_skips_the_sync() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = open_writer(&dir.path().join("store.db"), Synchronous::Full).unwrap();
+        let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Full).unwrap();
         let mut writer = Writer::new(conn, Synchronous::Full, 16);
         let mut group = Vec::new();
         let (reply, mut created) = oneshot::channel();
@@ -813,7 +813,7 @@ mod tests {
         let states: Vec<_> = events.iter().map(|r| r.event.clone()).collect();
         assert_eq!(states, [run("1"), run("2"), run("3"), run("4"), run("5")]);
 
-        let conn = open_writer(&dir.path().join("off.db"), Synchronous::Off).unwrap();
+        let (conn, _) = open_writer(&dir.path().join("off.db"), Synchronous::Off).unwrap();
         let mut writer = Writer::new(conn, Synchronous::Off, 16);
         let (reply, mut created) = oneshot::channel();
         group.push(Request::Create { reply });
@@ -834,7 +834,7 @@ mod tests {
     #[test]
     fn a_refused_request_rolls_back_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
+        let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
         let mut writer = Writer::new(conn, Synchronous::Off, 16);
 
         let (reply, mut created) = oneshot::channel();
@@ -888,7 +888,7 @@ mod tests {
     #[test]
     fn the_writer_checkpoints_between_groups() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
+        let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
         let mut writer = Writer::new(conn, Synchronous::Off, 16);
         let (reply, mut created) = oneshot::channel();
         writer.commit([Request::Create { reply }].into_iter());

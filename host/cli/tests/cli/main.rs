@@ -3,8 +3,8 @@
 //! `agents` (releases, runs, the demo, keys), `approvals`, `ask`
 //! (reception from the terminal), `chat` (a
 //! conversation on stdin), `mcp` (the stdio relay), `schedules` (two
-//! `hane serve` starting a schedule's runs once per tick), `session` and
-//! `worker`.
+//! `hane serve` starting a schedule's runs once per tick), `session`, `store`
+//! (opening, listings with damaged items, `hane store check`) and `worker`.
 
 mod agents;
 mod approvals;
@@ -16,5 +16,6 @@ mod mcp;
 mod op;
 mod schedules;
 mod session;
+mod store;
 mod worker;
 mod workflow;

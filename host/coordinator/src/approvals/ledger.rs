@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tracing::Instrument as _;
 
+use crate::Listed;
 use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
 use crate::tools::ControlTool;
 use hane_core::{
@@ -384,7 +385,8 @@ impl ExecutionLedger {
     }
 
     /// Actions in `state` (any when `None`), of `run` (any when `None`),
-    /// oldest first.
+    /// oldest first; a stored action that does not read is left out and
+    /// named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
@@ -393,7 +395,7 @@ impl ExecutionLedger {
         &self,
         state: Option<ActionState>,
         run: Option<&RunId>,
-    ) -> Result<Vec<ActionRequest>, ActionError> {
+    ) -> Result<Listed<ActionRequest>, ActionError> {
         let rows = self
             .inner
             .registry
@@ -403,7 +405,12 @@ impl ExecutionLedger {
                 limit: 0,
             })
             .await?;
-        rows.iter().map(decode).collect()
+        Ok(Listed::read(
+            "action",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body),
+        ))
     }
 
     /// Every decider override, by tool.
@@ -637,7 +644,11 @@ impl ExecutionLedger {
     /// Withdraws every action run `run` left pending (see
     /// [`ExecutionLedger::withdraw`]), because it ended as `why` says.
     pub(crate) async fn withdraw_run(&self, run: &RunId, why: &str) -> Result<(), ActionError> {
-        for action in self.list(Some(ActionState::Pending), Some(run)).await? {
+        for action in self
+            .list(Some(ActionState::Pending), Some(run))
+            .await?
+            .items
+        {
             self.withdraw(action.id.as_str(), why.to_owned()).await?;
         }
         Ok(())
@@ -889,13 +900,13 @@ impl ExecutionLedger {
     /// The store failed.
     pub async fn recover(&self, resume: bool) -> Result<Recovered, ActionError> {
         let mut recovered = Recovered::default();
-        for action in self.list(Some(ActionState::Executing), None).await? {
+        for action in self.list(Some(ActionState::Executing), None).await?.items {
             if self.orphaned(&action).await? {
                 recovered.unknown.push(action.id);
             }
         }
         if resume {
-            for action in self.list(Some(ActionState::Approved), None).await? {
+            for action in self.list(Some(ActionState::Approved), None).await?.items {
                 let done = self.execute(action.id.as_str()).await?;
                 if !done.attempts.is_empty() {
                     recovered.resumed.push(action.id);

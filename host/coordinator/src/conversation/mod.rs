@@ -31,7 +31,7 @@ pub use memory::{
 
 use crate::reception::{ReceptionError, ReceptionRequest};
 use crate::runtime::{RunContext, RunError, lock};
-use crate::{AgentRuntime, StartRun};
+use crate::{AgentRuntime, Listed, StartRun};
 
 /// The longest message a person may send, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -277,20 +277,24 @@ impl AgentRuntime {
     }
 
     /// Conversations, of `agent` when given, the most recently changed
-    /// first, with when each last changed.
+    /// first, with when each last changed. A stored conversation that
+    /// does not read is left out and named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
-    /// The store failed, or a stored conversation could not be read.
+    /// The store failed.
     pub async fn conversations(
         &self,
         agent: Option<String>,
         limit: u32,
-    ) -> Result<Vec<(Conversation, u64)>, ConversationError> {
+    ) -> Result<Listed<(Conversation, u64)>, ConversationError> {
         let rows = self.inner.registry.conversations(agent, limit).await?;
-        rows.iter()
-            .map(|row| Ok((open_conversation(row)?, row.updated_at_ms)))
-            .collect()
+        Ok(Listed::read(
+            "conversation",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body).map(|c| (c, row.updated_at_ms)),
+        ))
     }
 
     /// Sends a person's message: starts a run of the conversation's agent
@@ -609,7 +613,15 @@ impl AgentRuntime {
             .map_err(|e| {
                 ConversationError::Corrupt(format!("reading run `{run}`'s actions: {e}"))
             })?;
+        // A memory leaves nothing out without saying so.
+        if let Some(skipped) = actions.skipped.first() {
+            return Err(ConversationError::Corrupt(format!(
+                "action `{}` of run `{run}` does not read: {}",
+                skipped.id, skipped.error
+            )));
+        }
         Ok(actions
+            .items
             .into_iter()
             .map(|a| ActionSummary {
                 id: a.id,

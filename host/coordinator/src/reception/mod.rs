@@ -33,7 +33,7 @@ use hane_store::{ReceptionRow, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::release::{LoadedAgent, LoadedRelease};
-use crate::{AgentRuntime, RunError, StartRun};
+use crate::{AgentRuntime, Listed, RunError, StartRun};
 
 /// The most agents the model chooses among.
 pub const SHORTLIST: usize = 3;
@@ -700,18 +700,20 @@ impl AgentRuntime {
     }
 
     /// Requests reception answered, newest first, at most `limit` (0: the
-    /// store's cap). One that cannot be read is left out with a warning,
-    /// so one bad row does not hide the rest.
+    /// store's cap). One that does not read is left out and named in
+    /// [`Listed::skipped`], so one bad row does not hide the rest.
     ///
     /// # Errors
     ///
     /// The store failed.
-    pub async fn receptions(&self, limit: u32) -> Result<Vec<Reception>, ReceptionError> {
+    pub async fn receptions(&self, limit: u32) -> Result<Listed<Reception>, ReceptionError> {
         let rows = self.inner.registry.receptions(limit).await?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| open_reception(row).map_err(|e| tracing::warn!("{e}")).ok())
-            .collect())
+        Ok(Listed::read(
+            "reception",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body),
+        ))
     }
 }
 

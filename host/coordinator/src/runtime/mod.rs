@@ -37,7 +37,7 @@ use hane_delivery::DeliveryConfig;
 use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager};
 use journal::Journal;
 
-use crate::{Coordinator, CoordinatorConfig, CoordinatorError, ending_event};
+use crate::{Coordinator, CoordinatorConfig, CoordinatorError, Listed, ending_event};
 
 /// Why a run could not be started, read or cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -420,8 +420,9 @@ impl RuntimeConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// The store could not be opened.
-    #[error("opening the store: {0}")]
+    /// The store could not be opened. Its errors name the store's file
+    /// and what was being done, so nothing is added here.
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The sandbox could not start.
     #[error(transparent)]
@@ -429,10 +430,13 @@ pub enum OpenError {
 }
 
 impl AgentRuntime {
-    /// Opens everything a runtime needs on the store at `path` (created
-    /// if missing): the session store, the registry in the same file, a
-    /// sandbox, the configured components, a local operation manager and a
-    /// coordinator.
+    /// Opens everything a runtime needs on the store at `path`: the
+    /// session store, the registry in the same file, a sandbox, the
+    /// configured components, a local operation manager and a
+    /// coordinator. A new store is made only where nothing is at `path`
+    /// ([`Registry::created`] on [`AgentRuntime::registry`] says so);
+    /// anything else there but a store is refused (see
+    /// [`SqliteStore::open`]).
     ///
     /// # Errors
     ///
@@ -444,8 +448,10 @@ impl AgentRuntime {
     pub fn open(path: &std::path::Path, config: &RuntimeConfig) -> Result<Self, OpenError> {
         let mut store_config = SqliteConfig::new();
         store_config.synchronous(config.synchronous);
-        let store = Arc::new(SqliteStore::open(path, &store_config)?);
+        // The registry first, so that its `created` says whether this
+        // open made the store.
         let registry = Registry::open_with(path, config.synchronous)?;
+        let store = Arc::new(SqliteStore::open(path, &store_config)?);
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();
         let manager = Arc::new(LocalOperationManager::new(
@@ -922,41 +928,43 @@ impl AgentRuntime {
         decode(&row)
     }
 
-    /// Runs matching `query`, newest first.
+    /// Runs matching `query`, newest first; a stored run that does not
+    /// read is left out and named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
     /// The store failed.
-    pub async fn list(&self, query: RunQuery) -> Result<Vec<AgentRun>, RunError> {
+    pub async fn list(&self, query: RunQuery) -> Result<Listed<AgentRun>, RunError> {
         let rows = self.inner.registry.runs(query).await?;
         let live = lock(&self.inner.live).clone();
-        rows.iter()
-            .map(|row| {
+        Ok(Listed::read(
+            "run",
+            rows,
+            |row| &row.id,
+            |row| {
                 let id: Option<RunId> = row.id.parse().ok();
                 match id.and_then(|id| live.get(&id).cloned()) {
                     Some(live) => Ok(live.snapshot()),
-                    None => decode(row),
+                    None => hane_core::open(&row.body),
                 }
-            })
-            .collect()
+            },
+        ))
     }
 
-    /// The tasks run `id` created.
+    /// The tasks run `id` created, oldest first; a stored task that does
+    /// not read is left out and named in [`Listed::skipped`].
     ///
     /// # Errors
     ///
     /// The store failed.
-    pub async fn tasks(&self, id: &RunId) -> Result<Vec<Task>, RunError> {
-        self.inner
-            .registry
-            .tasks_of_run(id.as_str())
-            .await?
-            .iter()
-            .map(|row| {
-                hane_core::open(&row.body)
-                    .map_err(|e| RunError::Corrupt(format!("task {}: {e}", row.id)))
-            })
-            .collect()
+    pub async fn tasks(&self, id: &RunId) -> Result<Listed<Task>, RunError> {
+        let rows = self.inner.registry.tasks_of_run(id.as_str()).await?;
+        Ok(Listed::read(
+            "task",
+            rows,
+            |row| &row.id,
+            |row| hane_core::open(&row.body),
+        ))
     }
 
     /// Cancels run `id`: its next tool call is refused at once and its

@@ -303,7 +303,7 @@ impl RunTools {
             actions.iter().map(|a| a.id.to_string()).collect()
         };
         let before = match runtime.actions().list(None, Some(&caller.run)).await {
-            Ok(actions) => known(&actions),
+            Ok(actions) => known(&actions.items),
             Err(e) => {
                 tracing::warn!(run = %caller.run, "reading the run's actions: {e}");
                 HashSet::new()
@@ -329,6 +329,7 @@ impl RunTools {
         loop {
             if let Ok(actions) = runtime.actions().list(None, Some(&caller.run)).await {
                 let mut new: Vec<&ActionRequest> = actions
+                    .items
                     .iter()
                     .filter(|a| {
                         let id = a.id.to_string();

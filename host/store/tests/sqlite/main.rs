@@ -2,12 +2,14 @@
 //! deduplication, operation state, concurrency, versions, and a model of
 //! the whole.
 
+mod check;
 mod concurrency;
 mod conversations;
 mod evaluations;
 mod fork;
 mod history;
 mod model;
+mod opening;
 mod operations;
 mod receptions;
 mod schedules;

@@ -4,7 +4,7 @@
 use std::error::Error as _;
 
 use hane_core::EnvelopeError;
-use hane_store::{Registry, SessionStore, SqliteStore, StoreError};
+use hane_store::{NotAStore, Registry, SessionStore, SqliteStore, StoreError};
 
 use crate::{Scratch, run};
 
@@ -109,11 +109,23 @@ async fn a_file_that_is_not_a_store_is_refused() {
     )
     .unwrap();
     let err = SqliteStore::open(scratch.path(), &scratch.config).unwrap_err();
-    assert!(matches!(err, StoreError::Database(_)), "{err:?}");
-    let message = err.to_string();
     assert!(
-        message.contains(&scratch.path().display().to_string()),
-        "{message}"
+        matches!(
+            err,
+            StoreError::NotAStore {
+                problem: NotAStore::NotSqlite,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "`{}` is not a SQLite database: it is not a hane store; give the right path, \
+             or move it away to start a new store there",
+            scratch.path().display()
+        )
     );
 }
 

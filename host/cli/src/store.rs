@@ -1,0 +1,123 @@
+//! `hane store check`: the store read whole, every item that does not read
+//! reported; and what the listings say of the items they leave out.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use hane_coordinator::{ReleaseBody, Skipped};
+use hane_store::CheckReport;
+use serde_json::json;
+
+use crate::agents::{StoreArg, finish};
+
+#[derive(Args)]
+pub struct StoreArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(subcommand)]
+    command: StoreCommand,
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Check the store: SQLite's integrity check of the file, then every
+    /// stored item (session events, operations, releases, runs, tasks,
+    /// actions, conversations, reception's answers, evaluations, workflow
+    /// cases) read as hane reads it. Each problem is printed with its table
+    /// and id; exits 1 if there is any. Writes nothing, and may run beside
+    /// `hane serve`.
+    Check {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main(args: StoreArgs) -> ExitCode {
+    finish((|| {
+        // Never made here: a check of a path where nothing is fails.
+        let path = args.store.named()?;
+        match args.command {
+            StoreCommand::Check { json } => {
+                let report = hane_store::check(&path, |body| {
+                    hane_core::open::<ReleaseBody>(body).map(drop)
+                })?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
+                } else {
+                    print_report(&report);
+                }
+                Ok(if report.is_sound() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                })
+            }
+        }
+    })())
+}
+
+fn print_report(report: &CheckReport) {
+    for line in &report.integrity {
+        println!("integrity: {line}");
+    }
+    for problem in &report.problems {
+        println!("{problem}");
+    }
+    let path = report.path.display();
+    let items = plural(report.checked as usize, "item", "items");
+    if report.is_sound() {
+        println!("store {path}: {items} checked, no problems");
+    } else {
+        let problems = report.integrity.len() + report.problems.len();
+        println!(
+            "store {path}: {items} checked, {}",
+            plural(problems, "problem", "problems")
+        );
+    }
+}
+
+fn report_json(report: &CheckReport) -> serde_json::Value {
+    let problems: Vec<_> = report
+        .problems
+        .iter()
+        .map(|p| json!({ "table": p.table, "id": p.id, "error": p.error }))
+        .collect();
+    json!({
+        "path": report.path,
+        "checked": report.checked,
+        "sound": report.is_sound(),
+        "integrity": report.integrity,
+        "problems": problems,
+    })
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The stored items a listing names before it says how many more.
+const SKIPPED_NAMED: usize = 3;
+
+/// Says on stderr, in one line, which stored items a listing left out
+/// because they do not read (`what`: the singular and plural of their
+/// kind); nothing when none was.
+pub(crate) fn note_skipped(what: (&str, &str), skipped: &[Skipped]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let mut named: Vec<String> = skipped
+        .iter()
+        .take(SKIPPED_NAMED)
+        .map(|s| format!("{} ({})", s.id, s.error))
+        .collect();
+    if skipped.len() > SKIPPED_NAMED {
+        named.push(format!("{} more", skipped.len() - SKIPPED_NAMED));
+    }
+    let (one, many) = what;
+    eprintln!(
+        "hane: skipped {} that could not be read: {}; `hane store check` reports every one",
+        plural(skipped.len(), one, many),
+        named.join(", ")
+    );
+}

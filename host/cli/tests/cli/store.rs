@@ -1,0 +1,201 @@
+//! The store as the CLI opens it: only a path where nothing is makes a
+//! new store, said in one line; a file that is not a store is refused, its
+//! cause said once; an empty `HANE_STORE` is unset; a listing leaves out a
+//! damaged run and names it; `hane store check` reports every problem.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::{activated_examples, failed, hane_on, json, ok, text};
+
+fn damage_run(store: &Path, id: &str) {
+    let db = rusqlite::Connection::open(store).unwrap();
+    let changed = db
+        .execute("UPDATE runs SET body = x'48414e45ff' WHERE id = ?1", [id])
+        .unwrap();
+    assert_eq!(changed, 1, "no run {id}");
+}
+
+/// Runs the scripted vehicle check; the run's id.
+fn run(store: &Path, vehicle: &str) -> String {
+    let input = serde_json::json!({ "vehicle": vehicle }).to_string();
+    let run = json(&hane_on(
+        store,
+        &["run", "vehicle-check-scripted", "--input", &input, "--json"],
+    ));
+    run["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_file_that_is_not_a_store_is_refused_naming_it_and_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    for (content, cause) in [
+        (
+            &b""[..],
+            "is empty: it is not a hane store; remove it to start a new store, or give the right path",
+        ),
+        (
+            &b"notes, not a database; ".repeat(50)[..],
+            "is not a SQLite database: it is not a hane store; give the right path, or move it away to start a new store there",
+        ),
+    ] {
+        std::fs::write(&store, content).unwrap();
+        for args in [
+            &["runs", "list"][..],
+            &["keys", "list"],
+            &["store", "check"],
+        ] {
+            let stderr = failed(&hane_on(&store, args), 1);
+            assert_eq!(
+                stderr,
+                format!("error: `{}` {cause}\n", store.display()),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(&store).unwrap(),
+            content,
+            "the file is left as it was"
+        );
+    }
+}
+
+#[test]
+fn a_new_store_is_made_only_where_nothing_is_and_said_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("mistyped.db");
+    let first = hane_on(&store, &["runs", "list"]);
+    ok(&first);
+    assert_eq!(
+        text(&first.stderr),
+        format!(
+            "hane: created a new store at {}\nno runs\n",
+            store.display()
+        )
+    );
+    let again = hane_on(&store, &["runs", "list"]);
+    ok(&again);
+    assert_eq!(text(&again.stderr), "no runs\n");
+}
+
+#[test]
+fn an_empty_hane_store_is_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let listed = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["runs", "list"])
+        .current_dir(dir.path())
+        .env("HANE_STORE", "")
+        .env("XDG_DATA_HOME", dir.path())
+        .output()
+        .unwrap();
+    ok(&listed);
+    let default = dir.path().join("hane/hane.db");
+    assert!(default.is_file(), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stderr).contains(&format!("created a new store at {}", default.display())),
+        "{}",
+        text(&listed.stderr)
+    );
+}
+
+#[test]
+fn a_run_that_does_not_read_is_left_out_of_the_listing_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated_examples(dir.path());
+    let good = run(&store, "架空 500 さ 12-34");
+    let damaged = run(&store, "架空 1 x 0");
+    damage_run(&store, &damaged);
+
+    let listed: Output = hane_on(&store, &["runs", "list"]);
+    let out = ok(&listed);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with(&good), "{out}");
+    let said = text(&listed.stderr);
+    assert!(
+        said.starts_with(&format!(
+            "hane: skipped 1 run that could not be read: {damaged} (`envelope` envelope is corrupt: "
+        )),
+        "{said}"
+    );
+    assert!(
+        said.trim_end()
+            .ends_with("; `hane store check` reports every one"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+
+    let as_json: Value = json(&hane_on(&store, &["runs", "list", "--json"]));
+    let ids: Vec<&str> = as_json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [good.as_str()]);
+
+    let shown = failed(&hane_on(&store, &["runs", "show", &damaged]), 1);
+    assert!(shown.contains(&format!("run {damaged}: ")), "{shown}");
+}
+
+#[test]
+fn store_check_reports_each_problem_by_table_and_id_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated_examples(dir.path());
+    let first = run(&store, "架空 500 さ 12-34");
+    run(&store, "架空 1 x 0");
+
+    let sound = hane_on(&store, &["store", "check"]);
+    let out = ok(&sound);
+    let summary = out.lines().last().unwrap();
+    let prefix = format!("store {}: ", store.display());
+    assert!(summary.starts_with(&prefix), "{out}");
+    assert!(summary.ends_with(" items checked, no problems"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let checked: u64 = summary[prefix.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(checked > 2, "the release, the runs and their events: {out}");
+
+    damage_run(&store, &first);
+    let damaged = hane_on(&store, &["store", "check"]);
+    assert_eq!(damaged.status.code(), Some(1), "{}", text(&damaged.stderr));
+    let out = text(&damaged.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with(&format!("runs {first}: `envelope` envelope is corrupt: ")),
+        "{out}"
+    );
+    assert_eq!(
+        lines[1],
+        format!("{prefix}{checked} items checked, 1 problem")
+    );
+
+    let report = hane_on(&store, &["store", "check", "--json"]);
+    assert_eq!(report.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["sound"], false);
+    assert_eq!(report["problems"][0]["table"], "runs");
+    assert_eq!(report["problems"][0]["id"], first.as_str());
+}
+
+#[test]
+fn store_check_makes_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("absent.db");
+    let stderr = failed(&hane_on(&store, &["store", "check"]), 1);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: there is no store at `{}`: nothing is at that path",
+            store.display()
+        )
+    );
+    assert!(!store.exists());
+}
