@@ -49,6 +49,7 @@ mod envelope;
 mod error_kind;
 mod evaluation;
 mod event;
+mod file;
 mod ids;
 mod input;
 mod json;
@@ -96,6 +97,10 @@ pub use evaluation::{
     EvaluationComparison, compare_result,
 };
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
+pub use file::{
+    FileCap, MAX_COMPONENT_BYTES, MAX_INPUT_BYTES, ReadError, ReadProblem, read_capped,
+    read_capped_from, read_capped_text, read_capped_text_from,
+};
 pub use ids::{
     ActionId, ConversationId, EvaluationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId,
     ReceptionId, RunId, SessionId, TaskId, ToolCallId, WorkflowCaseId, now_ms,
