@@ -19,6 +19,7 @@ use hane_core::{AgentRun, LlmTurn, ReceptionStatus, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
+use crate::input::input_text;
 use crate::session::default_store_path;
 
 /// The store flag every command here shares.
@@ -168,7 +169,11 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<hane_coordinator::workflow::WorkflowError>() {
         return exit::of_kind(e.kind());
     }
-    if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
+    // A file named on the command line that cannot be read, or not within
+    // its cap, is the caller's to fix.
+    if e.downcast_ref::<hane_delivery::ConfigError>().is_some()
+        || e.downcast_ref::<hane_core::ReadError>().is_some()
+    {
         return exit::USAGE;
     }
     if e.downcast_ref::<ActivationError>()
@@ -236,13 +241,9 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
     }))
 }
 
-/// Reads `--input`: JSON, `@FILE` or `@-`.
+/// Reads `--input`: JSON, `@FILE` or `@-` (see [`input_text`]).
 pub(crate) fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
-    let text = match input.strip_prefix('@') {
-        Some("-") => std::io::read_to_string(std::io::stdin()).context("reading stdin")?,
-        Some(file) => std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?,
-        None => input.to_owned(),
-    };
+    let text = input_text(input)?;
     serde_json::from_str(&text).context("--input is not JSON")
 }
 

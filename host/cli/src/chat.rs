@@ -10,13 +10,15 @@
 //! cursor, recolour or rewrite the screen, or reorder what is shown.
 
 use std::borrow::Cow;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Read as _, Write as _};
 use std::path::Path;
 use std::pin::pin;
 use std::process::ExitCode;
 
 use clap::Args;
-use hane_coordinator::conversation::{ConversationError, ConversationView, EntryView};
+use hane_coordinator::conversation::{
+    ConversationError, ConversationView, EntryView, MAX_MESSAGE_BYTES,
+};
 use hane_coordinator::{AgentRuntime, RunError, RunEvent};
 use hane_core::{AgentRun, ConversationId, ErrorKind, LlmTurn, RunId, ToolCallSummary};
 use hane_sandbox::SchemaViolation;
@@ -107,6 +109,12 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
             Some(Typed::Line(text)) => text,
             Some(Typed::NotText) => {
                 screen.refused("the line is not UTF-8 text")?;
+                continue;
+            }
+            Some(Typed::TooLong) => {
+                screen.refused(&format!(
+                    "the line is longer than {MAX_MESSAGE_BYTES} bytes, the most a message may be"
+                ))?;
                 continue;
             }
             Some(Typed::Failed(e)) => return Err(anyhow::Error::new(e).context("reading stdin")),
@@ -262,9 +270,16 @@ enum Typed {
     Line(String),
     /// A line that is not UTF-8.
     NotText,
+    /// A line longer than a message may be, not kept.
+    TooLong,
     /// Reading failed; nothing more comes.
     Failed(std::io::Error),
 }
+
+/// The most bytes of a line read: the longest message and its line
+/// ending. The rest of a longer line is skipped, never held, so stdin
+/// without line breaks (`< /dev/zero`) cannot fill the memory.
+const MAX_LINE_BYTES: u64 = MAX_MESSAGE_BYTES as u64 + 2;
 
 /// Reads stdin a line at a time, a few lines ahead, on a thread of its
 /// own: a read of stdin cannot be cancelled, and the chat must be able to
@@ -275,8 +290,17 @@ fn read_lines() -> mpsc::Receiver<Typed> {
         let mut stdin = std::io::stdin().lock();
         loop {
             let mut bytes = Vec::new();
-            let typed = match stdin.read_until(b'\n', &mut bytes) {
+            let read = (&mut stdin)
+                .take(MAX_LINE_BYTES)
+                .read_until(b'\n', &mut bytes);
+            let typed = match read {
                 Ok(0) => break,
+                Ok(n) if n as u64 == MAX_LINE_BYTES && !bytes.ends_with(b"\n") => {
+                    match stdin.skip_until(b'\n') {
+                        Ok(_) => Typed::TooLong,
+                        Err(e) => Typed::Failed(e),
+                    }
+                }
                 Ok(_) => {
                     if bytes.ends_with(b"\n") {
                         bytes.pop();

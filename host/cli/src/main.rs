@@ -6,6 +6,7 @@ mod ask;
 mod chat;
 mod eval;
 mod image;
+mod input;
 mod keys;
 mod mcp;
 mod op;

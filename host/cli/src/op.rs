@@ -1,19 +1,18 @@
 //! `hane op run | inspect | new`.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_core::{
-    ByteSize, DirGrant, Duration, EnvGrant, HostPattern, Ledger, Limits, LimitsSpec,
-    OperationManifest, Policy, Receipt,
+    ByteSize, DirGrant, Duration, EnvGrant, FileCap, HostPattern, Ledger, Limits, LimitsSpec,
+    OperationManifest, Policy, Receipt, read_capped,
 };
 use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
+use crate::input::input_text;
 
 #[derive(Subcommand)]
 pub enum OpCommand {
@@ -167,9 +166,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
             builtins.builtin_names().join(", ")
         )));
     }
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read `{component}`"))
-        .map_err(Failure::usage)?;
+    let bytes = read_capped(path, FileCap::COMPONENT).map_err(Failure::usage)?;
     Ok(Source {
         name: component.to_owned(),
         bytes,
@@ -217,20 +214,7 @@ pub fn call_error_code(e: &CallError) -> u8 {
 }
 
 fn read_input(input: &str) -> Result<String, Failure> {
-    match input.strip_prefix('@') {
-        Some("-") => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read the input from stdin")
-                .map_err(Failure::usage)?;
-            Ok(text)
-        }
-        Some(file) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the input file `{file}`"))
-            .map_err(Failure::usage),
-        None => Ok(input.to_owned()),
-    }
+    input_text(input).map_err(Failure::usage)
 }
 
 /// A collection or document set name, checked as the policy checks it.
