@@ -38,6 +38,7 @@
 //! ```
 
 mod action;
+mod address;
 mod agent;
 mod approval;
 mod budget;
@@ -71,6 +72,11 @@ mod v3;
 mod workflow;
 
 pub use action::ProposedAction;
+pub use address::{
+    AddressError, AddressKind, AddressProblem, MAX_API_PATH_BYTES, MAX_DOMAIN_BYTES,
+    MAX_LABEL_BYTES, MAX_LOCAL_PART_BYTES, MAX_PHONE_DIGITS, MIN_PHONE_DIGITS, check_api_path,
+    check_email_address, check_phone_number, check_recipient,
+};
 pub use agent::{
     AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
     Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
