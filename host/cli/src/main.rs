@@ -15,6 +15,7 @@ mod scaffold;
 mod schedules;
 mod serve;
 mod session;
+mod terminal;
 mod worker;
 mod workflow;
 

@@ -9,8 +9,8 @@ use hane_coordinator::ModelConfig;
 use hane_core::{CaseStatus, StepStatus, WorkflowCase, WorkflowCaseId};
 
 use crate::agents::{StoreArg, block_on, cut_line, finish, read_input, time};
-use crate::chat::terminal_line;
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct WorkflowArgs {
@@ -120,7 +120,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 };
                 let cases = runtime.cases(workflow, status, limit).await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&cases)?);
+                    println!("{}", terminal_json(&cases)?);
                     return Ok(ExitCode::SUCCESS);
                 }
                 if cases.is_empty() {
@@ -214,7 +214,7 @@ fn current(case: &WorkflowCase) -> String {
 
 fn show(case: &WorkflowCase, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(case)?);
+        println!("{}", terminal_json(case)?);
         return Ok(());
     }
     println!(
