@@ -332,6 +332,77 @@ async fn a_policy_rule_approves_without_a_task_and_it_is_not_human_approval() {
 }
 
 #[tokio::test]
+async fn a_recipient_that_is_not_one_plain_address_is_refused_at_proposal_and_nothing_counts() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = activated(dir.path(), smtp_delivery(&server)).await;
+    // Shown raw, the first reads `boss@fleet.example` on a terminal; it
+    // matches the fleet-outbound policy's `*@fleet.example`, which would
+    // approve it itself, and the day's budget would count it before SMTP
+    // refused it.
+    let hidden = "boss\u{1b}[4D\u{1b}[K@fleet.example";
+    assert!(hane_core::glob_matches("*@fleet.example", hidden));
+    for (to, problem) in [
+        (hidden, r"it holds the control character \u{1b}"),
+        (
+            "boss@attacker.example\u{1b}[16Dfleet.example\u{1b}[K",
+            r"it holds the control character \u{1b}",
+        ),
+        ("boss@fleet.example,ops.example", "it holds a comma"),
+        ("\"boss\"@fleet.example", "it holds a quote `\"`"),
+        (
+            "boss\u{200b}@fleet.example",
+            r"it holds \u{200b}, which is not ASCII",
+        ),
+    ] {
+        let ended = runtime.run_to_end(reminder(to)).await.unwrap();
+        assert_eq!(ended.status, RunStatus::Failed, "{ended:#?}");
+        let error = ended.error.as_deref().unwrap();
+        assert!(
+            error.contains(&format!(
+                "`to` of `communication.send_email` is not one email address (`name@example.com`): {problem}; nothing was proposed"
+            )),
+            "{to:?}: {error}"
+        );
+        assert!(!error.contains('\u{1b}'), "{error:?}");
+        assert!(actions_of(&runtime, &ended.id).await.is_empty());
+        assert!(runtime.tasks(&ended.id).await.unwrap().items.is_empty());
+    }
+    // A text to a number that is not E.164 (the tool's schema says so
+    // too, and refuses it first).
+    let ended = runtime.run_to_end(text("090-1234-5678")).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Failed, "{ended:#?}");
+    let error = ended.error.as_deref().unwrap();
+    assert!(
+        error.contains("communication.send_sms") && error.contains("/to"),
+        "{error}"
+    );
+
+    assert!(
+        runtime
+            .actions()
+            .list(None, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let report = runtime.budget().await.unwrap();
+    assert_eq!(report.budget.as_deref(), Some("daily-budget"));
+    assert_eq!(report.usage.external_actions, 0, "{report:#?}");
+    assert!(server.messages().is_empty());
+
+    // A plain address of the same domain is approved by the policy and
+    // delivered, and counts.
+    let ended = runtime
+        .run_to_end(reminder("boss@fleet.example"))
+        .await
+        .unwrap();
+    assert_eq!(result(&ended)["status"], "delivered", "{ended:#?}");
+    assert_eq!(runtime.budget().await.unwrap().usage.external_actions, 1);
+}
+
+#[tokio::test]
 async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     // No SMS provider: an approved text fails saying what to configure,
     // which is enough to see who decided.
@@ -1053,6 +1124,25 @@ spec:
     assert!(
         refused.error.as_deref().unwrap().contains("denied"),
         "{refused:#?}"
+    );
+    assert!(actions_of(&runtime, &refused.id).await.is_empty());
+    assert_eq!(server.messages().len(), 1);
+
+    // A recipient that is not one plain address is refused to the
+    // operation as it proposes, as it would be to the agent.
+    let refused = runtime
+        .run_to_end(StartRun {
+            agent: "notice".to_owned(),
+            input: json!({"to": "depot\u{1b}[2K@elsewhere.example", "mode": "ok"}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(refused.status, RunStatus::Failed, "{refused:#?}");
+    let error = refused.error.as_deref().unwrap();
+    assert!(
+        error.contains("the recipient is not one email address"),
+        "{error}"
     );
     assert!(actions_of(&runtime, &refused.id).await.is_empty());
     assert_eq!(server.messages().len(), 1);

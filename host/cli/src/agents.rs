@@ -11,7 +11,7 @@ use hane_coordinator::AgentRuntime;
 use hane_coordinator::conversation::ConversationError;
 use hane_coordinator::reception::ReceptionRequest;
 
-use crate::chat::{terminal_line, terminal_text};
+use crate::terminal::{terminal_json, terminal_line, terminal_text};
 use hane_coordinator::{ActivationError, ModelConfig, RunError, StartRun};
 use hane_core::RunId;
 use hane_core::{ActionState, Person};
@@ -19,6 +19,7 @@ use hane_core::{AgentRun, LlmTurn, ReceptionStatus, RunStatus, Task};
 use hane_store::{RunQuery, StoreError};
 
 use crate::exit;
+use crate::input::input_text;
 use crate::session::default_store_path;
 use crate::store::note_skipped;
 
@@ -174,7 +175,11 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<hane_coordinator::workflow::WorkflowError>() {
         return exit::of_kind(e.kind());
     }
-    if e.downcast_ref::<hane_delivery::ConfigError>().is_some() {
+    // A file named on the command line that cannot be read, or not within
+    // its cap, is the caller's to fix.
+    if e.downcast_ref::<hane_delivery::ConfigError>().is_some()
+        || e.downcast_ref::<hane_core::ReadError>().is_some()
+    {
         return exit::USAGE;
     }
     if e.downcast_ref::<ActivationError>()
@@ -191,7 +196,7 @@ pub(crate) fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
             ExitCode::from(code(&e))
         }
     }
@@ -228,8 +233,8 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
                         if r.active { "*" } else { " " },
                         r.number,
                         time(r.created_at_ms),
-                        r.summary,
-                        r.source
+                        terminal_line(&r.summary),
+                        terminal_line(&r.source)
                     );
                 }
             }
@@ -242,13 +247,9 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
     }))
 }
 
-/// Reads `--input`: JSON, `@FILE` or `@-`.
+/// Reads `--input`: JSON, `@FILE` or `@-` (see [`input_text`]).
 pub(crate) fn read_input(input: &str) -> anyhow::Result<serde_json::Value> {
-    let text = match input.strip_prefix('@') {
-        Some("-") => std::io::read_to_string(std::io::stdin()).context("reading stdin")?,
-        Some(file) => std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?,
-        None => input.to_owned(),
-    };
+    let text = input_text(input)?;
     serde_json::from_str(&text).context("--input is not JSON")
 }
 
@@ -352,7 +353,7 @@ pub fn runs(args: RunsArgs) -> ExitCode {
                     })
                     .await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&runs.items)?);
+                    println!("{}", terminal_json(&runs.items)?);
                 } else if runs.items.is_empty() && runs.skipped.is_empty() {
                     eprintln!("no runs");
                 } else {
@@ -362,8 +363,8 @@ pub fn runs(args: RunsArgs) -> ExitCode {
                             run.id,
                             time(run.created_at_ms),
                             run.status.as_str(),
-                            run.agent,
-                            result_status(run)
+                            terminal_line(&run.agent),
+                            terminal_line(&result_status(run))
                         );
                     }
                 }
@@ -494,18 +495,20 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
     let content = action.content.to_value()?;
     println!(
         "  action  {} {} to {}",
-        action.id, action.tool, action.recipient
+        action.id,
+        action.tool,
+        terminal_line(&action.recipient)
     );
     println!(
         "  subject {}",
-        content["subject"].as_str().unwrap_or_default()
+        terminal_line(content["subject"].as_str().unwrap_or_default())
     );
     println!("  digest  {}", action.digest);
     println!(
         "  decider {} of {} ({})",
         action.decider.as_str(),
-        action.assignment.as_deref().unwrap_or("-"),
-        action.rule.as_deref().unwrap_or("no rule")
+        terminal_line(action.assignment.as_deref().unwrap_or("-")),
+        terminal_line(action.rule.as_deref().unwrap_or("no rule"))
     );
     println!(
         "the demo rejects it, so nothing is sent; a person would approve it with\n  hane approvals approve {} --digest {}\n",
@@ -571,21 +574,21 @@ pub(crate) async fn print_run(
         if let Some(cli) = &cli {
             value["cliOutput"] = serde_json::to_value(cli)?;
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        println!("{}", terminal_json(&value)?);
         return Ok(());
     }
     let elapsed = run.updated_at_ms.saturating_sub(run.created_at_ms);
     println!(
         "run {}  {}  {}  (release {}, {} tool call{}, {elapsed} ms{})",
         run.id,
-        run.agent,
+        terminal_line(&run.agent),
         run.status,
         run.release,
         run.tool_calls.len(),
         if run.tool_calls.len() == 1 { "" } else { "s" },
         if run.shadow { ", shadow" } else { "" }
     );
-    println!("  input   {}", run.input);
+    println!("  input   {}", terminal_line(run.input.as_str()));
     for (i, call) in run.tool_calls.iter().enumerate() {
         let detail = if call.detail.is_empty() {
             String::new()
@@ -595,8 +598,8 @@ pub(crate) async fn print_run(
         println!(
             "  {:>2}. {:<24} {:<9} {:>8.2} ms{detail}",
             i + 1,
-            call.tool,
-            call.status,
+            terminal_line(&call.tool),
+            terminal_line(&call.status),
             call.duration_us as f64 / 1000.0
         );
     }
@@ -607,7 +610,7 @@ pub(crate) async fn print_run(
         println!(
             "  cli     {} {}: {} event{}{}, {}",
             cli.driver,
-            cli.version,
+            terminal_line(&cli.version),
             cli.events.len(),
             if cli.events.len() == 1 { "" } else { "s" },
             if cli.events_omitted_bytes > 0 {
@@ -625,10 +628,11 @@ pub(crate) async fn print_run(
         }
     }
     if let Some(result) = &run.result {
-        let pretty = result
-            .to_value()
-            .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
-            .unwrap_or_else(|_| result.to_string());
+        // Pretty JSON: its only raw newlines are its own, between lines.
+        let pretty = match result.to_value() {
+            Ok(value) => terminal_json(&value).unwrap_or_default(),
+            Err(_) => terminal_line(result.as_str()).into_owned(),
+        };
         println!("  result  {}", pretty.replace('\n', "\n          "));
     }
     if let Some(error) = &run.error {
@@ -676,7 +680,7 @@ fn print_turn(turn: &LlmTurn) {
     println!(
         "  model   turn {}  {}/{}  {} in + {} out tokens{}  {} ms  {stop}, {asked}",
         turn.turn,
-        turn.provider,
+        terminal_line(&turn.provider),
         terminal_line(&turn.model),
         turn.input_tokens,
         turn.output_tokens,
@@ -688,7 +692,10 @@ fn print_turn(turn: &LlmTurn) {
         turn.latency_ms,
         asked = terminal_line(&asked)
     );
-    println!("          context {}", context_summary(&turn.context));
+    println!(
+        "          context {}",
+        terminal_line(&context_summary(&turn.context))
+    );
 }
 
 /// The context report in a line: how many messages were kept of how

@@ -2,6 +2,11 @@
 //! the outbound actions agents propose, decided by a person at a terminal,
 //! and the decider overrides that send a tool's actions to people.
 //!
+//! What an agent, a model, a reviewer or a remote server wrote (recipients,
+//! content, reasons, outcomes) is shown escaped ([`terminal_line`],
+//! [`terminal_json`]): a recipient shows as the characters it holds, not
+//! as what an escape sequence in it makes a terminal draw.
+//!
 //! These commands open only the execution ledger (the registry, the
 //! delivery settings and the day's budget), never a sandbox, so they start
 //! at once, beside a `hane serve` or `hane run` that waits for the
@@ -21,6 +26,7 @@ use hane_delivery::ConfigError;
 use crate::agents::{StoreArg, time};
 use crate::exit;
 use crate::runtime::{ENVIRONMENT_HELP, delivery_from_env, scope_from_env};
+use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Args)]
 #[command(after_long_help = ENVIRONMENT_HELP)]
@@ -158,7 +164,7 @@ pub(crate) fn main(args: ApprovalsArgs) -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
             ExitCode::from(code(&e))
         }
     }
@@ -215,7 +221,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                 let actions = &listed.items;
                 if json {
                     let list: Vec<_> = actions.iter().map(ActionRequest::to_json).collect();
-                    println!("{}", serde_json::to_string_pretty(&list)?);
+                    println!("{}", terminal_json(&list)?);
                 } else if actions.is_empty() && listed.skipped.is_empty() {
                     match state.0 {
                         Some(state) => eprintln!("no {state} actions"),
@@ -229,8 +235,8 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                             time(action.created_at_ms),
                             action.state,
                             action.tool,
-                            action.recipient,
-                            who_decides(action)
+                            terminal_line(&action.recipient),
+                            terminal_line(&who_decides(action))
                         );
                     }
                 }
@@ -308,17 +314,17 @@ async fn overrides(ledger: &ExecutionLedger, command: OverridesCommand) -> anyho
                         })
                     })
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                println!("{}", terminal_json(&list)?);
             } else if rows.is_empty() {
                 eprintln!("no overrides: the decider policies decide");
             } else {
                 for o in &rows {
                     println!(
                         "{}  people decide since {} (by {}): {}",
-                        o.tool,
+                        terminal_line(&o.tool),
                         time(o.created_at_ms),
-                        o.created_by,
-                        o.reason
+                        terminal_line(&o.created_by),
+                        terminal_line(&o.reason)
                     );
                 }
             }
@@ -366,32 +372,36 @@ fn who_decides(action: &ActionRequest) -> String {
 
 fn print_action(action: &ActionRequest, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&action.to_json())?);
+        println!("{}", terminal_json(&action.to_json())?);
         return Ok(());
     }
     // Continuation lines line up under the values.
     let indent = "\n             ";
     println!("action {}  {}", action.id, action.state);
-    println!("  run        {} (agent {})", action.run, action.agent);
-    println!("  tool       {}", action.tool);
-    println!("  recipient  {}", action.recipient);
+    println!(
+        "  run        {} (agent {})",
+        action.run,
+        terminal_line(&action.agent)
+    );
+    println!("  tool       {}", terminal_line(&action.tool));
+    println!("  recipient  {}", terminal_line(&action.recipient));
     if let Some(connection) = &action.connection {
         println!(
             "  connection {} at {}{}",
-            connection.name,
-            connection.base_url,
+            terminal_line(&connection.name),
+            terminal_line(&connection.base_url),
             connection
                 .credential
                 .as_deref()
-                .map(|c| format!(" with credential {c}"))
+                .map(|c| format!(" with credential {}", terminal_line(c)))
                 .unwrap_or_default()
         );
     }
-    let content = action
-        .content
-        .to_value()
-        .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
-        .unwrap_or_else(|_| action.content.to_string());
+    // Pretty JSON: its only raw newlines are its own, between lines.
+    let content = match action.content.to_value() {
+        Ok(value) => terminal_json(&value).unwrap_or_default(),
+        Err(_) => terminal_line(action.content.as_str()).into_owned(),
+    };
     println!("  content    {}", content.replace('\n', indent));
     println!("  digest     {}", action.digest);
     let mut decider = who_decides(action);
@@ -404,7 +414,7 @@ fn print_action(action: &ActionRequest, json: bool) -> anyhow::Result<()> {
     if action.overridden {
         decider.push_str(", sent to people by a decider override");
     }
-    println!("  decider    {decider}");
+    println!("  decider    {}", terminal_line(&decider));
     for (i, decision) in action.trail.iter().enumerate() {
         println!(
             "  {}  {}  {:<6} {:<8} by {}{}",
@@ -412,11 +422,11 @@ fn print_action(action: &ActionRequest, json: bool) -> anyhow::Result<()> {
             time(decision.at_ms),
             decision.kind.as_str(),
             decision.verdict.as_str(),
-            decision.by,
+            terminal_line(&decision.by),
             decision
                 .reason
                 .as_deref()
-                .map(|r| format!(": {r}"))
+                .map(|r| format!(": {}", terminal_line(r)))
                 .unwrap_or_default()
         );
     }
@@ -424,26 +434,28 @@ fn print_action(action: &ActionRequest, json: bool) -> anyhow::Result<()> {
         println!(
             "  attempt    {}  by process {}",
             time(attempt.started_at_ms),
-            attempt.owner
+            terminal_line(&attempt.owner)
         );
     }
     if let Some(outcome) = &action.outcome {
+        // A server's reply may span lines: each is indented under the
+        // value, so none can pass for a line of this listing.
         println!(
             "  outcome    {}: {}",
             outcome.state,
-            outcome.detail.replace('\n', indent)
+            terminal_text(&outcome.detail).replace('\n', indent)
         );
         if let Some(by) = &outcome.reconciled_by {
-            println!("             reconciled by {by}");
+            println!("             reconciled by {}", terminal_line(by));
         }
     }
     println!(
         "  approved   {}",
-        match action.approval() {
+        terminal_line(&match action.approval() {
             Some(d) if action.human_approved() => format!("by a person ({})", d.by),
             Some(d) => format!("by {} {}, not a person", d.kind.as_str(), d.by),
             None => "no".to_owned(),
-        }
+        })
     );
     match action.state {
         ActionState::Pending if action.decider == DeciderKind::Person => println!(

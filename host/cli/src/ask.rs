@@ -11,8 +11,8 @@ use hane_coordinator::{AgentRuntime, ModelConfig};
 use hane_core::{Reception, ReceptionStatus, RunStatus};
 
 use crate::agents::{StoreArg, block_on, finish, print_run, serve_for_cli};
-use crate::chat::terminal_line;
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct AskArgs {
@@ -46,7 +46,7 @@ pub fn main(args: AskArgs) -> ExitCode {
                 .reception_request(&args.text, args.agent.as_deref())
                 .await?
             {
-                Some(request) => println!("{}", serde_json::to_string_pretty(&request)?),
+                Some(request) => println!("{}", terminal_json(&request)?),
                 None => eprintln!("no agent shares a word with the request: no model is asked"),
             }
             return Ok(ExitCode::SUCCESS);
@@ -78,7 +78,7 @@ pub fn main(args: AskArgs) -> ExitCode {
             if let Some(run) = &run {
                 out["agentRun"] = serde_json::to_value(run)?;
             }
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            println!("{}", terminal_json(&out)?);
         } else {
             print_reception(&reception);
             if let Some(run) = &run {

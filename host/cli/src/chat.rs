@@ -10,13 +10,15 @@
 //! cursor, recolour or rewrite the screen, or reorder what is shown.
 
 use std::borrow::Cow;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _, Read as _, Write as _};
 use std::path::Path;
 use std::pin::pin;
 use std::process::ExitCode;
 
 use clap::Args;
-use hane_coordinator::conversation::{ConversationError, ConversationView, EntryView};
+use hane_coordinator::conversation::{
+    ConversationError, ConversationView, EntryView, MAX_MESSAGE_BYTES,
+};
 use hane_coordinator::{AgentRuntime, RunError, RunEvent};
 use hane_core::{AgentRun, ConversationId, ErrorKind, LlmTurn, RunId, ToolCallSummary};
 use hane_sandbox::SchemaViolation;
@@ -25,6 +27,7 @@ use tokio::sync::mpsc;
 use crate::agents::{StoreArg, block_on, cut_line, finish, serve_for_cli};
 use crate::runtime::ENVIRONMENT_HELP;
 use crate::session::default_store_path;
+use crate::terminal::{terminal_line, terminal_text};
 
 #[derive(Args)]
 #[command(after_long_help = ENVIRONMENT_HELP)]
@@ -107,6 +110,12 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
             Some(Typed::Line(text)) => text,
             Some(Typed::NotText) => {
                 screen.refused("the line is not UTF-8 text")?;
+                continue;
+            }
+            Some(Typed::TooLong) => {
+                screen.refused(&format!(
+                    "the line is longer than {MAX_MESSAGE_BYTES} bytes, the most a message may be"
+                ))?;
                 continue;
             }
             Some(Typed::Failed(e)) => return Err(anyhow::Error::new(e).context("reading stdin")),
@@ -262,9 +271,16 @@ enum Typed {
     Line(String),
     /// A line that is not UTF-8.
     NotText,
+    /// A line longer than a message may be, not kept.
+    TooLong,
     /// Reading failed; nothing more comes.
     Failed(std::io::Error),
 }
+
+/// The most bytes of a line read: the longest message and its line
+/// ending. The rest of a longer line is skipped, never held, so stdin
+/// without line breaks (`< /dev/zero`) cannot fill the memory.
+const MAX_LINE_BYTES: u64 = MAX_MESSAGE_BYTES as u64 + 2;
 
 /// Reads stdin a line at a time, a few lines ahead, on a thread of its
 /// own: a read of stdin cannot be cancelled, and the chat must be able to
@@ -275,8 +291,17 @@ fn read_lines() -> mpsc::Receiver<Typed> {
         let mut stdin = std::io::stdin().lock();
         loop {
             let mut bytes = Vec::new();
-            let typed = match stdin.read_until(b'\n', &mut bytes) {
+            let read = (&mut stdin)
+                .take(MAX_LINE_BYTES)
+                .read_until(b'\n', &mut bytes);
+            let typed = match read {
                 Ok(0) => break,
+                Ok(n) if n as u64 == MAX_LINE_BYTES && !bytes.ends_with(b"\n") => {
+                    match stdin.skip_until(b'\n') {
+                        Ok(_) => Typed::TooLong,
+                        Err(e) => Typed::Failed(e),
+                    }
+                }
                 Ok(_) => {
                     if bytes.ends_with(b"\n") {
                         bytes.pop();
@@ -504,40 +529,6 @@ fn count(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
-/// Whether `c` must not reach a terminal as it is: a control character
-/// (C0, DEL, C1: escape sequences, carriage returns, bells), or a
-/// bidirectional embedding, override or isolate, which reorders what is
-/// shown around it.
-fn unsafe_char(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` as it may be written to a terminal: every character of
-/// [`unsafe_char`] but newline and tab written as its escape (`\u{1b}`).
-pub(crate) fn terminal_text(text: &str) -> Cow<'_, str> {
-    escape(text, |c| unsafe_char(c) && c != '\n' && c != '\t')
-}
-
-/// [`terminal_text`] for text shown on one line: a newline is escaped too.
-pub(crate) fn terminal_line(text: &str) -> Cow<'_, str> {
-    escape(text, |c| unsafe_char(c) && c != '\t')
-}
-
-fn escape(text: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
-    if !text.chars().any(&escaped) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if escaped(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
 /// `word` as one word of a POSIX shell command, quoted when it needs it.
 fn shell_word(word: &str) -> Cow<'_, str> {
     let plain = !word.is_empty()
@@ -556,26 +547,6 @@ mod tests {
     use hane_model::{Content, ModelResponse, StopReason, Usage};
 
     use super::*;
-
-    #[test]
-    fn control_characters_are_shown_escaped_and_text_is_kept() {
-        // Clear the screen, set the window title, return to the line's
-        // start, ring the bell, a C1 CSI, and a right-to-left override.
-        let hostile = "ok\u{1b}[2J\u{1b}]0;title\u{7}\rover\u{9b}31m\u{202e}txt.exe";
-        let shown = terminal_text(hostile);
-        assert_eq!(
-            shown,
-            r"ok\u{1b}[2J\u{1b}]0;title\u{7}\u{d}over\u{9b}31m\u{202e}txt.exe"
-        );
-        assert!(!shown.chars().any(unsafe_char));
-        // Newlines and tabs stay in streamed text; on a line a newline is
-        // escaped too.
-        assert_eq!(terminal_text("a\n\tb"), "a\n\tb");
-        assert_eq!(terminal_line("a\n\tb\u{7f}"), r"a\u{a}	b\u{7f}");
-        // Ordinary text of any script is left alone, and not copied.
-        let plain = "架空 300 あ 10-02 — Toyota Hiace Van 🚐";
-        assert!(matches!(terminal_text(plain), Cow::Borrowed(t) if t == plain));
-    }
 
     #[test]
     fn an_ended_run_is_replayed_in_the_order_a_follower_sees() {

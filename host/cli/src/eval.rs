@@ -12,8 +12,8 @@ use hane_core::{
 };
 
 use crate::agents::{StoreArg, block_on, finish, serve_for_cli, time};
-use crate::chat::terminal_line;
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -94,7 +94,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 let evaluation = runtime.evaluate(&suite, |case| bar.case(case)).await?;
                 bar.clear();
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&evaluation)?);
+                    println!("{}", terminal_json(&evaluation)?);
                 } else {
                     print_evaluation(&evaluation);
                 }
@@ -107,7 +107,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
             EvalCommand::Show { id, json } => {
                 let evaluation = runtime.evaluation(&id).await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&evaluation)?);
+                    println!("{}", terminal_json(&evaluation)?);
                 } else {
                     print_evaluation(&evaluation);
                 }
@@ -117,7 +117,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 let listed = runtime.evaluations(suite, limit).await?;
                 crate::store::note_skipped(("evaluation", "evaluations"), &listed.skipped);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&listed.items)?);
+                    println!("{}", terminal_json(&listed.items)?);
                     return Ok(ExitCode::SUCCESS);
                 }
                 if listed.items.is_empty() && listed.skipped.is_empty() {
@@ -128,7 +128,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                         "{}  {}  {}  release {}{}  {}/{} passed  {}",
                         e.id,
                         time(e.created_at_ms),
-                        e.suite,
+                        terminal_line(&e.suite),
                         e.release,
                         if e.candidate { " (candidate)" } else { "" },
                         e.passed,
@@ -145,7 +145,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
             EvalCommand::Compare { a, b, json } => {
                 let comparison = runtime.compare_evaluations(&a, &b).await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&comparison)?);
+                    println!("{}", terminal_json(&comparison)?);
                 } else {
                     print_comparison(&comparison);
                 }
@@ -227,7 +227,7 @@ pub(crate) fn print_evaluation(e: &Evaluation) {
         "evaluation {} of {} (agent {}, release {}{}): {}/{} passed, {:.0}% (passRate {:.0}%): {}",
         e.id,
         terminal_line(&e.suite),
-        e.agent,
+        terminal_line(&e.agent),
         e.release,
         if e.candidate { ", candidate" } else { "" },
         e.passed,

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::agents::StoreArg;
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_text};
 
 /// The variable naming the image store's directory.
 pub(crate) const IMAGES_ENV: &str = "HANE_IMAGES";
@@ -84,7 +85,7 @@ pub(crate) fn main(args: ImageArgs) -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
             let usage = e.downcast_ref::<Usage>().is_some();
             ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
         }
@@ -166,7 +167,7 @@ fn list(store: &ImageStore, json: bool) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", terminal_json(&list)?);
     } else if images.is_empty() {
         eprintln!(
             "no images in {}: build one with `hane image build PROFILE`",

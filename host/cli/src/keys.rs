@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::agents::{StoreArg, time};
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_text};
 
 #[derive(Args)]
 pub struct KeysArgs {
@@ -65,7 +66,7 @@ pub(crate) fn main(args: KeysArgs) -> ExitCode {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
             let usage = e.downcast_ref::<KeyError>().is_some_and(|e| {
                 matches!(
                     e,
@@ -101,7 +102,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                 let key = hane_server::create_key(&registry, &name, role, groups.as_deref()).await?;
                 if json {
                     let doc = json!({"name": name, "role": role.as_str(), "groups": groups, "key": key});
-                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                    println!("{}", terminal_json(&doc)?);
                 } else {
                     let deciding = match (&groups, role) {
                         (_, Role::Viewer) => String::new(),
@@ -123,7 +124,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                         .iter()
                         .map(|k| json!({"name": k.name, "role": k.role, "groups": k.groups, "createdAtMs": k.created_at_ms}))
                         .collect();
-                    println!("{}", serde_json::to_string_pretty(&list)?);
+                    println!("{}", terminal_json(&list)?);
                 } else if keys.is_empty() {
                     eprintln!("no API keys: create one with `hane keys create NAME --role operator`");
                 } else {

@@ -6,6 +6,7 @@ mod ask;
 mod chat;
 mod eval;
 mod image;
+mod input;
 mod keys;
 mod mcp;
 mod op;
@@ -15,6 +16,7 @@ mod schedules;
 mod serve;
 mod session;
 mod store;
+mod terminal;
 mod worker;
 mod workflow;
 

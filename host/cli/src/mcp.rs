@@ -74,7 +74,7 @@ pub(crate) fn main(args: McpArgs) -> ExitCode {
     match runtime.block_on(relay.run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::terminal::terminal_text(&e.to_string()));
             ExitCode::from(exit::FAILURE)
         }
     }
@@ -226,7 +226,10 @@ impl Relay {
             }
             Err((code, why)) => match id {
                 Some(id) => self.write(&error(id, code, why)).await,
-                None => eprintln!("hane mcp: a notification was not delivered: {why}"),
+                None => eprintln!(
+                    "hane mcp: a notification was not delivered: {}",
+                    crate::terminal::terminal_line(&why)
+                ),
             },
         }
     }

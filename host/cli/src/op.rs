@@ -1,19 +1,19 @@
 //! `hane op run | inspect | new`.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_core::{
-    ByteSize, DirGrant, Duration, EnvGrant, HostPattern, Ledger, Limits, LimitsSpec,
-    OperationManifest, Policy, Receipt,
+    ByteSize, DirGrant, Duration, EnvGrant, FileCap, HostPattern, Ledger, Limits, LimitsSpec,
+    OperationManifest, Policy, Receipt, read_capped,
 };
 use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
+use crate::input::input_text;
+use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Subcommand)]
 pub enum OpCommand {
@@ -101,7 +101,7 @@ pub fn main(cmd: OpCommand) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if !f.reported {
-                eprintln!("error: {:#}", f.error);
+                eprintln!("error: {}", terminal_text(&format!("{:#}", f.error)));
             }
             ExitCode::from(f.code)
         }
@@ -167,9 +167,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
             builtins.builtin_names().join(", ")
         )));
     }
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read `{component}`"))
-        .map_err(Failure::usage)?;
+    let bytes = read_capped(path, FileCap::COMPONENT).map_err(Failure::usage)?;
     Ok(Source {
         name: component.to_owned(),
         bytes,
@@ -217,20 +215,7 @@ pub fn call_error_code(e: &CallError) -> u8 {
 }
 
 fn read_input(input: &str) -> Result<String, Failure> {
-    match input.strip_prefix('@') {
-        Some("-") => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read the input from stdin")
-                .map_err(Failure::usage)?;
-            Ok(text)
-        }
-        Some(file) => std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the input file `{file}`"))
-            .map_err(Failure::usage),
-        None => Ok(input.to_owned()),
-    }
+    input_text(input).map_err(Failure::usage)
 }
 
 /// A collection or document set name, checked as the policy checks it.
@@ -344,24 +329,28 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
             "receipt": call.receipt,
             "logs": call.logs,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        println!("{}", terminal_json(&doc).unwrap_or_default());
     } else {
+        // Logs, output, errors and proposals are the guest's words.
         for log in &call.logs {
             for line in log.message.lines() {
-                eprintln!("[{}] {line}", log.level);
+                eprintln!("[{}] {}", log.level, terminal_line(line));
             }
         }
         match &call.result {
             Ok(output) => match serde_json::from_str::<serde_json::Value>(output) {
-                Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
-                Err(_) => println!("{output}"),
+                Ok(v) => println!("{}", terminal_json(&v).unwrap_or_default()),
+                Err(_) => println!("{}", terminal_text(output)),
             },
-            Err(e) => eprintln!("error: {e}"),
+            Err(e) => eprintln!("error: {}", terminal_text(&e.to_string())),
         }
         for p in &call.proposals {
             eprintln!(
                 "{} {NOT_SENT}: {} to {} {}",
-                p.id, p.tool, p.recipient, p.content
+                p.id,
+                terminal_line(&p.tool),
+                terminal_line(&p.recipient),
+                terminal_line(p.content.as_str())
             );
         }
         eprintln!("{}", receipt_line(&call.receipt));
@@ -376,11 +365,13 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
     }
 }
 
+/// A receipt in a line; the operation's name and version are the
+/// component's own words, shown escaped.
 pub(crate) fn receipt_line(r: &Receipt) -> String {
     format!(
         "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} records / {} documents / {} denied",
-        r.operation,
-        r.version,
+        terminal_line(&r.operation),
+        terminal_line(&r.version),
         r.outcome,
         micros(r.wall_time_us),
         thousands(r.fuel_consumed),
@@ -438,17 +429,29 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
             "needs_grants": needs(&found.imports),
             "grants": source.policy,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        println!("{}", terminal_json(&doc).unwrap_or_default());
         return Ok(());
     }
+    // The descriptor is the component's own account of itself.
     let d = &found.descriptor;
-    println!("{} {} ({})", d.name, d.version, d.impact);
+    println!(
+        "{} {} ({})",
+        terminal_line(&d.name),
+        terminal_line(&d.version),
+        d.impact
+    );
     for line in d.description.lines() {
-        println!("  {line}");
+        println!("  {}", terminal_line(line));
     }
     println!("digest: {}", found.digest);
-    println!("input:  {}", summarize_schema(&d.input_schema));
-    println!("output: {}", summarize_schema(&d.output_schema));
+    println!(
+        "input:  {}",
+        terminal_line(&summarize_schema(&d.input_schema))
+    );
+    println!(
+        "output: {}",
+        terminal_line(&summarize_schema(&d.output_schema))
+    );
     println!("imports:");
     let width = found
         .imports
@@ -457,7 +460,11 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
         .max()
         .unwrap_or(0);
     for import in &found.imports {
-        println!("  {:width$}  {}", import.name, import.grant.describe());
+        println!(
+            "  {:width$}  {}",
+            terminal_line(&import.name),
+            import.grant.describe()
+        );
     }
     let needs = needs(&found.imports);
     if needs.is_empty() {

@@ -11,7 +11,7 @@ use hane_store::TickRow;
 use serde_json::{Value, json};
 
 use crate::agents::{StoreArg, block_on, finish, time};
-use crate::chat::terminal_line;
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct SchedulesArgs {
@@ -60,7 +60,7 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
                     .map(|schedule| listing(schedule, now))
                     .collect();
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&listed)?);
+                    println!("{}", terminal_json(&listed)?);
                 } else if listed.is_empty() {
                     eprintln!("release {} has no schedules", release.info.number);
                 } else {
@@ -77,7 +77,7 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
                 let ticks = registry.ticks(schedule.as_deref(), limit).await?;
                 if json {
                     let list: Vec<Value> = ticks.iter().map(tick_json).collect();
-                    println!("{}", serde_json::to_string_pretty(&list)?);
+                    println!("{}", terminal_json(&list)?);
                 } else if ticks.is_empty() {
                     eprintln!("no ticks handled yet: `hane serve` starts the runs of schedules");
                 } else {

@@ -79,7 +79,10 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!(
+                "error: {}",
+                crate::terminal::terminal_text(&format!("{e:#}"))
+            );
             // Nothing a key could use, or a malformed setting: the command
             // as given cannot serve.
             let usage =

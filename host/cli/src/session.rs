@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::exit;
 use crate::op::receipt_line;
+use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Args)]
 pub struct SessionArgs {
@@ -79,7 +80,7 @@ pub fn main(args: SessionArgs) -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
             // A wrong id or fork point is the caller's to fix, like any
             // other usage error.
             let usage = e.downcast_ref::<StoreError>().is_some_and(|e| {
@@ -112,10 +113,7 @@ fn run(args: SessionArgs) -> anyhow::Result<()> {
         match args.command {
             SessionCommand::List { json } => list(&store, json).await,
             SessionCommand::Show { id, json: true } => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&export(&store, &id).await?)?
-                );
+                println!("{}", terminal_json(&export(&store, &id).await?)?);
                 Ok(())
             }
             SessionCommand::Show { id, json: false } => show(&store, &id).await,
@@ -129,7 +127,7 @@ fn run(args: SessionArgs) -> anyhow::Result<()> {
                 Ok(())
             }
             SessionCommand::Export { id, output } => {
-                let text = serde_json::to_string_pretty(&export(&store, &id).await?)? + "\n";
+                let text = terminal_json(&export(&store, &id).await?)? + "\n";
                 match output {
                     Some(file) => write_file(&file, &text),
                     None => {
@@ -163,7 +161,7 @@ async fn list(store: &SqliteStore, json: bool) -> anyhow::Result<()> {
     let sessions = store.list_sessions().await?;
     if json {
         let all: Vec<_> = sessions.iter().map(info_json).collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        println!("{}", terminal_json(&all)?);
         return Ok(());
     }
     if sessions.is_empty() {
@@ -227,6 +225,9 @@ async fn show(store: &SqliteStore, id: &SessionId) -> anyhow::Result<()> {
     }
     for recorded in store.read(id, 0..u64::MAX).await? {
         for (i, line) in timeline(&recorded).into_iter().enumerate() {
+            // Inputs, tool calls, outputs and failures are what a caller,
+            // a model or a guest wrote.
+            let line = terminal_line(&line);
             if i == 0 {
                 let time = rfc3339(recorded.at_ms);
                 // HH:MM:SS.mmm of the RFC 3339 form.

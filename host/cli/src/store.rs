@@ -9,6 +9,7 @@ use hane_store::CheckReport;
 use serde_json::json;
 
 use crate::agents::{StoreArg, finish};
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct StoreArgs {
@@ -43,7 +44,7 @@ pub fn main(args: StoreArgs) -> ExitCode {
                     hane_core::open::<ReleaseBody>(body).map(drop)
                 })?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&report_json(&report))?);
+                    println!("{}", terminal_json(&report_json(&report))?);
                 } else {
                     print_report(&report);
                 }
@@ -59,10 +60,11 @@ pub fn main(args: StoreArgs) -> ExitCode {
 
 fn print_report(report: &CheckReport) {
     for line in &report.integrity {
-        println!("integrity: {line}");
+        println!("integrity: {}", terminal_line(line));
     }
     for problem in &report.problems {
-        println!("{problem}");
+        // A problem quotes what it could not read: stored text.
+        println!("{}", terminal_line(&problem.to_string()));
     }
     let path = report.path.display();
     let items = plural(report.checked as usize, "item", "items");

@@ -43,7 +43,10 @@ pub fn main(args: WorkerArgs) -> ExitCode {
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!(
+                "error: {}",
+                crate::terminal::terminal_text(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

@@ -9,8 +9,8 @@ use hane_coordinator::ModelConfig;
 use hane_core::{CaseStatus, StepStatus, WorkflowCase, WorkflowCaseId};
 
 use crate::agents::{StoreArg, block_on, cut_line, finish, read_input, time};
-use crate::chat::terminal_line;
 use crate::exit;
+use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
 pub struct WorkflowArgs {
@@ -121,7 +121,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 let listed = runtime.cases(workflow, status, limit).await?;
                 crate::store::note_skipped(("workflow case", "workflow cases"), &listed.skipped);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&listed.items)?);
+                    println!("{}", terminal_json(&listed.items)?);
                     return Ok(ExitCode::SUCCESS);
                 }
                 if listed.items.is_empty() && listed.skipped.is_empty() {
@@ -217,7 +217,7 @@ fn current(case: &WorkflowCase) -> String {
 
 fn show(case: &WorkflowCase, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(case)?);
+        println!("{}", terminal_json(case)?);
         return Ok(());
     }
     println!(

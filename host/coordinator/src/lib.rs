@@ -54,7 +54,7 @@ pub use inbox::Inbox;
 pub use listing::{Listed, Skipped};
 pub use release::{
     ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
-    MAX_RECORDING_BYTES, ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
+    ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
 pub use runtime::{
     AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RunEvent, RuntimeConfig, StartRun,

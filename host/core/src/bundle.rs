@@ -6,6 +6,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::file::{FileCap, read_capped_text};
 use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
@@ -217,13 +218,7 @@ pub fn read_bundle_dir(dir: &Path) -> Result<Vec<SourcedDefinition>, BundleError
     let mut documents = Vec::new();
     for path in files {
         let file = path.display().to_string();
-        let text = match fs::metadata(&path) {
-            Ok(meta) if meta.len() > MAX_MANIFEST_BYTES => Err(format!(
-                "larger than {MAX_MANIFEST_BYTES} bytes; a manifest is expected"
-            )),
-            Ok(_) => fs::read_to_string(&path).map_err(|e| format!("cannot read: {e}")),
-            Err(e) => Err(format!("cannot read: {e}")),
-        };
+        let text = read_capped_text(&path, FileCap::MANIFEST).map_err(|e| e.problem.to_string());
         match text {
             Ok(text) => {
                 documents.extend(split_documents(&text).into_iter().map(|(offset, text)| {

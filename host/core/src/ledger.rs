@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::JsonText;
+use crate::file::{FileCap, ReadProblem, read_capped_text};
 
 /// Longest collection or document set name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
@@ -38,6 +39,10 @@ pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// Most records in one collection. Queries scan a collection, so this bounds
 /// the work of one call.
 pub const MAX_RECORDS_PER_COLLECTION: usize = 100_000;
+/// Largest collection file (`records/*.jsonl`, `records/*.csv`): 128 MiB,
+/// room for [`MAX_RECORDS_PER_COLLECTION`] records of over a KiB each. A
+/// ledger is held in memory whole.
+pub const MAX_COLLECTION_BYTES: u64 = 128 << 20;
 /// Largest document (or summary file): 8 MiB.
 pub const MAX_DOCUMENT_BYTES: u64 = 8 * 1024 * 1024;
 /// Most documents in one set. A search reads every document of its set.
@@ -221,15 +226,13 @@ pub enum LedgerProblem {
     /// More than [`MAX_RECORDS_PER_COLLECTION`] records.
     #[error("more than {MAX_RECORDS_PER_COLLECTION} records in one collection")]
     TooManyRecords,
-    /// A document or summary larger than [`MAX_DOCUMENT_BYTES`].
-    #[error("{0} bytes; documents of at most {MAX_DOCUMENT_BYTES} bytes are allowed")]
-    DocumentTooLarge(u64),
+    /// Not a regular file, or larger than its cap
+    /// ([`MAX_COLLECTION_BYTES`], [`MAX_DOCUMENT_BYTES`]), or not UTF-8.
+    #[error("{0}")]
+    Read(ReadProblem),
     /// More than [`MAX_DOCUMENTS_PER_SET`] documents.
     #[error("more than {MAX_DOCUMENTS_PER_SET} documents in one set")]
     TooManyDocuments,
-    /// Text that is not UTF-8.
-    #[error("not UTF-8 text")]
-    NotUtf8,
     /// A summary file without its document.
     #[error("a summary of no document: expected `{0}.txt` or `{0}.md` beside it")]
     OrphanSummary(String),
@@ -391,7 +394,7 @@ impl Ledger {
                     other,
                 }));
             }
-            let text = read_text(&entry.path, None)?;
+            let text = read_text(&entry.path, FileCap::COLLECTION)?;
             let collection = if csv {
                 parse_csv(&entry.path, &text)?
             } else {
@@ -800,23 +803,15 @@ fn list(dir: &Path) -> Result<Vec<Entry>, LedgerError> {
     Ok(entries)
 }
 
-/// A whole UTF-8 file, without a byte-order mark; at most `max` bytes when
-/// given.
-fn read_text(path: &Path, max: Option<u64>) -> Result<String, LedgerError> {
-    let io_err = |e| fail(path, None, LedgerProblem::Io(e));
-    if let Some(max) = max {
-        let size = std::fs::metadata(path).map_err(io_err)?.len();
-        if size > max {
-            return Err(fail(path, None, LedgerProblem::DocumentTooLarge(size)));
-        }
-    }
-    let bytes = std::fs::read(path).map_err(io_err)?;
-    let mut text =
-        String::from_utf8(bytes).map_err(|_| fail(path, None, LedgerProblem::NotUtf8))?;
-    if text.starts_with('\u{feff}') {
-        text.drain(..'\u{feff}'.len_utf8());
-    }
-    Ok(text)
+/// A whole UTF-8 file, without a byte-order mark, of at most `cap`.
+fn read_text(path: &Path, cap: FileCap) -> Result<String, LedgerError> {
+    read_capped_text(path, cap).map_err(|e| {
+        let problem = match e.problem {
+            ReadProblem::Io(e) => LedgerProblem::Io(e),
+            problem => LedgerProblem::Read(problem),
+        };
+        fail(path, None, problem)
+    })
 }
 
 /// Collects records, checking ids and caps.
@@ -1069,12 +1064,12 @@ fn load_set(dir: &Path) -> Result<DocumentSet, LedgerError> {
         if set.documents.len() == MAX_DOCUMENTS_PER_SET {
             return Err(entry.fail(LedgerProblem::TooManyDocuments));
         }
-        let text = read_text(&entry.path, Some(MAX_DOCUMENT_BYTES))?;
+        let text = read_text(&entry.path, FileCap::DOCUMENT)?;
         set.documents
             .insert(entry.name, Document::from_text(&text, markdown));
     }
     for (stem_name, path) in summaries {
-        let text = read_text(&path, Some(MAX_DOCUMENT_BYTES))?;
+        let text = read_text(&path, FileCap::DOCUMENT)?;
         let summary = cap_chars(&collapse(&text), MAX_SUMMARY_CHARS);
         let mut any = false;
         for (name, document) in &mut set.documents {

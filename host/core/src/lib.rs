@@ -38,6 +38,7 @@
 //! ```
 
 mod action;
+mod address;
 mod agent;
 mod approval;
 mod budget;
@@ -49,6 +50,7 @@ mod envelope;
 mod error_kind;
 mod evaluation;
 mod event;
+mod file;
 mod ids;
 mod input;
 mod json;
@@ -70,6 +72,11 @@ mod v3;
 mod workflow;
 
 pub use action::ProposedAction;
+pub use address::{
+    AddressError, AddressKind, AddressProblem, MAX_API_PATH_BYTES, MAX_DOMAIN_BYTES,
+    MAX_LABEL_BYTES, MAX_LOCAL_PART_BYTES, MAX_PHONE_DIGITS, MIN_PHONE_DIGITS, check_api_path,
+    check_email_address, check_phone_number, check_recipient,
+};
 pub use agent::{
     AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CONTROL_TOOLS, CliProfile,
     Connection, Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
@@ -96,6 +103,10 @@ pub use evaluation::{
     EvaluationComparison, compare_result,
 };
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
+pub use file::{
+    FileCap, MAX_COMPONENT_BYTES, MAX_INPUT_BYTES, ReadError, ReadProblem, read_capped,
+    read_capped_from, read_capped_text, read_capped_text_from,
+};
 pub use ids::{
     ActionId, ConversationId, EvaluationId, IdError, InputId, MAX_INPUT_ID_LEN, OperationId,
     ReceptionId, RunId, SessionId, TaskId, ToolCallId, WorkflowCaseId, now_ms,

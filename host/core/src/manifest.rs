@@ -11,6 +11,7 @@ use serde::de::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::file::{FileCap, read_capped_text};
 use crate::{Impact, LimitsSpec, Policy, PolicyError};
 
 /// The `apiVersion` of operation manifests.
@@ -145,11 +146,11 @@ impl OperationManifest {
     /// The file cannot be read, or [`OperationManifest::from_yaml`] fails.
     pub fn from_file(path: &Path) -> Result<Self, ManifestError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+        let text = read_capped_text(path, FileCap::MANIFEST).map_err(|e| ManifestError {
             file: file.clone(),
             line: None,
             field: String::new(),
-            message: format!("cannot read: {e}"),
+            message: e.problem.to_string(),
         })?;
         let mut manifest = Self::from_yaml(&file, &text)?;
         manifest.resolve_relative_to(path.parent().unwrap_or(Path::new(".")));

@@ -199,7 +199,7 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
                 "required": ["to", "text"],
                 "additionalProperties": false,
                 "properties": {
-                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
+                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{7,14}$"},
                     "text": {"type": "string", "minLength": 1, "maxLength": 1600}
                 }
             }),
@@ -212,7 +212,7 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
                 "required": ["to", "message"],
                 "additionalProperties": false,
                 "properties": {
-                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{6,14}$"},
+                    "to": {"type": "string", "pattern": "^\\+[1-9][0-9]{7,14}$"},
                     "message": {"type": "string", "minLength": 1, "maxLength": 5000}
                 }
             }),

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
 
-use hane_core::credential_key;
 pub use hane_core::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var};
+use hane_core::{FileCap, credential_key, read_capped};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,6 +20,11 @@ pub const SMTP_URL_ENV: &str = "HANE_SMTP_URL";
 pub const SMTP_PASSWORD_ENV: &str = "HANE_SMTP_PASSWORD";
 /// An extra root certificate (PEM) to trust for the SMTP server.
 pub const SMTP_CA_FILE_ENV: &str = "HANE_SMTP_CA_FILE";
+/// The most bytes of the [`SMTP_CA_FILE_ENV`] file (1 MiB): a bundle of a
+/// few hundred PEM certificates.
+pub const MAX_CA_FILE_BYTES: u64 = 1 << 20;
+/// What the [`SMTP_CA_FILE_ENV`] file is read as.
+pub(crate) const CA_FILE_CAP: FileCap = FileCap::new(MAX_CA_FILE_BYTES, "certificate files");
 /// The SMS provider's endpoint.
 pub const SMS_URL_ENV: &str = "HANE_SMS_URL";
 /// The bearer token for the SMS provider.
@@ -479,7 +484,7 @@ fn smtp_auth(
 /// at least one certificate, so a typo shows up before the first email.
 fn check_root_certificate(path: &str) -> Result<(), ConfigError> {
     let error = |problem: String| ConfigError::new(SMTP_CA_FILE_ENV, problem);
-    let pem = std::fs::read(path).map_err(|e| error(format!("cannot read {path}: {e}")))?;
+    let pem = read_capped(path.as_ref(), CA_FILE_CAP).map_err(|e| error(e.to_string()))?;
     let mut count = 0;
     for cert in CertificateDer::pem_slice_iter(&pem) {
         cert.map_err(|e| error(format!("{path} is not valid PEM: {e}")))?;
@@ -648,6 +653,14 @@ mod tests {
                 ],
                 SMTP_CA_FILE_ENV,
                 "cannot read /nonexistent.pem",
+            ),
+            (
+                &[
+                    (SMTP_URL_ENV, "smtp://h?from=a@b.c"),
+                    (SMTP_CA_FILE_ENV, "/dev/zero"),
+                ],
+                SMTP_CA_FILE_ENV,
+                "/dev/zero is a character device, not a regular file",
             ),
         ];
         for (vars, var, problem) in cases {

@@ -83,10 +83,11 @@ use std::time::Duration;
 use ::http::Method;
 use tokio::time::Instant;
 
+use config::CA_FILE_CAP;
 pub use config::{
     CALL_TOKEN_ENV, CALL_URL_ENV, CREDENTIAL_ENV_PREFIX, ConfigError, DEFAULT_TIMEOUT,
-    DeliveryConfig, HttpProvider, SMS_TOKEN_ENV, SMS_URL_ENV, SMTP_CA_FILE_ENV, SMTP_PASSWORD_ENV,
-    SMTP_URL_ENV, Secret, SmtpConfig, SmtpTls, TIMEOUT_ENV, credential_env_var,
+    DeliveryConfig, HttpProvider, MAX_CA_FILE_BYTES, SMS_TOKEN_ENV, SMS_URL_ENV, SMTP_CA_FILE_ENV,
+    SMTP_PASSWORD_ENV, SMTP_URL_ENV, Secret, SmtpConfig, SmtpTls, TIMEOUT_ENV, credential_env_var,
 };
 
 /// How much of an HTTP provider's answer a detail quotes.

@@ -17,7 +17,9 @@ use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter,
 use lettre::transport::smtp::response::Response;
 use tokio::time::timeout_at;
 
-use super::{Deadline, Delivery, SMTP_CA_FILE_ENV, SMTP_URL_ENV, SmtpConfig, SmtpTls, host_port};
+use super::{
+    CA_FILE_CAP, Deadline, Delivery, SMTP_CA_FILE_ENV, SMTP_URL_ENV, SmtpConfig, SmtpTls, host_port,
+};
 
 /// How long a `QUIT` may take once the outcome is known.
 const QUIT_GRACE: Duration = Duration::from_secs(1);
@@ -120,9 +122,8 @@ fn tls_parameters(config: &SmtpConfig) -> Result<TlsParameters, String> {
     let mut builder = TlsParameters::builder(config.host.clone());
     if let Some(path) = &config.root_certificate {
         let shown = path.display();
-        let pem = std::fs::read(path).map_err(|e| {
-            format!("cannot read the root certificate {shown} ({SMTP_CA_FILE_ENV}): {e}")
-        })?;
+        let pem = hane_core::read_capped(path, CA_FILE_CAP)
+            .map_err(|e| format!("the root certificate ({SMTP_CA_FILE_ENV}): {e}"))?;
         let certificate = Certificate::from_pem(&pem).map_err(|e| {
             format!("cannot use the root certificate {shown} ({SMTP_CA_FILE_ENV}): {e}")
         })?;

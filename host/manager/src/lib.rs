@@ -49,7 +49,9 @@ mod worker;
 
 pub use components::{Components, component_digest};
 pub use local::{LocalConfig, LocalOperationManager};
-pub use protocol::{PROTOCOL_VERSION, ProtocolError, SecretError, WorkerSecret};
+pub use protocol::{
+    MAX_SECRET_FILE_BYTES, PROTOCOL_VERSION, ProtocolError, SecretError, WorkerSecret,
+};
 pub use proxy::{ConnectError, ProxyConfig, ProxyOperationManager};
 pub use worker::{AddrError, DEFAULT_MAX_UNAUTHENTICATED, Worker, WorkerAddr, WorkerListener};
 

@@ -58,6 +58,10 @@ pub const PROTOCOL_VERSION: u16 = 4;
 /// tens of MiB.
 pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
 
+/// The most bytes of a worker secret file (4 KiB): a secret is a line of
+/// random characters.
+pub const MAX_SECRET_FILE_BYTES: u64 = 4 << 10;
+
 /// The largest frame accepted before the handshake is over, so an
 /// unauthenticated peer cannot make the other side allocate much.
 pub const MAX_HANDSHAKE_FRAME_BYTES: usize = 4 * 1024;
@@ -219,13 +223,14 @@ pub enum SecretError {
     /// The secret is empty (or only whitespace).
     #[error("the worker secret is empty")]
     Empty,
-    /// The secret file could not be read.
-    #[error("cannot read the worker secret file `{path}`: {source}")]
+    /// The secret file could not be read: missing, not a regular file,
+    /// or larger than [`MAX_SECRET_FILE_BYTES`].
+    #[error("the worker secret file: {source}")]
     Read {
         /// The file.
         path: String,
-        /// The I/O error.
-        source: io::Error,
+        /// What was wrong, naming the file.
+        source: hane_core::ReadError,
     },
 }
 
@@ -248,9 +253,11 @@ impl WorkerSecret {
     ///
     /// # Errors
     ///
-    /// The file cannot be read or holds an empty secret.
+    /// The file cannot be read within [`MAX_SECRET_FILE_BYTES`] or holds
+    /// an empty secret.
     pub fn from_file(path: &Path) -> Result<Self, SecretError> {
-        let bytes = std::fs::read(path).map_err(|source| SecretError::Read {
+        let cap = hane_core::FileCap::new(MAX_SECRET_FILE_BYTES, "worker secret files");
+        let bytes = hane_core::read_capped(path, cap).map_err(|source| SecretError::Read {
             path: path.display().to_string(),
             source,
         })?;

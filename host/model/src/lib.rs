@@ -33,7 +33,8 @@ pub use assemble::{arguments_text, parse_arguments};
 pub use hane_context::types::*;
 pub use hane_core::Secret;
 pub use recording::{
-    RECORDING_FORMAT, RECORDING_VERSION, Recorded, Recorder, Recording, RecordingError, Turn, pin,
+    MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorded, Recorder, Recording,
+    RecordingError, Turn, pin,
 };
 pub use retry::{RetryPolicy, send_with_retry};
 

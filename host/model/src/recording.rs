@@ -39,6 +39,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use hane_core::{FileCap, read_capped_text};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -61,6 +62,10 @@ pub struct Turn {
     /// The answer.
     pub response: ModelResponse,
 }
+
+/// The most bytes a recording file may hold (16 MiB): a few hundred turns
+/// of a conversation with their requests.
+pub const MAX_RECORDING_BYTES: u64 = 16 << 20;
 
 /// A recording file's contents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,15 +111,19 @@ pub enum RecordingError {
 }
 
 impl Recording {
-    /// Reads and checks the recording at `path`.
+    /// What a recording file is read as: at most [`MAX_RECORDING_BYTES`].
+    pub const CAP: FileCap = FileCap::new(MAX_RECORDING_BYTES, "recordings");
+
+    /// Reads and checks the recording at `path`, of at most
+    /// [`Recording::CAP`].
     ///
     /// # Errors
     ///
     /// [`RecordingError`], naming the file (and the version when unknown).
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RecordingError::Io {
+        let text = read_capped_text(path, Self::CAP).map_err(|e| RecordingError::Io {
             path: path.to_owned(),
-            message: format!("cannot read it: {e}"),
+            message: e.problem.to_string(),
         })?;
         Self::parse(&text, path)
     }

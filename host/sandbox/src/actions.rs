@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use hane_core::{JsonText, Policy, ProposedAction};
+use hane_core::{ControlTool, JsonText, Policy, ProposedAction, check_recipient};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
@@ -99,7 +99,7 @@ impl actions::Host for ActionsCtx {
         if let Err(denied) = self.grant.check(&tool) {
             return Ok(Err(denied));
         }
-        let content = match check(&recipient, &content) {
+        let content = match check(&tool, &recipient, &content) {
             Ok(content) => content,
             Err(message) => return Ok(Err(Error::InvalidInput(message))),
         };
@@ -119,9 +119,11 @@ impl actions::Host for ActionsCtx {
     }
 }
 
-/// The content as JSON when the recipient and content are within the caps
-/// and the content is a JSON object.
-fn check(recipient: &str, content: &str) -> Result<JsonText, String> {
+/// The content as JSON when the recipient and content are within the caps,
+/// the recipient is one of the kind `tool` sends to
+/// ([`hane_core::check_recipient`], as the host checks every proposal
+/// again), and the content is a JSON object.
+fn check(tool: &str, recipient: &str, content: &str) -> Result<JsonText, String> {
     if recipient.trim().is_empty() {
         return Err("the recipient is empty".to_owned());
     }
@@ -130,6 +132,9 @@ fn check(recipient: &str, content: &str) -> Result<JsonText, String> {
             "the recipient is {} bytes; recipients are at most {MAX_RECIPIENT_BYTES}",
             recipient.len()
         ));
+    }
+    if let Some(tool) = ControlTool::named(tool) {
+        check_recipient(tool, recipient).map_err(|e| format!("the recipient {e}"))?;
     }
     if content.len() > MAX_CONTENT_BYTES {
         return Err(format!(
@@ -239,6 +244,12 @@ mod tests {
             ("a@example.com", "\"text\"", "not an object"),
             (" ", "{}", "the recipient is empty"),
             (
+                "boss\u{1b}[4D\u{1b}[K@fleet.example",
+                "{}",
+                r"the recipient is not one email address (`name@example.com`): it holds the control character \u{1b}",
+            ),
+            ("Boss <boss@example.com>", "{}", "it holds a space"),
+            (
                 &"a".repeat(MAX_RECIPIENT_BYTES + 1),
                 "{}",
                 "recipients are at most 320",
@@ -257,6 +268,20 @@ mod tests {
         }
         assert!(ctx.take_proposals().is_empty());
         assert_eq!(incidents.denied(), 0);
+    }
+
+    #[test]
+    fn texts_and_calls_go_to_e164_numbers() {
+        let (mut ctx, _) = granting(&["communication.send_sms", "communication.place_call"]);
+        for tool in ["communication.send_sms", "communication.place_call"] {
+            assert!(propose(&mut ctx, tool, "+81312345678", r#"{"text":"hi"}"#).is_ok());
+            let err = propose(&mut ctx, tool, "03-1234-5678", r#"{"text":"hi"}"#).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidInput(m) if m.starts_with("the recipient is not a phone number in E.164 form")),
+                "{err:?}"
+            );
+        }
+        assert_eq!(ctx.take_proposals().len(), 2);
     }
 
     #[test]

@@ -8,13 +8,14 @@ use hane_core::{ByteSize, Duration, Outcome};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
-    /// The component file could not be read.
-    #[error("cannot read component `{path}`: {source}")]
+    /// The component file could not be read: missing, not a regular
+    /// file, or larger than [`MAX_COMPONENT_BYTES`](hane_core::MAX_COMPONENT_BYTES).
+    #[error("{source}")]
     Read {
         /// The path given.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// What was wrong, naming the file.
+        source: hane_core::ReadError,
     },
     /// The bytes are not a valid component, or compiling them failed.
     #[error("`{name}` is not a valid WebAssembly component: {message}")]

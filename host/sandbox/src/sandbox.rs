@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
-use hane_core::{ByteSize, Ledger, Limits, Policy};
+use hane_core::{ByteSize, FileCap, Ledger, Limits, Policy, read_capped};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -338,13 +338,14 @@ impl Sandbox {
         self.inner.config.fuel
     }
 
-    /// Loads a component file as an operation under `policy`.
+    /// Loads a component file of at most [`FileCap::COMPONENT`] as an
+    /// operation under `policy`.
     ///
     /// # Errors
     ///
-    /// See [`Sandbox::load`].
+    /// The file cannot be read within its cap, or see [`Sandbox::load`].
     pub async fn load_file(&self, path: &Path, policy: &Policy) -> Result<Operation, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        let bytes = read_capped(path, FileCap::COMPONENT).map_err(|source| LoadError::Read {
             path: path.display().to_string(),
             source,
         })?;

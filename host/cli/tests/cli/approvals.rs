@@ -352,3 +352,151 @@ fn decisions_from_another_process_reach_the_waiting_run() {
     assert!(listed.contains(&other), "{listed}");
     assert_eq!(listed.lines().count(), 1, "{listed}");
 }
+
+/// Whether `text` holds a character that would act on a terminal rather
+/// than show: an escape, a C1 control, a bidirectional override or a
+/// zero-width space (newlines and tabs aside).
+fn acts_on_a_terminal(text: &str) -> bool {
+    text.chars()
+        .any(|c| (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202e}' | '\u{200b}'))
+}
+
+#[test]
+fn odd_content_and_a_stored_hostile_recipient_are_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_release(dir.path());
+    // A valid email whose subject and body carry escape codes: clear the
+    // screen, set the title, a C1 CSI, a right-to-left override, and a
+    // zero-width space.
+    let subject = "Your van\u{1b}[2J\u{1b}]0;owned\u{7} is ready \u{9b}31m";
+    let body = "Gate\u{202e}3\u{200b}.";
+    let input =
+        serde_json::json!({"email": "driver@example.com", "subject": subject, "body": body})
+            .to_string();
+    let mut child = command(&store, &["run", "notify", "--input", &input, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hane run");
+    let action = pending_action(&store, &mut child);
+    let id = action["id"].as_str().unwrap().to_owned();
+    let digest = action["digest"].as_str().unwrap().to_owned();
+
+    // JSON stays JSON, and means the same, without a raw escape code.
+    let out = hane(&store, &["approvals", "list", "--json"]);
+    let listed = ok(&out);
+    assert!(!acts_on_a_terminal(&listed), "{listed:?}");
+    assert!(listed.contains(r"\u001b[2J"), "{listed}");
+    assert!(listed.contains(r"\u009b31m"), "{listed}");
+    let parsed = json(&out);
+    assert_eq!(parsed[0]["content"]["subject"], subject);
+    assert_eq!(parsed[0]["content"]["body"], body);
+
+    let shown = ok(&hane(&store, &["approvals", "show", &id]));
+    assert!(!acts_on_a_terminal(&shown), "{shown:?}");
+    for part in [
+        r"Your van\u001b[2J\u001b]0;owned\u0007 is ready \u009b31m",
+        r"Gate\u202e3\u200b.",
+        "driver@example.com",
+        digest.as_str(),
+    ] {
+        assert!(shown.contains(part), "no {part} in {shown}");
+    }
+    let shown = ok(&hane(&store, &["approvals", "show", &id, "--json"]));
+    assert!(!acts_on_a_terminal(&shown), "{shown:?}");
+    ok(&hane(
+        &store,
+        &["approvals", "reject", &id, "--digest", &digest],
+    ));
+    finish(child);
+
+    // A recipient that would show as `boss@fleet.example`, as a store
+    // written before recipients were checked at proposal may hold, with a
+    // reviewer's reason of the same kind.
+    let hostile = "boss@attacker.example\u{1b}[16Dfleet.example\u{1b}[K";
+    let old = stored_action(
+        &store,
+        hostile,
+        "looks fine\u{1b}[2K\rapproved   by a person",
+    );
+    let listed = ok(&hane(&store, &["approvals", "list"]));
+    assert!(!acts_on_a_terminal(&listed), "{listed:?}");
+    assert!(
+        listed.contains(r"to boss@attacker.example\u{1b}[16Dfleet.example\u{1b}[K  ("),
+        "{listed}"
+    );
+    let shown = ok(&hane(&store, &["approvals", "show", &old]));
+    assert!(!acts_on_a_terminal(&shown), "{shown:?}");
+    assert!(
+        shown.contains(r"recipient  boss@attacker.example\u{1b}[16Dfleet.example\u{1b}[K"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(r": looks fine\u{1b}[2K\u{d}approved   by a person"),
+        "{shown}"
+    );
+}
+
+/// Stores a pending email to `recipient`, escalated to people by a review
+/// agent giving `reason`, straight into the store (as an older version
+/// would have); its id.
+fn stored_action(store: &Path, recipient: &str, reason: &str) -> String {
+    use hane_core::{
+        ActionId, ActionRequest, ActionState, DeciderKind, Decision, JsonText, RunId, Verdict,
+        digest, now_ms,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let registry = hane_store::Registry::open(store).unwrap();
+        let tool = "communication.send_email";
+        let content = serde_json::json!({"subject": "Hello", "body": "Gate 3."});
+        let now = now_ms();
+        let action = ActionRequest {
+            id: ActionId::new(),
+            run: RunId::new(),
+            agent: "notify".to_owned(),
+            tool: tool.to_owned(),
+            recipient: recipient.to_owned(),
+            digest: digest(tool, recipient, &content),
+            content: JsonText::from_value(&content),
+            state: ActionState::Pending,
+            decider: DeciderKind::Person,
+            assignment: Some("desk".to_owned()),
+            reviewer: Some("reviewer".to_owned()),
+            rule: None,
+            overridden: false,
+            task: None,
+            connection: None,
+            trail: vec![Decision {
+                kind: DeciderKind::Agent,
+                by: "agent:reviewer".to_owned(),
+                verdict: Verdict::Escalate,
+                reason: Some(reason.to_owned()),
+                digest: digest(tool, recipient, &content),
+                at_ms: now,
+            }],
+            attempts: Vec::new(),
+            outcome: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let row = hane_store::ActionRow {
+            id: action.id.to_string(),
+            run: action.run.to_string(),
+            tool: action.tool.clone(),
+            state: action.state.as_str().to_owned(),
+            owner: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            body: hane_core::seal(&action),
+        };
+        registry
+            .transact(move |tx| tx.put_action(&row))
+            .await
+            .unwrap();
+        action.id.to_string()
+    })
+}

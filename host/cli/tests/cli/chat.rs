@@ -373,8 +373,8 @@ fn a_chat_carries_its_context_across_messages_and_resumes_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_release(dir.path());
 
-    // Two messages, with a refused one between them: too long, then not
-    // UTF-8. The second is answered from the first's result, which the
+    // Two messages, with a refused one between them: too long (read only
+    // up to a message's length, the rest skipped), then not UTF-8. The second is answered from the first's result, which the
     // recording gives only to a run that was given it.
     let mut stdin = format!("{FIRST}\n{}\n", "x".repeat(70_000)).into_bytes();
     stdin.extend_from_slice(b"\xff\xfe\n");
@@ -408,7 +408,9 @@ fn a_chat_carries_its_context_across_messages_and_resumes_from_the_store() {
     // The refused lines said why, and the chat went on.
     let errors = text(&first.stderr);
     assert!(
-        errors.contains("error: not sent: `text` is 70000 bytes; a message holds at most 65536"),
+        errors.contains(
+            "error: not sent: the line is longer than 65536 bytes, the most a message may be"
+        ),
         "{errors}"
     );
     assert!(

@@ -2,7 +2,8 @@
 //! links once: `op` (operations, outputs, receipts and exit codes),
 //! `agents` (releases, runs, the demo, keys), `approvals`, `ask`
 //! (reception from the terminal), `chat` (a
-//! conversation on stdin), `mcp` (the stdio relay), `schedules` (two
+//! conversation on stdin), `mcp` (the stdio relay), `reads` (files and
+//! stdin read bounded, under a memory limit), `schedules` (two
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
 //! (opening, listings with damaged items, `hane store check`) and `worker`.
 
@@ -14,6 +15,7 @@ mod common;
 mod eval;
 mod mcp;
 mod op;
+mod reads;
 mod schedules;
 mod session;
 mod store;

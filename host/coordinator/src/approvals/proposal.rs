@@ -23,8 +23,8 @@ use crate::runtime::{
 };
 use crate::tools::{self, ControlTool, ToolResult};
 use hane_core::{
-    ActionOutcome, ActionRequest, ActionState, ConnectionTarget, DeciderKind, Decision, Person,
-    Verdict, digest,
+    ActionOutcome, ActionRequest, ActionState, AddressError, ConnectionTarget, DeciderKind,
+    Decision, Person, Verdict, check_api_path, check_recipient, digest,
 };
 
 /// Where approval tasks go when neither the agent's `approval` nor its
@@ -657,23 +657,44 @@ fn action_request(
 
 /// The recipient and content a call fixes, and for `integration.execute`
 /// the connection it goes through.
+///
+/// Every proposal, of an agent's call or an operation's, comes through
+/// here before anything decides, matches or counts it: a recipient that
+/// is not exactly one address of its kind ([`check_recipient`]), or a
+/// path that is not a plain URL path ([`check_api_path`]), is refused as
+/// invalid input naming the field, and nothing is stored.
 fn recipient_and_content(
     live: &LiveRun,
     control: ControlTool,
     input: &Value,
 ) -> Result<(String, Value, Option<ConnectionTarget>), ToolResult> {
     let text = |field: &str| input[field].as_str().unwrap_or_default().to_owned();
+    let invalid = |field: &str, e: AddressError| {
+        ToolResult::error(
+            "invalid_input",
+            format!(
+                "`{field}` of `{}` {e}; nothing was proposed",
+                control.name()
+            ),
+        )
+    };
+    let to = |field: &str| -> Result<String, ToolResult> {
+        let recipient = text(field);
+        check_recipient(control, &recipient).map_err(|e| invalid(field, e))?;
+        Ok(recipient)
+    };
     match control {
         ControlTool::SendEmail => Ok((
-            text("to"),
+            to("to")?,
             json!({"subject": text("subject"), "body": text("body")}),
             None,
         )),
-        ControlTool::SendSms => Ok((text("to"), json!({"text": text("text")}), None)),
-        ControlTool::PlaceCall => Ok((text("to"), json!({"message": text("message")}), None)),
+        ControlTool::SendSms => Ok((to("to")?, json!({"text": text("text")}), None)),
+        ControlTool::PlaceCall => Ok((to("to")?, json!({"message": text("message")}), None)),
         _ => {
             let spec = &live.agent.manifest.spec;
-            let name = text("connection");
+            let name = to("connection")?;
+            check_api_path(&text("path")).map_err(|e| invalid("path", e))?;
             let Some(found) = spec.connections.iter().find(|c| c.name == name) else {
                 let known: Vec<&str> = spec.connections.iter().map(|c| c.name.as_str()).collect();
                 return Err(ToolResult::error(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use hane_core::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
-    EnvGrant, EvalSuiteManifest, HostPattern, Impact, Ledger, Limits, ManifestError, ModelApi,
-    ModelProviderManifest, OperationManifest, Policy, ProviderModel, ScheduleManifest,
-    ScheduleTarget, Versioned, WorkflowManifest,
+    EnvGrant, EvalSuiteManifest, FileCap, HostPattern, Impact, Ledger, Limits, ManifestError,
+    ModelApi, ModelProviderManifest, OperationManifest, Policy, ProviderModel, ScheduleManifest,
+    ScheduleTarget, Versioned, WorkflowManifest, read_capped, read_capped_text,
 };
 use hane_manager::Components;
 use hane_sandbox::{Sandbox, Schema, describe_violations};
@@ -64,9 +64,6 @@ pub struct ReleasedProvider {
     /// The recording's text.
     pub recording: Option<String>,
 }
-
-/// The most bytes a provider's recording may hold (16 MiB).
-pub const MAX_RECORDING_BYTES: u64 = 16 << 20;
 
 /// A release body as version 3 stored it: without workflows and
 /// schedules.
@@ -536,17 +533,8 @@ fn provider_recording(
     };
     let fail = |message: String| ManifestError::new(file, "spec.recording", message);
     let at = folder.join(recording);
-    let size = std::fs::metadata(&at)
-        .map_err(|e| fail(format!("cannot read {}: {e}", at.display())))?
-        .len();
-    if size > MAX_RECORDING_BYTES {
-        return Err(fail(format!(
-            "{} has {size} bytes; a recording may have at most {MAX_RECORDING_BYTES}",
-            at.display()
-        )));
-    }
-    let text = std::fs::read_to_string(&at)
-        .map_err(|e| fail(format!("cannot read {}: {e}", at.display())))?;
+    let text =
+        read_capped_text(&at, hane_model::Recording::CAP).map_err(|e| fail(e.to_string()))?;
     hane_model::Recording::parse(&text, at.display().to_string())
         .map_err(|e| fail(e.to_string()))?;
     Ok(Some(text))
@@ -581,7 +569,7 @@ fn component_bytes(
             }),
         None => {
             let at = folder.join(component);
-            std::fs::read(&at).map_err(|e| fail(format!("cannot read {}: {e}", at.display())))
+            read_capped(&at, FileCap::COMPONENT).map_err(|e| fail(e.to_string()))
         }
     }
 }

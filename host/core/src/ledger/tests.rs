@@ -581,9 +581,24 @@ fn sizes_are_capped() {
     scratch.write("documents/set/huge.txt", vec![b'a'; size as usize]);
     assert_eq!(
         scratch.error(),
-        format!(
-            "documents/set/huge.txt: {size} bytes; documents of at most {MAX_DOCUMENT_BYTES} bytes are allowed"
-        )
+        "documents/set/huge.txt: larger than the 8 MiB cap on documents"
+    );
+
+    // A collection that is not a regular file is refused before it is
+    // read: a FIFO would wait for a writer.
+    let scratch = Scratch::new();
+    scratch.write("records/ok.jsonl", "");
+    let fifo = scratch.0.join("records/v.jsonl");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(
+        scratch.error(),
+        "records/v.jsonl: a FIFO, not a regular file; ledger collections are read from regular files"
     );
 }
 

@@ -370,8 +370,8 @@ fn installed(modules: &Path, cli: Cli, where_: &str) -> Result<String, String> {
 /// The installed version of `cli`'s npm package.
 fn installed_version(clis: &Path, cli: Cli) -> Result<String, String> {
     let manifest = clis.join(cli.package()).join("package.json");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let text = hane_core::read_capped_text(&manifest, hane_core::FileCap::MANIFEST)
+        .map_err(|e| e.to_string())?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not JSON: {e}", manifest.display()))?;
     value["version"]
