@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Forbidden,
     /// A limit or the day's budget does not allow it.
     LimitExceeded,
+    /// A service the host called failed: the model of a reception or a
+    /// conversation's message. Not the caller's fault, nor the host's.
+    Upstream,
     /// The host failed: the store, or an item it could not read.
     Internal,
 }
@@ -31,6 +34,7 @@ impl ErrorKind {
             ErrorKind::Conflict => "conflict",
             ErrorKind::Forbidden => "forbidden",
             ErrorKind::LimitExceeded => "limit_exceeded",
+            ErrorKind::Upstream => "upstream",
             ErrorKind::Internal => "internal",
         }
     }

@@ -49,13 +49,16 @@ pub(crate) enum ErrorCode {
     BudgetExceeded,
     /// The server has as many connections as it takes (503).
     Unavailable,
+    /// The model the request needed failed; the message says which and
+    /// how (502).
+    BadGateway,
     /// The server failed; its log says why (500).
     Internal,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub(crate) const ALL: [ErrorCode; 15] = [
+    pub(crate) const ALL: [ErrorCode; 16] = [
         ErrorCode::InvalidInput,
         ErrorCode::NotFound,
         ErrorCode::Unauthorized,
@@ -70,6 +73,7 @@ impl ErrorCode {
         ErrorCode::HeadersTooLarge,
         ErrorCode::BudgetExceeded,
         ErrorCode::Unavailable,
+        ErrorCode::BadGateway,
         ErrorCode::Internal,
     ];
 
@@ -89,6 +93,7 @@ impl ErrorCode {
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::BudgetExceeded => "budget_exceeded",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::BadGateway => "bad_gateway",
             ErrorCode::Internal => "internal",
         }
     }
@@ -109,6 +114,7 @@ impl ErrorCode {
             ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::BadGateway => StatusCode::BAD_GATEWAY,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -191,6 +197,7 @@ impl ApiError {
             ErrorKind::Conflict => ErrorCode::Conflict,
             ErrorKind::Forbidden => ErrorCode::Forbidden,
             ErrorKind::LimitExceeded => ErrorCode::BudgetExceeded,
+            ErrorKind::Upstream => ErrorCode::BadGateway,
             _ => return Self::internal(what, error),
         };
         Self::new(code, error.to_string())

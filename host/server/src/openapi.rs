@@ -535,7 +535,7 @@ fn operation(route: &Route) -> Value {
             responses["400"] = response("BadRequest");
             responses["404"] = response("NotFound");
             responses["409"] =
-                conflict("The action is not `unknown`: its outcome is recorded already");
+                conflict("The action is not `unknown`; the message says what is known of it");
             responses["413"] = response("PayloadTooLarge");
             responses["415"] = response("UnsupportedMediaType");
             responses["422"] = response("InvalidBody");
@@ -624,6 +624,7 @@ fn operation(route: &Route) -> Value {
                 "The text or input is not valid, or the agent does not take a message as its input; `path` points at the field",
             );
             responses["429"] = response("BudgetExceeded");
+            responses["502"] = response("BadGateway");
             op["parameters"] = conversation_id;
             op["requestBody"] = json!({
                 "required": true,
@@ -664,6 +665,7 @@ fn operation(route: &Route) -> Value {
             responses["422"] =
                 conflict("The body is not a request (`path` is `/text` or `/dryRun`)");
             responses["429"] = response("BudgetExceeded");
+            responses["502"] = response("BadGateway");
             op["requestBody"] = json!({
                 "required": true,
                 "content": { "application/json": { "schema": schema("ReceptionRequest") } }
@@ -1000,6 +1002,7 @@ fn components() -> Value {
             "RequestTimeout": error("The request's body did not arrive within the server's body timeout (`hane serve --body-timeout`, 30 s by default)"),
             "UriTooLong": error("The request's target (path and query) is over 8 KiB"),
             "HeadersTooLarge": error("The request's head (request line and headers) is over 64 KiB, or has over 100 headers"),
+            "BadGateway": error("The model the request needed failed: the message names the provider, the model and what went wrong"),
             "Unavailable": error("The server has as many connections open as it takes (`hane serve --max-connections`, 1024 by default); the connection is closed"),
             "NotFound": error("Nothing has this id: no such run or action"),
             "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
@@ -1635,10 +1638,9 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
                     "description": "Delivery attempts, recorded before delivery starts; at most one ever",
                     "items": {
                         "type": "object",
-                        "required": ["owner", "startedAtMs"],
+                        "required": ["startedAtMs"],
                         "additionalProperties": false,
                         "properties": {
-                            "owner": { "type": "string", "description": "The delivering process, `PID:START`" },
                             "startedAtMs": millis
                         }
                     }

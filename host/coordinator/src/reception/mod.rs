@@ -127,9 +127,8 @@ impl ReceptionError {
             ReceptionError::Run(e) => e.kind(),
             ReceptionError::ModelUnavailable(_) => ErrorKind::Conflict,
             ReceptionError::NotFound(_) => ErrorKind::NotFound,
-            ReceptionError::Model { .. }
-            | ReceptionError::Corrupt { .. }
-            | ReceptionError::Store(_) => ErrorKind::Internal,
+            ReceptionError::Model { .. } => ErrorKind::Upstream,
+            ReceptionError::Corrupt { .. } | ReceptionError::Store(_) => ErrorKind::Internal,
         }
     }
 }
