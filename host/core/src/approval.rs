@@ -313,10 +313,19 @@ impl ActionRequest {
             .is_some_and(|d| d.kind == DeciderKind::Person)
     }
 
-    /// The action as the API shows it: every field, plus `humanApproved`
-    /// and `approvedBy` (the kind of the decider that approved it).
+    /// The action as the API shows it: every field but the process that
+    /// owns an attempt (the host's process ids are not for readers), plus
+    /// `humanApproved` and `approvedBy` (the kind of the decider that
+    /// approved it).
     pub fn to_json(&self) -> Value {
         let mut value = serde_json::to_value(self).expect("an action serializes");
+        if let Some(Value::Array(attempts)) = value.get_mut("attempts") {
+            for attempt in attempts {
+                if let Value::Object(attempt) = attempt {
+                    attempt.remove("owner");
+                }
+            }
+        }
         value["humanApproved"] = Value::Bool(self.human_approved());
         value["approvedBy"] = match self.approval() {
             Some(d) => Value::String(d.kind.as_str().to_owned()),

@@ -997,6 +997,15 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     let still = server.get(&url, viewer).await?;
     assert_eq!(still.body["state"], "pending", "{}", still.body);
     assert_eq!(still.body["trail"], json!([]));
+    // A pending action is not reconciled, and is not said to have an
+    // outcome.
+    let body = json!({"state": "delivered", "note": "seen in the outbox"}).to_string();
+    let reply = server
+        .post(&format!("{url}/reconcile"), approver, &body)
+        .await?;
+    let message = reply.error(409, "conflict");
+    assert!(message.contains("awaits a decision"), "{message}");
+    assert!(!message.contains("recorded"), "{message}");
 
     // Approved, and delivered at once: no adapter is configured here, so
     // it fails saying what to configure.
@@ -1019,6 +1028,9 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     assert_eq!(approved["trail"][0]["digest"], digest.as_str());
     assert_eq!(approved["trail"][0]["reason"], "the driver asked for it");
     assert_eq!(approved["attempts"].as_array().map(Vec::len), Some(1));
+    // The attempt's owning process is the host's, not the reader's.
+    let attempt = approved["attempts"][0].as_object().context("an attempt")?;
+    assert_eq!(attempt.keys().collect::<Vec<_>>(), ["startedAtMs"]);
     let detail = approved["outcome"]["detail"].as_str().context("a detail")?;
     assert!(detail.contains("HANE_SMTP_URL"), "{detail}");
 
@@ -2051,5 +2063,56 @@ async fn a_workflow_case_waits_for_a_person_and_goes_on_over_http() -> anyhow::R
         )
         .await?;
     reply.error(403, "forbidden");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn a_failed_model_call_is_a_bad_gateway_not_a_server_failure() -> anyhow::Result<()> {
+    // The examples' provider answers from a recording: a request it did
+    // not record fails, as a model server that is down would.
+    let server = Server::start().await?;
+    let doc = server.get("/v1/openapi.json", None).await?.body;
+    let key = Some(server.operator.as_str());
+    let body = json!({"text": "Is lease C-0001 still running?"}).to_string();
+    let reply = server.post("/v1/agents/requests", key, &body).await?;
+    let message = reply.error(502, "bad_gateway");
+    assert!(message.contains("fleet-assistant"), "{message}");
+    assert_matches(&doc, "Error", &reply.body);
+
+    let created = server
+        .post(
+            "/v1/agents/conversations",
+            key,
+            &json!({"agent": "vehicle-check-llm"}).to_string(),
+        )
+        .await?;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().context("an id")?;
+    let body = json!({"text": "Find 架空 300 あ 10-02"}).to_string();
+    let reply = server
+        .post(
+            &format!("/v1/agents/conversations/{id}/messages"),
+            key,
+            &body,
+        )
+        .await?;
+    let message = reply.error(502, "bad_gateway");
+    assert!(message.contains("fleet-assistant"), "{message}");
+    // Nothing was added: the next message is not refused as busy.
+    let reply = server
+        .post(
+            &format!("/v1/agents/conversations/{id}/messages"),
+            key,
+            &body,
+        )
+        .await?;
+    reply.error(502, "bad_gateway");
+    for path in [
+        "/v1/agents/requests",
+        "/v1/agents/conversations/{id}/messages",
+    ] {
+        let responses = &doc["paths"][path]["post"]["responses"];
+        assert!(responses.get("502").is_some(), "{path}: {responses}");
+    }
     server.stop().await
 }

@@ -90,9 +90,7 @@ pub enum ActionError {
         assignment: Option<String>,
     },
     /// Only `unknown` actions are reconciled.
-    #[error(
-        "action `{action}` is {state}; only an `unknown` action is reconciled (its outcome is recorded already)"
-    )]
+    #[error("action `{action}` is {state}; only an `unknown` action is reconciled ({})", not_unknown(*.state))]
     NotUnknown {
         /// The action.
         action: ActionId,
@@ -144,6 +142,22 @@ fn assigned(assignment: Option<&str>) -> String {
     match assignment {
         Some(group) => format!("assigned to `{group}`"),
         None => "assigned to no group: only a key without groups acts on it".to_owned(),
+    }
+}
+
+/// Why an action in `state` is not reconciled: what is known of it.
+fn not_unknown(state: ActionState) -> &'static str {
+    match state {
+        ActionState::Pending => "it awaits a decision and nothing was sent",
+        ActionState::Approved => "it is approved and not attempted yet",
+        ActionState::Executing => {
+            "its delivery is under way; if its process died, recovery marks it `unknown`"
+        }
+        ActionState::Delivered
+        | ActionState::Failed
+        | ActionState::Rejected
+        | ActionState::Shadowed
+        | ActionState::Unknown => "its outcome is recorded already",
     }
 }
 
