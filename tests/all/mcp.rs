@@ -925,6 +925,9 @@ async fn what_real_and_broken_clients_send_gets_an_answer_never_a_5xx() {
     }
     let get = send(addr, "GET", "/mcp", token, &[], None).await;
     assert_eq!(get.status, 405, "{get:?}");
+    // Every refusal is a JSON-RPC error, rmcp's own plain-text ones too.
+    let message = get.json()["error"]["message"].as_str().map(str::to_owned);
+    assert!(message.is_some_and(|m| m.contains("takes POST")), "{get:?}");
     let delete = send(addr, "DELETE", "/mcp", token, &[], None).await;
     assert_eq!(delete.status, 204, "{delete:?}");
     let text = send(
@@ -950,6 +953,13 @@ async fn what_real_and_broken_clients_send_gets_an_answer_never_a_5xx() {
     )
     .await;
     assert_eq!(json_only.status, 406, "{json_only:?}");
+    let message = json_only.json()["error"]["message"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(
+        message.is_some_and(|m| m.contains("text/event-stream")),
+        "{json_only:?}"
+    );
 
     // Still serving.
     let reply = post(addr, "/mcp", token, &list).await;

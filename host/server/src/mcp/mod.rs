@@ -229,12 +229,19 @@ async fn read(
         Method::DELETE => return Err(StatusCode::NO_CONTENT.into_response()),
         // There is no stream of server messages to open.
         _ => {
-            return Err((
+            let mut refusal = Refusal::jsonrpc(
                 StatusCode::METHOD_NOT_ALLOWED,
-                [(header::ALLOW, HeaderValue::from_static("POST, DELETE"))],
-                "this MCP endpoint takes POST (one JSON-RPC message) and DELETE",
+                Value::Null,
+                ErrorData::invalid_request(
+                    "this MCP endpoint takes POST (one JSON-RPC message) and DELETE",
+                    None,
+                ),
             )
-                .into_response());
+            .into_response();
+            refusal
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            return Err(refusal);
         }
     }
     let (parts, body) = request.into_parts();
@@ -270,8 +277,38 @@ where
 {
     parts.extensions.insert(caller);
     let request = Request::from_parts(parts, Body::from(bytes));
-    let response = service.handle(request).await;
-    response.map(Body::new)
+    let response = service.handle(request).await.map(Body::new);
+    in_jsonrpc(response).await
+}
+
+/// `response` with a refusal rmcp wrote as plain text (a `Host` header
+/// it cannot read, media types it does not take) turned into a JSON-RPC
+/// error carrying the same words; any other answer as it is.
+async fn in_jsonrpc(response: Response) -> Response {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let message = String::from_utf8_lossy(&text).into_owned();
+    let mut answer = Refusal::jsonrpc(
+        status,
+        Value::Null,
+        ErrorData::invalid_request(message, None),
+    )
+    .into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name, value.clone());
+        }
+    }
+    answer
 }
 
 /// A `tools/call` that rmcp's stateless transport would hand to the
