@@ -1,0 +1,240 @@
+//! The model wire formats, both ways: what a client sends the Model
+//! Gateway (Chat Completions, Responses and Messages requests, each read
+//! and translated into all three), and what an upstream model server
+//! answers (responses whole and as event streams, read and served back in
+//! all three formats). Neither side is trusted.
+
+use hane_model::serve::{self, SseOut};
+use hane_model::sse::SseParser;
+use hane_model::{ModelResponse, WireOptions, anthropic, chat, responses};
+use serde_json::{Value, json};
+
+use crate::engine::{Shape, Target, fuzz};
+
+fn bytes(values: &[Value]) -> Vec<Vec<u8>> {
+    values
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap())
+        .collect()
+}
+
+fn tool() -> Value {
+    json!({"type": "function", "function": {"name": "data.find_record", "description": "Find",
+        "parameters": {"type": "object", "properties": {"collection": {"type": "string"}}}}})
+}
+
+fn request_seeds() -> Vec<Vec<u8>> {
+    bytes(&[
+        json!({"model": "fleet", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Find van 7"}]},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "data.find_record", "arguments": "{\"collection\":\"vehicles\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"records\":[]}"}],
+            "tools": [tool()], "tool_choice": "auto", "max_tokens": 64, "temperature": 0.2,
+            "stream": true, "stream_options": {"include_usage": true}}),
+        json!({"model": "fleet", "instructions": "Be brief.", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Find van 7"}]},
+            {"type": "function_call", "call_id": "call_1", "name": "data.find_record", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "[]"}],
+            "tools": [{"type": "function", "name": "data.find_record", "parameters": {"type": "object"}}],
+            "max_output_tokens": 64, "stream": false}),
+        json!({"model": "fleet", "system": "Be brief.", "max_tokens": 64, "messages": [
+            {"role": "user", "content": "Find van 7"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "data.find_record", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "[]"}]}],
+            "tools": [{"name": "data.find_record", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "auto"}, "stream": true}),
+    ])
+}
+
+fn response_seeds() -> Vec<Vec<u8>> {
+    bytes(&[
+        json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "fleet", "choices": [
+            {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "Looking",
+                "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "data.find_record", "arguments": "{\"collection\":\"vehicles\"}"}}]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "fleet", "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Found"}]},
+            {"type": "function_call", "call_id": "call_1", "name": "data.find_record", "arguments": "{}"}],
+            "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}),
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "fleet",
+            "stop_reason": "tool_use", "content": [{"type": "text", "text": "Looking"},
+                {"type": "tool_use", "id": "toolu_1", "name": "data.find_record", "input": {"collection": "vehicles"}}],
+            "usage": {"input_tokens": 10, "output_tokens": 5}}),
+    ])
+}
+
+fn stream_seeds() -> Vec<Vec<u8>> {
+    [
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"}}]}\n\n\
+         data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n\
+         data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n\
+         data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n",
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"delta\":\"Hi\"}\n\n\
+         event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi\"}]}],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n",
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n\
+         event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\n\
+         event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":1}\"}}\n\n\
+         event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+         event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":4}}\n\n\
+         event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
+
+/// A response served back in every format, whole and streamed.
+fn serve_all(response: &ModelResponse) {
+    let streamed: Vec<SseOut> = [
+        serve::chat::stream_events(response, "id"),
+        serve::responses::stream_events(response, "id"),
+        serve::anthropic::stream_events(response, "id"),
+    ]
+    .concat();
+    let _ = serve::encode(&streamed);
+    let _ = serve::chat::response_body(response, "id");
+    let _ = serve::responses::response_body(response, "id");
+    let _ = serve::anthropic::response_body(response, "id");
+}
+
+#[test]
+fn model_requests() {
+    let target = Target {
+        name: "model_requests",
+        seeds: request_seeds(),
+        dictionary: Vec::new(),
+        shape: Shape::Json,
+    };
+    fuzz(target, |bytes| {
+        let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
+            return "not JSON".into();
+        };
+        let mut outcome = String::new();
+        for (format, parsed) in [
+            ("chat", serve::chat::parse_request(&body)),
+            ("responses", serve::responses::parse_request(&body)),
+            ("messages", serve::anthropic::parse_request(&body)),
+        ] {
+            match parsed {
+                Ok(inbound) => {
+                    for stream in [false, true] {
+                        let options = WireOptions {
+                            stream,
+                            parallel_tool_calls: Some(stream),
+                        };
+                        let _ = chat::request_body(&inbound.request, &options);
+                        let _ = responses::request_body(&inbound.request, &options);
+                        let _ = anthropic::request_body(&inbound.request, &options);
+                    }
+                    outcome.push_str(&format!("{format} ok; "));
+                }
+                Err(e) => {
+                    assert!(
+                        e.pointer.is_empty() || e.pointer.starts_with('/'),
+                        "{format}: a pointer that is not one: {:?}",
+                        e.pointer
+                    );
+                    outcome.push_str(&format!("{format} {}: {}; ", e.pointer, e.message));
+                }
+            }
+        }
+        outcome
+    });
+}
+
+#[test]
+fn model_responses() {
+    let target = Target {
+        name: "model_responses",
+        seeds: response_seeds(),
+        dictionary: Vec::new(),
+        shape: Shape::Json,
+    };
+    fuzz(target, |bytes| {
+        let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
+            return "not JSON".into();
+        };
+        let mut outcome = String::new();
+        for (format, parsed) in [
+            ("chat", chat::parse_response(&body)),
+            ("responses", responses::parse_response(&body)),
+            ("messages", anthropic::parse_response(&body)),
+        ] {
+            match parsed {
+                Ok(response) => {
+                    serve_all(&response);
+                    outcome.push_str(&format!("{format} ok; "));
+                }
+                Err(e) => outcome.push_str(&format!("{format}: {e}; ")),
+            }
+        }
+        outcome
+    });
+}
+
+#[test]
+fn model_streams() {
+    let target = Target {
+        name: "model_streams",
+        seeds: stream_seeds(),
+        dictionary: [
+            "data: ",
+            "event: ",
+            "\n\n",
+            "[DONE]",
+            ":keep-alive\n",
+            "id: 1\n",
+            "retry: 5\n",
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect(),
+        shape: Shape::Bytes,
+    };
+    fuzz(target, |bytes| {
+        // The stream arrives in pieces of any size.
+        let split = (bytes.len() / 3).max(1);
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        for chunk in bytes.chunks(split) {
+            match parser.push(chunk) {
+                Ok(more) => events.extend(more),
+                Err(e) => return format!("sse: {e}"),
+            }
+        }
+        events.extend(parser.finish());
+        let mut outcome = String::new();
+        let mut chat = chat::Stream::new(None);
+        let mut responses = responses::Stream::new(None);
+        let mut anthropic = anthropic::Stream::new(None);
+        let (mut c, mut r, mut a) = (Ok(false), Ok(false), Ok(false));
+        for event in &events {
+            if c.is_ok() {
+                c = chat.event(event);
+            }
+            if r.is_ok() {
+                r = responses.event(event);
+            }
+            if a.is_ok() {
+                a = anthropic.event(event);
+            }
+        }
+        for (format, ended, finished) in [
+            ("chat", c, chat.finish()),
+            ("responses", r, responses.finish()),
+            ("messages", a, anthropic.finish()),
+        ] {
+            match ended.and(finished) {
+                Ok(response) => {
+                    serve_all(&response);
+                    outcome.push_str(&format!("{format} ok; "));
+                }
+                Err(e) => outcome.push_str(&format!("{format}: {e}; ")),
+            }
+        }
+        outcome
+    });
+}
