@@ -366,8 +366,7 @@ fn shape_of(outcome: &str) -> String {
             None => {}
         }
     }
-    shape.truncate(96);
-    shape
+    shape.chars().take(96).collect()
 }
 
 fn hash(text: &str) -> u64 {
@@ -409,8 +408,9 @@ fn mutate(input: &mut Vec<u8>, other: &[u8], shape: Shape, dictionary: &[Vec<u8>
     if shape == Shape::Json && rng.below(3) == 0 && mutate_json(input, other, rng) {
         return;
     }
+    // A headed input's line changes one time in ten; its body the rest.
     if shape == Shape::HeadedJson
-        && rng.below(2) == 0
+        && rng.below(10) != 0
         && let Some(at) = input.iter().position(|&b| b == b'\n')
     {
         let mut body = input.split_off(at + 1);
@@ -418,14 +418,8 @@ fn mutate(input: &mut Vec<u8>, other: &[u8], shape: Shape, dictionary: &[Vec<u8>
             .iter()
             .position(|&b| b == b'\n')
             .map_or(other, |i| &other[i + 1..]);
-        if mutate_json(&mut body, donor, rng) {
-            input.extend(body);
-            return;
-        }
+        mutate(&mut body, donor, Shape::Json, dictionary, rng);
         input.extend(body);
-    }
-    if shape == Shape::Yaml && rng.below(3) == 0 {
-        mutate_lines(input, other, rng);
         return;
     }
     let at = |rng: &mut Rng, len: usize| rng.below(len + 1);

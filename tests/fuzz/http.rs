@@ -229,6 +229,18 @@ fn judge(path: &str, status: StatusCode, body: &[u8]) -> String {
         };
         assert!(shaped, "{path}: a {status} not in its error shape: {text}");
         let code = value["error"]["code"].as_str().unwrap_or_default();
+        // A route that is not there says so with the path it was given.
+        if status == StatusCode::NOT_FOUND
+            && code == "not_found"
+            && value["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("no route"))
+        {
+            return format!("{kind} no route");
+        }
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return format!("{kind} {status}");
+        }
         let message = value["error"]["message"].as_str().unwrap_or_default();
         return format!("{kind} {status} {code} {message}");
     }
