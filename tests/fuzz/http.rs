@@ -5,9 +5,10 @@
 //! error is in its route's error shape: the JSON envelope, a JSON-RPC
 //! error, or the model format's error body.
 //!
-//! An input is a route's line (`METHOD PATH`) and the body after it; the
-//! path's parameters are real ids (a pending action, a conversation, a
-//! workflow case waiting at a person's task).
+//! An input is a route's line (`METHOD PATH`, then `nohost` for a request
+//! without a Host header) and the body after it. In the path, `{action}`,
+//! `{conversation}` and `{case}` stand for real ids: a pending action, a
+//! conversation, a workflow case waiting at a person's task.
 
 use std::time::Duration;
 
@@ -39,12 +40,14 @@ impl Served {
         method: &Method,
         path: &str,
         key: &str,
+        host: bool,
         body: Vec<u8>,
     ) -> (StatusCode, Vec<u8>) {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, "127.0.0.1:8080")
+        let mut request = Request::builder().method(method).uri(path);
+        if host {
+            request = request.header(header::HOST, "127.0.0.1:8080");
+        }
+        let request = request
             .header(header::AUTHORIZATION, format!("Bearer {key}"))
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json, text/event-stream")
@@ -74,7 +77,13 @@ impl Served {
 
     async fn json(&self, method: Method, path: &str, body: Value) -> Value {
         let (status, bytes) = self
-            .call(&method, path, &self.operator, body.to_string().into_bytes())
+            .call(
+                &method,
+                path,
+                &self.operator,
+                true,
+                body.to_string().into_bytes(),
+            )
             .await;
         assert!(
             status.is_success(),
@@ -160,10 +169,8 @@ async fn served(dir: &std::path::Path) -> Served {
 }
 
 /// Each route with a body, and a body it takes.
-fn seeds(served: &Served) -> Vec<Vec<u8>> {
-    let action = &served.action;
-    let conversation = &served.conversation;
-    let case = &served.case;
+fn seeds() -> Vec<Vec<u8>> {
+    let (action, conversation, case) = ("{action}", "{conversation}", "{case}");
     let digest = format!("sha256:{}", "0".repeat(64));
     let chat = json!({"model": "fleet-assistant", "messages": [{"role": "user", "content": "Find 架空 300 あ 10-02"}], "tools": [
         {"type": "function", "function": {"name": "data.find_record", "parameters": {"type": "object"}}}]});
@@ -254,7 +261,7 @@ fn http_bodies() {
     let served = tokio.block_on(served(dir.path()));
     let target = Target {
         name: "http_bodies",
-        seeds: seeds(&served),
+        seeds: seeds(),
         dictionary: ["?wait=true", "/../", "%00", "%2F", "{id}"]
             .iter()
             .map(|t| t.as_bytes().to_vec())
@@ -266,10 +273,18 @@ fn http_bodies() {
             Some(at) => (&bytes[..at], &bytes[at + 1..]),
             None => (bytes, &[][..]),
         };
-        let line = String::from_utf8_lossy(line);
-        let Some((method, path)) = line.split_once(' ') else {
+        // The ids of this run's served runtime in place of their names.
+        let line = String::from_utf8_lossy(line)
+            .replace("{action}", &served.action)
+            .replace("{conversation}", &served.conversation)
+            .replace("{case}", &served.case);
+        let mut words = line.split(' ');
+        let (Some(method), Some(path)) = (words.next(), words.next()) else {
             return "no route line".into();
         };
+        // `nohost` after the path: a request without a Host header, as an
+        // HTTP/1.0 client may send.
+        let host = !words.any(|w| w == "nohost");
         let Ok(method) = Method::from_bytes(method.as_bytes()) else {
             return "no method".into();
         };
@@ -283,7 +298,7 @@ fn http_bodies() {
             &served.token
         };
         let (status, answer) =
-            tokio.block_on(served.call(&method, &uri.to_string(), key, body.to_vec()));
+            tokio.block_on(served.call(&method, &uri.to_string(), key, host, body.to_vec()));
         judge(&path, status, &answer)
     });
 }

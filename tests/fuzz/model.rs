@@ -100,23 +100,30 @@ fn serve_all(response: &ModelResponse) {
     let _ = serve::anthropic::response_body(response, "id");
 }
 
-#[test]
-fn model_requests() {
+/// Fuzzes `check` with JSON bodies grown from `seeds`.
+fn fuzz_json(name: &'static str, seeds: Vec<Vec<u8>>, check: impl Fn(&Value) -> String) {
     let target = Target {
-        name: "model_requests",
-        seeds: request_seeds(),
+        name,
+        seeds,
         dictionary: Vec::new(),
         shape: Shape::Json,
     };
     fuzz(target, |bytes| {
-        let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
-            return "not JSON".into();
-        };
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(body) => check(&body),
+            Err(_) => "not JSON".into(),
+        }
+    });
+}
+
+#[test]
+fn model_requests() {
+    fuzz_json("model_requests", request_seeds(), |body| {
         let mut outcome = String::new();
         for (format, parsed) in [
-            ("chat", serve::chat::parse_request(&body)),
-            ("responses", serve::responses::parse_request(&body)),
-            ("messages", serve::anthropic::parse_request(&body)),
+            ("chat", serve::chat::parse_request(body)),
+            ("responses", serve::responses::parse_request(body)),
+            ("messages", serve::anthropic::parse_request(body)),
         ] {
             match parsed {
                 Ok(inbound) => {
@@ -147,21 +154,12 @@ fn model_requests() {
 
 #[test]
 fn model_responses() {
-    let target = Target {
-        name: "model_responses",
-        seeds: response_seeds(),
-        dictionary: Vec::new(),
-        shape: Shape::Json,
-    };
-    fuzz(target, |bytes| {
-        let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
-            return "not JSON".into();
-        };
+    fuzz_json("model_responses", response_seeds(), |body| {
         let mut outcome = String::new();
         for (format, parsed) in [
-            ("chat", chat::parse_response(&body)),
-            ("responses", responses::parse_response(&body)),
-            ("messages", anthropic::parse_response(&body)),
+            ("chat", chat::parse_response(body)),
+            ("responses", responses::parse_response(body)),
+            ("messages", anthropic::parse_response(body)),
         ] {
             match parsed {
                 Ok(response) => {
