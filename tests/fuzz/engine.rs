@@ -408,6 +408,10 @@ fn mutate(input: &mut Vec<u8>, other: &[u8], shape: Shape, dictionary: &[Vec<u8>
     if shape == Shape::Json && rng.below(3) == 0 && mutate_json(input, other, rng) {
         return;
     }
+    if shape == Shape::Yaml && rng.below(3) == 0 {
+        mutate_lines(input, other, rng);
+        return;
+    }
     // A headed input's line changes one time in ten; its body the rest.
     if shape == Shape::HeadedJson
         && rng.below(10) != 0
