@@ -4,13 +4,11 @@
 //! `EnvelopeError`, and an item read is sealed again into bytes that read
 //! back the same.
 
-use hane_coordinator::{AgentRuntime, ReleaseBody, RuntimeConfig, StartRun};
+use hane_coordinator::{ReleaseBody, StartRun};
 use hane_core::{
     ActionRequest, AgentRun, Conversation, ConversationEntry, EnvelopeError, Evaluation, Operation,
     Reception, SessionEvent, Task, Versioned, WorkflowCase, open, seal,
 };
-use hane_manager::Components;
-use hane_sandbox::SandboxConfig;
 use serde_json::json;
 
 use crate::engine::{Shape, Target, fuzz};
@@ -21,17 +19,7 @@ fn stored_bodies() -> Vec<Vec<u8>> {
     let path = dir.path().join("hane.db");
     let tokio = tokio::runtime::Runtime::new().unwrap();
     tokio.block_on(async {
-        let mut sandbox = SandboxConfig::new();
-        sandbox.cache_dir(Some(hane_test_support::component_cache()));
-        let mut config = RuntimeConfig::new();
-        config
-            .sandbox(sandbox)
-            .components(Components::with_builtins(hane_builtins::all()));
-        let runtime = AgentRuntime::open(&path, &config).unwrap();
-        runtime
-            .activate(&hane_test_support::examples())
-            .await
-            .unwrap();
+        let runtime = crate::activated(&path).await;
         for (agent, input) in [
             (
                 "vehicle-check-scripted",

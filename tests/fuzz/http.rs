@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, Uri, header};
-use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
-use hane_manager::Components;
-use hane_sandbox::SandboxConfig;
+use hane_coordinator::StartRun;
 use hane_server::Role;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -95,17 +93,7 @@ impl Served {
 }
 
 async fn served(dir: &std::path::Path) -> Served {
-    let mut sandbox = SandboxConfig::new();
-    sandbox.cache_dir(Some(hane_test_support::component_cache()));
-    let mut config = RuntimeConfig::new();
-    config
-        .sandbox(sandbox)
-        .components(Components::with_builtins(hane_builtins::all()));
-    let runtime = AgentRuntime::open(&dir.join("hane.db"), &config).unwrap();
-    runtime
-        .activate(&hane_test_support::examples())
-        .await
-        .unwrap();
+    let runtime = crate::activated(&dir.join("hane.db")).await;
     let operator = hane_server::create_key(runtime.registry(), "ops", Role::Operator, None)
         .await
         .unwrap();
