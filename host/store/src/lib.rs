@@ -48,10 +48,10 @@ mod writer;
 pub use check::{CheckReport, Problem, ReadRelease, check};
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,
-    EvaluationRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
+    EvaluationRow, LeaseRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
     MAX_EVALUATIONS_LISTED, MAX_RECEPTIONS_LISTED, MAX_RUNS_LISTED, MAX_TICKS_LISTED, NewRelease,
-    OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TaskRow,
-    TickEnd, TickRow, Usage, UsageDelta,
+    OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TakenRun,
+    TaskRow, TickEnd, TickRow, Usage, UsageDelta,
 };
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{

@@ -19,6 +19,7 @@ use crate::sqlite::Synchronous;
 mod actions;
 mod conversations;
 mod evaluations;
+mod leases;
 mod receptions;
 mod schedules;
 mod workflows;
@@ -29,6 +30,7 @@ pub use actions::{
 };
 pub use conversations::{ConversationRow, EntryRow, MAX_CONVERSATIONS_LISTED};
 pub use evaluations::{EvaluationRow, MAX_EVALUATIONS_LISTED};
+pub use leases::{LeaseRow, TakenRun};
 pub use receptions::{MAX_RECEPTIONS_LISTED, ReceptionRow};
 pub use schedules::{MAX_TICKS_LISTED, TickEnd, TickRow};
 pub use workflows::{CaseRow, MAX_CASES_LISTED};
@@ -79,6 +81,10 @@ pub struct RunRow {
     pub updated_at_ms: u64,
     /// The whole run, sealed by the caller.
     pub body: Vec<u8>,
+    /// The lease it is held under: the process that runs it. A run held
+    /// under one lease is never overwritten under another
+    /// ([`StoreError::NotHolder`]); `None` for a run no process holds.
+    pub holder: Option<String>,
 }
 
 /// Which runs to list, newest first.
@@ -422,7 +428,7 @@ impl Registry {
         let id = id.to_owned();
         self.with("reading a run", move |conn| {
             conn.prepare_cached(
-                "SELECT id, agent, status, created_at, updated_at, body FROM runs WHERE id = ?1",
+                "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs WHERE id = ?1",
             )
             .and_then(|mut stmt| stmt.query_row([id], run_row).optional())
             .map_err(db("reading a run"))
@@ -443,7 +449,7 @@ impl Registry {
             };
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT id, agent, status, created_at, updated_at, body FROM runs
+                    "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs
                      WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR status = ?2)
                      ORDER BY created_at DESC, id DESC LIMIT ?3",
                 )
@@ -620,22 +626,38 @@ fn set_active(conn: &Connection, number: u64, now: u64) -> Result<(), StoreError
 }
 
 fn upsert_run(conn: &Connection, run: &RunRow) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO runs (id, agent, status, created_at, updated_at, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            run.id,
-            run.agent,
-            run.status.as_str(),
-            run.created_at_ms as i64,
-            run.updated_at_ms as i64,
-            run.body
-        ])
-    })
-    .map_err(db("storing a run"))?;
+    // A run taken over by another holder is not written by its old one:
+    // the conflict's update applies only while the holder is the same.
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO runs (id, agent, status, created_at, updated_at, body, holder)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6
+             WHERE runs.holder IS ?7",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                run.id,
+                run.agent,
+                run.status.as_str(),
+                run.created_at_ms as i64,
+                run.updated_at_ms as i64,
+                run.body,
+                run.holder,
+            ])
+        })
+        .map_err(db("storing a run"))?;
+    if changed == 0 {
+        let holder: Option<String> = conn
+            .query_row("SELECT holder FROM runs WHERE id = ?1", [&run.id], |row| {
+                row.get(0)
+            })
+            .map_err(db("storing a run"))?;
+        return Err(StoreError::NotHolder {
+            run: run.id.clone(),
+            holder,
+        });
+    }
     Ok(())
 }
 
@@ -667,6 +689,7 @@ fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         created_at_ms: row.get::<_, i64>(3)? as u64,
         updated_at_ms: row.get::<_, i64>(4)? as u64,
         body: row.get(5)?,
+        holder: row.get(6)?,
     })
 }
 

@@ -219,6 +219,22 @@ const MIGRATIONS: &[&str] = &[
         error TEXT,
         PRIMARY KEY (schedule, tick)
     ) STRICT, WITHOUT ROWID;",
+    // Version 9: leases. Each process that runs anything holds one,
+    // renewed while it lives; a run names the lease it is held under, and
+    // an action being delivered names its deliverer's. A lease past its
+    // expiry (or gone) is a dead holder: its runs are taken over and its
+    // deliveries become `unknown`. Runs stored before this version hold
+    // none, which counts as a dead holder too: no older process writes to
+    // a store of this version.
+    "CREATE TABLE leases (
+        holder TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        acquired_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) STRICT;
+    ALTER TABLE runs ADD COLUMN holder TEXT;
+    CREATE INDEX runs_live ON runs (status) WHERE status IN ('queued', 'running');",
 ];
 
 /// The newest schema version this build reads and writes.

@@ -162,6 +162,16 @@ pub enum StoreError {
     /// No such release, or nothing to roll back to.
     #[error("{0}")]
     ReleaseNotFound(String),
+    /// A run held under another lease than the writer's: another process
+    /// took it over (the writer's lease had lapsed), and only its holder
+    /// writes it now.
+    #[error("run `{run}` is held by {}; this process no longer holds it", holder_name(.holder.as_deref()))]
+    NotHolder {
+        /// The run.
+        run: String,
+        /// Its holder now.
+        holder: Option<String>,
+    },
     /// An API key with this name exists.
     #[error("an API key named `{0}` already exists")]
     DuplicateKey(String),
@@ -171,6 +181,13 @@ pub enum StoreError {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+}
+
+fn holder_name(holder: Option<&str>) -> String {
+    match holder {
+        Some(holder) => format!("`{holder}`"),
+        None => "no process".to_owned(),
+    }
 }
 
 /// What is at a store's path instead of a store; each says what to do.

@@ -42,6 +42,7 @@ fn run_row(run: &AgentRun) -> RunRow {
         created_at_ms: run.created_at_ms,
         updated_at_ms: run.updated_at_ms,
         body: seal(run),
+        holder: None,
     }
 }
 
@@ -208,6 +209,9 @@ async fn a_store_of_an_older_schema_is_checked_as_it_is() {
              DROP TABLE evaluations;
              DROP TABLE workflow_cases;
              DROP TABLE schedule_ticks;
+             DROP INDEX runs_live;
+             DROP TABLE leases;
+             ALTER TABLE runs DROP COLUMN holder;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              PRAGMA user_version = 3;",

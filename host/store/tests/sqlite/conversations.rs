@@ -119,6 +119,9 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
              DROP TABLE evaluations;
              DROP TABLE workflow_cases;
              DROP TABLE schedule_ticks;
+             DROP INDEX runs_live;
+             DROP TABLE leases;
+             ALTER TABLE runs DROP COLUMN holder;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              PRAGMA user_version = 4;",
@@ -139,5 +142,5 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
 }

@@ -8,6 +8,7 @@ mod conversations;
 mod evaluations;
 mod fork;
 mod history;
+mod leases;
 mod model;
 mod opening;
 mod operations;

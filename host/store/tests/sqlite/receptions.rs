@@ -86,7 +86,7 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
     // As version 5 left it: no requests table.
     {
         let db = rusqlite::Connection::open(scratch.path()).unwrap();
-        db.execute_batch("DROP TABLE receptions; DROP TABLE evaluations; DROP TABLE workflow_cases; DROP TABLE schedule_ticks; PRAGMA user_version = 5;")
+        db.execute_batch("DROP TABLE receptions; DROP TABLE evaluations; DROP TABLE workflow_cases; DROP TABLE schedule_ticks; DROP INDEX runs_live; DROP TABLE leases; ALTER TABLE runs DROP COLUMN holder; PRAGMA user_version = 5;")
             .unwrap();
     }
     let registry = Registry::open(scratch.path()).unwrap();
@@ -103,5 +103,5 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
 }

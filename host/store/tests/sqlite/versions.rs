@@ -94,10 +94,10 @@ async fn a_newer_schema_is_refused() {
     else {
         panic!("expected NewerSchema, got {err:?}");
     };
-    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 8));
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 9));
     let message = err.to_string();
     assert!(message.contains("schema version 99"), "{message}");
-    assert!(message.contains("up to 8"), "{message}");
+    assert!(message.contains("up to 9"), "{message}");
 }
 
 #[tokio::test]
@@ -140,7 +140,7 @@ async fn the_schema_is_created_once_and_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
     let mode: String = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -172,6 +172,9 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
              DROP TABLE evaluations;
              DROP TABLE workflow_cases;
              DROP TABLE schedule_ticks;
+             DROP INDEX runs_live;
+             DROP TABLE leases;
+             ALTER TABLE runs DROP COLUMN holder;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              INSERT INTO api_keys (hash, name, role, created_at) VALUES ('hash-old', 'old', 'approver', 1);
@@ -201,5 +204,5 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
 }

@@ -1,0 +1,253 @@
+//! Leases: which processes sharing a store are alive. A process holds one
+//! lease and renews it while it lives; what it runs (its runs, the action
+//! it is delivering) names the lease. A lease past its expiry, or one no
+//! longer in the table, is a dead holder: another process takes its runs
+//! over, and its deliveries become `unknown`.
+//!
+//! Expiry is judged by the clock of the process that reads it, so the
+//! machines sharing a store keep their clocks in step (NTP) and a lease is
+//! much longer than their drift.
+
+use std::time::Duration;
+
+use hane_core::RunStatus;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use super::{Registry, RunRow, db, now_ms, run_row};
+use crate::StoreError;
+
+/// A lease as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// Its holder's name, unique to one process's life.
+    pub holder: String,
+    /// The host the process runs on.
+    pub host: String,
+    /// Its process id there.
+    pub pid: u32,
+    /// When it was first acquired, in milliseconds since the Unix epoch.
+    pub acquired_at_ms: u64,
+    /// When it lapses unless renewed.
+    pub expires_at_ms: u64,
+}
+
+impl LeaseRow {
+    /// Whether it is still held at `now_ms`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.expires_at_ms >= now_ms
+    }
+}
+
+/// A run taken over from a dead holder ([`Registry::take_over_runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenRun {
+    /// The run, now held by the taker.
+    pub run: RunRow,
+    /// The holder it had, if any.
+    pub from: Option<String>,
+    /// That holder's lease, if it is still in the table.
+    pub lease: Option<LeaseRow>,
+}
+
+fn ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn lease_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseRow> {
+    Ok(LeaseRow {
+        holder: row.get(0)?,
+        host: row.get(1)?,
+        pid: row.get::<_, i64>(2)? as u32,
+        acquired_at_ms: row.get::<_, i64>(3)? as u64,
+        expires_at_ms: row.get::<_, i64>(4)? as u64,
+    })
+}
+
+impl Registry {
+    /// Takes the lease `holder` for `ttl`, for the process `pid` on
+    /// `host`. Blocking: a process takes its lease while it opens the
+    /// store, before it runs anything under it.
+    ///
+    /// # Errors
+    ///
+    /// The database failed, or `holder` is held already (holder names are
+    /// never reused).
+    pub fn acquire_lease(
+        &self,
+        holder: &str,
+        host: &str,
+        pid: u32,
+        ttl: Duration,
+    ) -> Result<LeaseRow, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_ms();
+        let expires = now.saturating_add(ms(ttl) as u64);
+        conn.execute(
+            "INSERT INTO leases (holder, host, pid, acquired_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![holder, host, pid, now as i64, expires as i64],
+        )
+        .map_err(db("taking a lease"))?;
+        Ok(LeaseRow {
+            holder: holder.to_owned(),
+            host: host.to_owned(),
+            pid,
+            acquired_at_ms: now,
+            expires_at_ms: expires,
+        })
+    }
+
+    /// Renews lease `holder` for `ttl` from now. `Ok(false)` when it
+    /// cannot be renewed: it lapsed, or it is gone. A lapsed lease is never
+    /// revived, since others may have taken over what it held.
+    ///
+    /// # Errors
+    ///
+    /// The database failed; the lease may lapse meanwhile.
+    pub async fn renew_lease(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let holder = holder.to_owned();
+        self.with("renewing a lease", move |conn| {
+            let now = now_ms() as i64;
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE leases SET expires_at = ?2 WHERE holder = ?1 AND expires_at >= ?3",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![holder, now.saturating_add(ms(ttl)), now])
+                })
+                .map_err(db("renewing a lease"))?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    /// Gives lease `holder` up: what it still holds is taken over at once.
+    ///
+    /// # Errors
+    ///
+    /// The database failed; the lease lapses by itself.
+    pub async fn release_lease(&self, holder: &str) -> Result<(), StoreError> {
+        let holder = holder.to_owned();
+        self.with("giving up a lease", move |conn| {
+            conn.execute("DELETE FROM leases WHERE holder = ?1", [holder])
+                .map_err(db("giving up a lease"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Lease `holder`, if it is in the table (live or lapsed).
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn lease(&self, holder: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let holder = holder.to_owned();
+        self.with("reading a lease", move |conn| {
+            conn.prepare_cached(
+                "SELECT holder, host, pid, acquired_at, expires_at FROM leases WHERE holder = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([holder], lease_row).optional())
+            .map_err(db("reading a lease"))
+        })
+        .await
+    }
+
+    /// Whether lease `holder` is held now: in the table and not past its
+    /// expiry.
+    ///
+    /// # Errors
+    ///
+    /// The database failed.
+    pub async fn lease_is_live(&self, holder: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .lease(holder)
+            .await?
+            .is_some_and(|lease| lease.is_live(now_ms())))
+    }
+
+    /// Takes over, for `holder`, every run with one of `statuses` whose
+    /// holder is dead (no lease, or a lapsed one), in one transaction, so
+    /// of any number of processes looking at once each run goes to one.
+    /// Lapsed leases that hold nothing more are removed.
+    ///
+    /// # Errors
+    ///
+    /// The database failed; then nothing was taken.
+    pub async fn take_over_runs(
+        &self,
+        holder: &str,
+        statuses: &[RunStatus],
+    ) -> Result<Vec<TakenRun>, StoreError> {
+        let holder = holder.to_owned();
+        let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
+        self.with("taking over runs", move |conn| {
+            let what = "taking over runs";
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db(what))?;
+            let now = now_ms() as i64;
+            let mut taken = Vec::new();
+            {
+                // `runs_live` covers queued and running, the only states
+                // a run is held in.
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT r.id, r.agent, r.status, r.created_at, r.updated_at, r.body, r.holder,
+                                l.holder, l.host, l.pid, l.acquired_at, l.expires_at
+                         FROM runs r LEFT JOIN leases l ON l.holder = r.holder
+                         WHERE r.status IN ('queued', 'running')
+                           AND (r.holder IS NULL OR l.holder IS NULL OR l.expires_at < ?1)
+                           AND r.holder IS NOT ?2
+                         ORDER BY r.created_at, r.id",
+                    )
+                    .map_err(db(what))?;
+                let rows = stmt
+                    .query_map(params![now, holder], |row| {
+                        let run = run_row(row)?;
+                        let lease = match row.get::<_, Option<String>>(7)? {
+                            Some(holder) => Some(LeaseRow {
+                                holder,
+                                host: row.get(8)?,
+                                pid: row.get::<_, i64>(9)? as u32,
+                                acquired_at_ms: row.get::<_, i64>(10)? as u64,
+                                expires_at_ms: row.get::<_, i64>(11)? as u64,
+                            }),
+                            None => None,
+                        };
+                        Ok((run, lease))
+                    })
+                    .map_err(db(what))?;
+                for row in rows {
+                    let (run, lease) = row.map_err(db(what))?;
+                    if statuses.contains(&run.status.as_str()) {
+                        taken.push((run, lease));
+                    }
+                }
+            }
+            let mut runs = Vec::with_capacity(taken.len());
+            for (mut run, lease) in taken {
+                tx.execute(
+                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
+                    params![run.id, holder],
+                )
+                .map_err(db(what))?;
+                let from = std::mem::replace(&mut run.holder, Some(holder.clone()));
+                runs.push(TakenRun { run, from, lease });
+            }
+            // A lapsed lease that holds no live run is of no more use: a
+            // delivery naming it finds it gone, which is as dead.
+            tx.execute(
+                "DELETE FROM leases WHERE expires_at < ?1
+                   AND NOT EXISTS (SELECT 1 FROM runs
+                                   WHERE runs.holder = leases.holder
+                                     AND runs.status IN ('queued', 'running'))",
+                [now],
+            )
+            .map_err(db(what))?;
+            tx.commit().map_err(db(what))?;
+            Ok(runs)
+        })
+        .await
+    }
+}

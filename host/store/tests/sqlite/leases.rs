@@ -1,0 +1,233 @@
+//! Leases and the runs held under them: renewal, lapse, take-over by one
+//! process of many, and the fence that keeps a lapsed holder from
+//! writing a run it no longer holds.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use hane_core::RunStatus;
+use hane_store::{Registry, RunRow, StoreError};
+
+use super::Scratch;
+
+const SHORT: Duration = Duration::from_millis(150);
+const LONG: Duration = Duration::from_secs(60);
+
+fn run(id: &str, status: RunStatus, holder: Option<&str>) -> RunRow {
+    RunRow {
+        id: id.to_owned(),
+        agent: "agent".to_owned(),
+        status,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+        body: id.as_bytes().to_vec(),
+        holder: holder.map(str::to_owned),
+    }
+}
+
+fn ids(runs: &[hane_store::TakenRun]) -> Vec<&str> {
+    runs.iter().map(|t| t.run.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_live_lease_is_renewed_and_a_lapsed_one_never_again() {
+    let scratch = Scratch::new();
+    let registry = Registry::open(scratch.path()).unwrap();
+    let live = registry.acquire_lease("h/1/a", "h", 1, LONG).unwrap();
+    assert!(registry.lease_is_live("h/1/a").await.unwrap());
+    assert!(registry.renew_lease("h/1/a", LONG).await.unwrap());
+    let renewed = registry.lease("h/1/a").await.unwrap().unwrap();
+    assert!(renewed.expires_at_ms >= live.expires_at_ms);
+    assert_eq!((renewed.host.as_str(), renewed.pid), ("h", 1));
+
+    registry.acquire_lease("h/2/b", "h", 2, SHORT).unwrap();
+    tokio::time::sleep(SHORT * 2).await;
+    assert!(!registry.lease_is_live("h/2/b").await.unwrap());
+    assert!(
+        !registry.renew_lease("h/2/b", LONG).await.unwrap(),
+        "a lapsed lease is not revived"
+    );
+    assert!(!registry.lease_is_live("h/2/b").await.unwrap());
+
+    registry.release_lease("h/1/a").await.unwrap();
+    assert!(registry.lease("h/1/a").await.unwrap().is_none());
+    assert!(!registry.renew_lease("h/1/a", LONG).await.unwrap());
+    assert!(!registry.lease_is_live("nobody").await.unwrap());
+
+    let again = registry.acquire_lease("h/2/b", "h", 2, LONG).unwrap_err();
+    assert!(matches!(again, StoreError::Database(_)), "{again:?}");
+}
+
+#[tokio::test]
+async fn only_the_live_runs_of_dead_holders_are_taken_over() {
+    let scratch = Scratch::new();
+    let registry = Registry::open(scratch.path()).unwrap();
+    registry.acquire_lease("alive", "h", 1, LONG).unwrap();
+    registry.acquire_lease("lapsed", "h", 2, SHORT).unwrap();
+    registry.acquire_lease("released", "h", 3, LONG).unwrap();
+    registry.acquire_lease("me", "h", 4, LONG).unwrap();
+    for row in [
+        run("r-alive", RunStatus::Running, Some("alive")),
+        run("r-lapsed", RunStatus::Running, Some("lapsed")),
+        run("r-lapsed-queued", RunStatus::Queued, Some("lapsed")),
+        run("r-lapsed-done", RunStatus::Succeeded, Some("lapsed")),
+        run("r-released", RunStatus::Running, Some("released")),
+        run("r-vanished", RunStatus::Running, Some("never-stored")),
+        run("r-older", RunStatus::Running, None),
+        run("r-mine", RunStatus::Running, Some("me")),
+    ] {
+        registry.put_run(row).await.unwrap();
+    }
+    registry.release_lease("released").await.unwrap();
+    tokio::time::sleep(SHORT * 2).await;
+
+    let taken = registry
+        .take_over_runs("me", &[RunStatus::Queued, RunStatus::Running])
+        .await
+        .unwrap();
+    let mut got = ids(&taken);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        [
+            "r-lapsed",
+            "r-lapsed-queued",
+            "r-older",
+            "r-released",
+            "r-vanished"
+        ]
+    );
+    let lapsed = taken.iter().find(|t| t.run.id == "r-lapsed").unwrap();
+    assert_eq!(lapsed.from.as_deref(), Some("lapsed"));
+    assert_eq!(lapsed.lease.as_ref().unwrap().pid, 2);
+    assert_eq!(lapsed.run.holder.as_deref(), Some("me"));
+    let older = taken.iter().find(|t| t.run.id == "r-older").unwrap();
+    assert_eq!((older.from.as_deref(), older.lease.as_ref()), (None, None));
+    for t in &taken {
+        let stored = registry.run(&t.run.id).await.unwrap().unwrap();
+        assert_eq!(stored.holder.as_deref(), Some("me"), "{}", t.run.id);
+    }
+    let done = registry.run("r-lapsed-done").await.unwrap().unwrap();
+    assert_eq!(done.holder.as_deref(), Some("lapsed"), "an ended run stays");
+
+    // Nothing is left to take, and the lapsed lease, holding nothing
+    // live any more, is gone.
+    let again = registry
+        .take_over_runs("me", &[RunStatus::Queued, RunStatus::Running])
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{:?}", ids(&again));
+    assert!(registry.lease("lapsed").await.unwrap().is_none());
+    assert!(registry.lease("alive").await.unwrap().is_some());
+
+    // Only the statuses asked for are taken.
+    registry.acquire_lease("short", "h", 5, SHORT).unwrap();
+    registry
+        .put_run(run("q", RunStatus::Queued, Some("short")))
+        .await
+        .unwrap();
+    tokio::time::sleep(SHORT * 2).await;
+    let running_only = registry
+        .take_over_runs("me", &[RunStatus::Running])
+        .await
+        .unwrap();
+    assert!(running_only.is_empty());
+    assert!(
+        registry.lease("short").await.unwrap().is_some(),
+        "a lapsed lease still holding a live run is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_lapsed_holder_cannot_write_a_run_taken_from_it() {
+    let scratch = Scratch::new();
+    let registry = Registry::open(scratch.path()).unwrap();
+    registry.acquire_lease("old", "h", 1, SHORT).unwrap();
+    registry.acquire_lease("new", "h", 2, LONG).unwrap();
+    registry
+        .put_run(run("r", RunStatus::Running, Some("old")))
+        .await
+        .unwrap();
+    // While it holds the run, its holder writes it.
+    registry
+        .put_run(run("r", RunStatus::Running, Some("old")))
+        .await
+        .unwrap();
+    tokio::time::sleep(SHORT * 2).await;
+    let taken = registry
+        .take_over_runs("new", &[RunStatus::Running])
+        .await
+        .unwrap();
+    assert_eq!(ids(&taken), ["r"]);
+
+    let mut late = run("r", RunStatus::Succeeded, Some("old"));
+    late.body = b"the old holder's end".to_vec();
+    let err = registry.put_run(late).await.unwrap_err();
+    let StoreError::NotHolder { run: id, holder } = &err else {
+        panic!("expected NotHolder, got {err:?}");
+    };
+    assert_eq!((id.as_str(), holder.as_deref()), ("r", Some("new")));
+    assert_eq!(
+        err.to_string(),
+        "run `r` is held by `new`; this process no longer holds it"
+    );
+    let stored = registry.run("r").await.unwrap().unwrap();
+    assert_eq!(
+        stored.status,
+        RunStatus::Running,
+        "the late write changed nothing"
+    );
+    assert_eq!(stored.body, b"r");
+
+    registry
+        .put_run(run("r", RunStatus::Failed, Some("new")))
+        .await
+        .unwrap();
+    assert_eq!(
+        registry.run("r").await.unwrap().unwrap().status,
+        RunStatus::Failed
+    );
+}
+
+#[tokio::test]
+async fn each_dead_run_is_taken_by_one_of_many_processes() {
+    let scratch = Scratch::new();
+    let setup = Registry::open(scratch.path()).unwrap();
+    setup.acquire_lease("dead", "h", 1, SHORT).unwrap();
+    for i in 0..200 {
+        setup
+            .put_run(run(&format!("r{i:03}"), RunStatus::Running, Some("dead")))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(SHORT * 2).await;
+    // Eight processes' registries, each its own connection to the file.
+    let mut takers = Vec::new();
+    for p in 0..8 {
+        let registry = Registry::open(scratch.path()).unwrap();
+        let holder = format!("taker-{p}");
+        registry.acquire_lease(&holder, "h", 10 + p, LONG).unwrap();
+        takers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            for _ in 0..5 {
+                let taken = registry
+                    .take_over_runs(&holder, &[RunStatus::Running])
+                    .await
+                    .unwrap();
+                mine.extend(taken.into_iter().map(|t| (t.run.id, holder.clone())));
+            }
+            mine
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for taker in takers {
+        for (id, holder) in taker.await.unwrap() {
+            total += 1;
+            assert!(seen.insert(id.clone()), "{id} taken twice");
+            let stored = setup.run(&id).await.unwrap().unwrap();
+            assert_eq!(stored.holder.as_deref(), Some(holder.as_str()));
+        }
+    }
+    assert_eq!(total, 200);
+}
