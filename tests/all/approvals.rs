@@ -636,7 +636,8 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     child.wait().unwrap();
     let pid = child.id();
     // The run waiting for it notices that the process delivering it is
-    // gone, and makes it `unknown`: no restart needed, nothing resent.
+    // gone (its lease lapsed), and makes it `unknown`: no restart needed,
+    // nothing resent.
     let deadline = Instant::now() + Duration::from_secs(10);
     let unknown = loop {
         let now = runtime.actions().get(action.id.as_str()).await.unwrap();
@@ -648,7 +649,7 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     };
     assert_eq!(unknown.attempts.len(), 1);
     assert!(
-        unknown.attempts[0].owner.starts_with(&format!("{pid}:")),
+        unknown.attempts[0].owner.contains(&format!("/{pid}/")),
         "{:?}",
         unknown.attempts
     );
@@ -731,6 +732,8 @@ fn approve_host(dir: &Path, action: &ActionRequest, server: &SmtpServer) -> std:
         .arg(action.id.as_str())
         .arg(&action.digest)
         .env("HANE_SMTP_URL", server.url())
+        // A killed approver's delivery is taken for dead this soon.
+        .env("HANE_LEASE", "0.5")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -238,6 +238,7 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
             created_at_ms: now,
             updated_at_ms: now,
             body: hane_core::seal(&left),
+            holder: Some("stopped-host/1/1".to_owned()),
         })
         .await
         .unwrap();

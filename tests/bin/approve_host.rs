@@ -12,7 +12,9 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use hane_coordinator::{ActionError, BudgetScope, ExecutionLedger, load_active};
+use hane_coordinator::{
+    ActionError, BudgetScope, ExecutionLedger, Lease, lease_from_env, load_active,
+};
 use hane_core::Person;
 use hane_delivery::DeliveryConfig;
 use hane_store::Registry;
@@ -34,7 +36,8 @@ async fn main() -> Result<()> {
     let release = load_active(&registry).await?;
     let scope = BudgetScope::default();
     let budget = release.and_then(|r| r.budget_for(&scope));
-    let ledger = ExecutionLedger::new(registry, delivery, scope);
+    let lease = Lease::acquire(&registry, lease_from_env()?)?;
+    let ledger = ExecutionLedger::new(registry, delivery, scope, lease);
     ledger.set_budget(budget);
     say("recovering");
     let recovered = ledger.recover(false).await?;

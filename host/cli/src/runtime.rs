@@ -18,6 +18,9 @@ pub(crate) const ENVIRONMENT_HELP: &str = "\
 Environment:
   HANE_PROJECT              The project whose daily Budget applies [default: default]
   HANE_ENVIRONMENT          The environment whose daily Budget applies [default: default]
+  HANE_LEASE                Seconds this process's lease on the store lasts unless renewed: how
+                            long the runs and deliveries of a process that died wait before
+                            another process takes them [default: 15, at least 0.3]
 
 Delivery of approved outbound actions (an action whose channel is not configured fails, saying
 what to set; nothing is sent):
@@ -147,6 +150,7 @@ pub(crate) async fn open_runtime_with(
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
         .components(builtins())
+        .lease(hane_coordinator::lease_from_env()?)
         .model(model)
         .cli({
             let mut cli = cli_from_env()?;
@@ -157,6 +161,16 @@ pub(crate) async fn open_runtime_with(
     // context here would only say the path again.
     let runtime = AgentRuntime::open(path, &config)?;
     note_created(runtime.registry());
+    // Runs a dead process left live are ended before anything is listed
+    // or started, so none is shown `running` with nobody running it.
+    match runtime.take_over().await {
+        Ok(ended) if !ended.is_empty() => eprintln!(
+            "hane: {} run(s) left by a stopped process ended (see each run's error)",
+            ended.len()
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("hane: the runs of a stopped process could not be taken over: {e}"),
+    }
     Ok(runtime)
 }
 

@@ -133,6 +133,26 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 path.display()
             ),
         }
+        // Runs a dead process left live are ended here as soon as its
+        // lease lapses; another process's lease is looked at twice in
+        // each of this one's.
+        let taking_over = tokio::spawn({
+            let agents = agents.clone();
+            async move {
+                let mut ticks = tokio::time::interval(agents.lease().ttl() / 2);
+                loop {
+                    ticks.tick().await;
+                    match agents.take_over().await {
+                        Ok(ended) if !ended.is_empty() => eprintln!(
+                            "runs: {} left by a stopped process ended (see each run's error)",
+                            ended.len()
+                        ),
+                        Ok(_) => {}
+                        Err(e) => eprintln!("the runs of a stopped process could not be taken over: {e}"),
+                    }
+                }
+            }
+        });
         let signalled = stopped()?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -155,12 +175,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
         let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+        let lease = agents.lease().clone();
         let server = hane_server::serve_with(listener, agents, args.config(), async {
             let _ = stopping.await;
         });
         tokio::pin!(server);
         let served: anyhow::Result<()> = tokio::select! {
             served = &mut server => served.map_err(Into::into),
+            () = lease.lost() => Err(anyhow::anyhow!(
+                "this process's lease on the store lapsed before it could be renewed (the store was unreachable or the process was stopped for longer than {} s): another process may take over its runs, so it stops serving",
+                lease.ttl().as_secs_f64()
+            )),
             signal = signalled => match signal {
                 Ok(()) => {
                     eprintln!(
@@ -180,6 +205,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // without its outcome.
         let _ = stop_schedules.send(());
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, scheduler).await;
+        taking_over.abort();
+        // What this process still runs is taken over at once by another,
+        // not when its lease would lapse.
+        if !lease.lapsed()
+            && let Err(e) = lease.release().await
+        {
+            eprintln!("the lease could not be given up (it lapses by itself): {e}");
+        }
         served?;
         Ok(())
     });

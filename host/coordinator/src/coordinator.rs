@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hane_core::{
-    Control, Impact, Input, InputId, InputKind, Operation, OperationId, OperationState,
-    SessionEvent, SessionId,
+    Control, Impact, Input, InputId, InputKind, Operation, OperationFailure, OperationId,
+    OperationState, Outcome, SessionEvent, SessionId,
 };
 use hane_store::{SessionStore, StoreError};
 use tokio::task::JoinHandle;
@@ -146,6 +146,15 @@ impl Dispatched {
             }),
         }
     }
+}
+
+/// What [`Coordinator::abandon`] settled.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Operations never started, or `read` ones: failed as cancelled.
+    pub cancelled: Vec<OperationId>,
+    /// `write` and `outbound` operations that were running: `unknown`.
+    pub unknown: Vec<OperationId>,
 }
 
 /// What recovery found and did.
@@ -404,6 +413,60 @@ impl Coordinator {
             }
         }
         Ok(recovery)
+    }
+
+    /// Settles the operations another process left unsettled in
+    /// `session`, whose run it no longer runs: a `write` or `outbound`
+    /// operation that was running becomes `unknown` (it may have had its
+    /// effect, and never runs again by itself); one never started, or a
+    /// `read` one, fails as cancelled. `reason` says what happened. The
+    /// session must not be live in this process.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; what was settled stays settled, and a second
+    /// call settles the rest.
+    pub async fn abandon(
+        &self,
+        session: &SessionId,
+        reason: &str,
+    ) -> Result<Abandoned, CoordinatorError> {
+        let mut abandoned = Abandoned::default();
+        let records = self
+            .inner
+            .store
+            .operations(&[OperationState::Pending, OperationState::Running])
+            .await?;
+        for record in records {
+            let operation = record.operation;
+            if operation.session != *session {
+                continue;
+            }
+            let event = match (record.state, operation.impact) {
+                (OperationState::Running, Impact::Write | Impact::Outbound) => {
+                    abandoned.unknown.push(operation.id.clone());
+                    SessionEvent::OperationUnknown {
+                        operation: operation.id,
+                        reason: reason.to_owned(),
+                    }
+                }
+                _ => {
+                    abandoned.cancelled.push(operation.id.clone());
+                    SessionEvent::OperationFailed {
+                        operation: operation.id,
+                        failure: OperationFailure {
+                            outcome: Outcome::Cancelled,
+                            guest_error: None,
+                            message: reason.to_owned(),
+                            receipt: None,
+                            logs: Vec::new(),
+                        },
+                    }
+                }
+            };
+            self.inner.store.append(session, vec![event]).await?;
+        }
+        Ok(abandoned)
     }
 
     /// The external and control inputs `session` accepted that no

@@ -24,6 +24,7 @@ mod drivers;
 pub mod evaluation;
 mod gateway;
 mod inbox;
+mod lease;
 mod listing;
 pub mod reception;
 mod release;
@@ -38,8 +39,8 @@ pub use budget::{
     ReportUsage, utc_day,
 };
 pub use coordinator::{
-    Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery, Settled,
-    ending_event,
+    Abandoned, Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery,
+    Settled, ending_event,
 };
 pub use drivers::{
     BASELINE_PROFILES, BoxFuture, CliConfig, CliImageProfile, Driver, IMAGE_PREFIX, Llm,
@@ -51,6 +52,9 @@ pub use gateway::{
     Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
 };
 pub use inbox::Inbox;
+pub use lease::{
+    BadLease, DEFAULT_LEASE, LEASE_ENV, Lease, MIN_LEASE, lease_from_env, parse_lease,
+};
 pub use listing::{Listed, Skipped};
 pub use release::{
     ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,

@@ -132,14 +132,10 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler for `runtime`'s store, with an id of its own: the
-    /// process id and random digits, which its claims carry.
+    /// A scheduler for `runtime`'s store; its claims carry the runtime's
+    /// lease holder as their id.
     pub fn new(runtime: AgentRuntime) -> Self {
-        let mut random = [0u8; 4];
-        // Without randomness the process id still tells processes apart on
-        // one machine.
-        let _ = getrandom::fill(&mut random);
-        let id = format!("pid-{}-{}", std::process::id(), hex::encode(random));
+        let id = runtime.lease().holder().to_owned();
         Self {
             runtime,
             id,

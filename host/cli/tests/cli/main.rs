@@ -5,7 +5,9 @@
 //! conversation on stdin), `mcp` (the stdio relay), `reads` (files and
 //! stdin read bounded, under a memory limit), `schedules` (two
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
-//! (opening, listings with damaged items, `hane store check`) and `worker`.
+//! (opening, listings with damaged items, `hane store check`), `processes`
+//! (several on one store: a killed one's runs ended by the next, one
+//! day's budget) and `worker`.
 
 mod agents;
 mod approvals;
@@ -15,6 +17,7 @@ mod common;
 mod eval;
 mod mcp;
 mod op;
+mod processes;
 mod reads;
 mod schedules;
 mod session;

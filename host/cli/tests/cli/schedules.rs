@@ -219,13 +219,13 @@ fn a_schedule_starts_one_run_per_tick_with_two_servers_on_one_store() {
     for run in runs {
         assert_eq!(run["input"]["vehicle"], VEHICLE, "{run}");
     }
-    // The claims carry the processes' ids.
+    // The claims carry the processes' leases: HOST/PID/DIGITS.
     let claimers: std::collections::BTreeSet<&str> = ticks
         .iter()
         .map(|t| t["claimedBy"].as_str().unwrap())
         .collect();
     assert!(
-        claimers.iter().all(|c| c.starts_with("pid-")),
+        claimers.iter().all(|c| c.split('/').count() == 3),
         "{claimers:?}"
     );
 

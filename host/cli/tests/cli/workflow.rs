@@ -3,58 +3,12 @@
 //! in the next one, its first step not run again; and the CLI's own
 //! start, complete and show.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{activated_examples, failed, hane_on, json, ok};
-
-/// `hane serve` on a free loopback port, and its address.
-fn serve(store: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hane"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start hane serve");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("hane serve said where it listens")
-            .unwrap();
-        if let Some(addr) = line.strip_prefix("listening on http://") {
-            break addr.to_owned();
-        }
-    };
-    // Whatever it says later goes nowhere.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, addr)
-}
-
-/// One HTTP/1.1 request; the status and the body as JSON.
-fn request(addr: &str, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer[9..12].parse().unwrap();
-    let (_, text) = answer.split_once("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(text).unwrap_or(Value::Null))
-}
+use crate::common::{activated_examples, failed, hane_on, json, ok, request, serve};
 
 /// Reads the case at `path` until it is `wanted`.
 fn settled(addr: &str, path: &str, key: &str, wanted: &str) -> Value {

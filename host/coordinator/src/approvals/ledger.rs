@@ -4,13 +4,15 @@
 //! Every change to an action is one registry transaction that reads the
 //! row, checks its state, and writes it back. An approved action is
 //! *claimed* before anything goes out: its state becomes `executing` with
-//! the claiming process as owner and the attempt recorded, in one
-//! transaction, so of any number of approvals, in any number of
-//! processes, one claim wins and the others find it claimed. Only then is
-//! the content checked against the approved digest and handed to the
-//! adapter, and the outcome recorded. A process that dies between claim
-//! and outcome leaves the action `executing`; [`ExecutionLedger::recover`]
-//! finds its owner gone and makes it `unknown`, which is never resent.
+//! the claiming process's lease ([`Lease`]) as owner and the attempt
+//! recorded, in one transaction, so of any number of approvals, in any
+//! number of processes on any number of hosts, one claim wins and the
+//! others find it claimed. Only then is the content checked against the
+//! approved digest and handed to the adapter, and the outcome recorded. A
+//! process that dies between claim and outcome leaves the action
+//! `executing` until its lease lapses; then [`ExecutionLedger::recover`]
+//! (or a run waiting for it) finds the owner gone and makes it `unknown`,
+//! which is never resent.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +27,7 @@ use tracing::Instrument as _;
 
 use crate::Listed;
 use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
+use crate::lease::Lease;
 use crate::tools::ControlTool;
 use hane_core::{
     ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
@@ -114,6 +117,12 @@ pub enum ActionError {
     /// A stored action could not be read.
     #[error("{0}")]
     Corrupt(String),
+    /// This process's lease on the store lapsed: it delivers nothing
+    /// more.
+    #[error(
+        "this process's lease on the store lapsed, so another may take what it held for dead: it delivers nothing more; the action stays approved for another process (restart this one)"
+    )]
+    LeaseLapsed,
 }
 
 impl ActionError {
@@ -128,7 +137,9 @@ impl ActionError {
             | ActionError::NotUnknown { .. } => ErrorKind::Conflict,
             ActionError::NotTheirGroup { .. } => ErrorKind::Forbidden,
             ActionError::Budget(_) => ErrorKind::LimitExceeded,
-            ActionError::Store(_) | ActionError::Corrupt(_) => ErrorKind::Internal,
+            ActionError::Store(_) | ActionError::Corrupt(_) | ActionError::LeaseLapsed => {
+                ErrorKind::Internal
+            }
         }
     }
 }
@@ -205,13 +216,13 @@ struct Inner {
     scope: BudgetScope,
     budget: Mutex<Option<ActiveBudget>>,
     changed: Notify,
-    owner: String,
+    lease: Lease,
 }
 
 impl std::fmt::Debug for ExecutionLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecutionLedger")
-            .field("owner", &self.inner.owner)
+            .field("owner", &self.inner.lease.holder())
             .finish_non_exhaustive()
     }
 }
@@ -265,57 +276,16 @@ fn change<T>(
     Ok((value, action))
 }
 
-/// This process, as an attempt's owner: `PID:START@BOOT`, its start time
-/// in clock ticks since boot and the boot's id, so neither a later process
-/// with the same pid nor one after a reboot is mistaken for it.
-fn this_process() -> String {
-    let pid = std::process::id();
-    match (start_time(pid), boot_id()) {
-        (Some(start), Some(boot)) => format!("{pid}:{start}@{boot}"),
-        // Without /proc nothing can tell later whether this process still
-        // runs; see `alive`.
-        _ => format!("{pid}:?"),
-    }
-}
-
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields are
-    // counted after its closing one. Start time is field 22; the state
-    // (field 3) is the first after it.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn boot_id() -> Option<String> {
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    Some(id.trim().to_owned())
-}
-
-/// True while the process `owner` names may run. An owner recorded
-/// without /proc (`PID:?`) counts as alive: its action stays `executing`
-/// until a person reconciles it, rather than being taken for lost while it
-/// may still be on its way.
-fn alive(owner: &str) -> bool {
-    let Some((pid, rest)) = owner.split_once(':') else {
-        return false;
-    };
-    if rest == "?" {
-        return true;
-    }
-    let Some((start, boot)) = rest.split_once('@') else {
-        return false;
-    };
-    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
-        return false;
-    };
-    boot_id().as_deref() == Some(boot) && start_time(pid) == Some(start)
-}
-
 impl ExecutionLedger {
-    /// A ledger over `registry`, delivering with `delivery` and counting
-    /// against `scope`'s budget (set with [`ExecutionLedger::set_budget`]).
-    pub fn new(registry: Registry, delivery: DeliveryConfig, scope: BudgetScope) -> Self {
+    /// A ledger over `registry`, delivering with `delivery` under
+    /// `lease` (this process's, on the same store) and counting against
+    /// `scope`'s budget (set with [`ExecutionLedger::set_budget`]).
+    pub fn new(
+        registry: Registry,
+        delivery: DeliveryConfig,
+        scope: BudgetScope,
+        lease: Lease,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -323,9 +293,19 @@ impl ExecutionLedger {
                 scope,
                 budget: Mutex::new(None),
                 changed: Notify::new(),
-                owner: this_process(),
+                lease,
             }),
         }
+    }
+
+    /// Whether the deliverer `owner` names may still be delivering: its
+    /// lease is held. This process's own lease is known without a read.
+    async fn alive(&self, owner: &str) -> Result<bool, ActionError> {
+        let lease = &self.inner.lease;
+        if owner == lease.holder() {
+            return Ok(!lease.lapsed());
+        }
+        Ok(self.inner.registry.lease_is_live(owner).await?)
     }
 
     /// The registry.
@@ -694,7 +674,12 @@ impl ExecutionLedger {
     }
 
     async fn execute_here(&self, id: &str) -> Result<ActionRequest, ActionError> {
-        let owner = self.inner.owner.clone();
+        if self.inner.lease.lapsed() {
+            // Another process may be taking what this one held for dead:
+            // a claim now would be made `unknown` at once.
+            return Err(ActionError::LeaseLapsed);
+        }
+        let owner = self.inner.lease.holder().to_owned();
         let scope = self.inner.scope.key();
         let budget = self.budget();
         // Synced in any store mode: a claim lost to a power cut after the
@@ -818,7 +803,7 @@ impl ExecutionLedger {
         let mut tries = 0;
         loop {
             let detail = detail.clone();
-            let owner = self.inner.owner.clone();
+            let owner = self.inner.lease.holder().to_owned();
             let settled = self
                 .update(id, move |_, action| {
                     let ours = action.attempts.last().map(|a| a.owner.as_str()) == Some(&owner);
@@ -936,7 +921,7 @@ impl ExecutionLedger {
         let Some(owner) = action.attempts.last().map(|a| a.owner.clone()) else {
             return Ok(false);
         };
-        if action.state != ActionState::Executing || alive(&owner) {
+        if action.state != ActionState::Executing || self.alive(&owner).await? {
             return Ok(false);
         }
         let (changed, _) = self
@@ -949,7 +934,7 @@ impl ExecutionLedger {
                     action,
                     ActionState::Unknown,
                     format!(
-                        "the process that was delivering it ({owner}) stopped before recording the outcome: it may or may not have gone out; it is not resent, reconcile it"
+                        "the process that was delivering it ({owner}) stopped before recording the outcome (its lease lapsed): it may or may not have gone out; it is not resent, reconcile it"
                     ),
                 );
                 Ok(true)
@@ -1040,7 +1025,13 @@ mod tests {
     async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::open(dir.path().join("hane.db")).unwrap();
-        let ledger = ExecutionLedger::new(registry, DeliveryConfig::new(), BudgetScope::default());
+        let lease = Lease::acquire(&registry, crate::DEFAULT_LEASE).unwrap();
+        let ledger = ExecutionLedger::new(
+            registry,
+            DeliveryConfig::new(),
+            BudgetScope::default(),
+            lease,
+        );
         let tool = "communication.send_sms";
         let content = serde_json::json!({"text": "Your van is ready"});
         let now = now_ms();
@@ -1096,22 +1087,5 @@ mod tests {
         assert_eq!(done.state, ActionState::Failed, "{done:#?}");
         assert_eq!(done.attempts.len(), 1);
         assert_eq!(done.trail.len(), 1, "the resumption decides nothing anew");
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_made_up_one_is_not() {
-        let me = this_process();
-        assert!(alive(&me), "{me}");
-        let (pid, rest) = me.split_once(':').unwrap();
-        let (start, boot) = rest.split_once('@').unwrap();
-        let later: u64 = start.parse::<u64>().unwrap() + 1;
-        assert!(!alive(&format!("{pid}:{later}@{boot}")), "another start");
-        assert!(
-            !alive(&format!("{pid}:{start}@another-boot")),
-            "another boot"
-        );
-        assert!(!alive(&format!("4194304:1@{boot}")));
-        assert!(!alive("garbage"));
-        assert!(alive("123:?"), "unknowable counts as alive");
     }
 }

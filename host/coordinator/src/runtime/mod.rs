@@ -31,6 +31,7 @@ use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
 use crate::drivers::{self, BoxFuture, CliConfig, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
+use crate::lease::Lease;
 use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
 use crate::tools::{self as translate, ToolDefinition, ToolKind, ToolResult};
 use hane_delivery::DeliveryConfig;
@@ -122,6 +123,12 @@ pub enum RunError {
         /// Its stored status.
         status: RunStatus,
     },
+    /// This process's lease on the store lapsed: another may be taking
+    /// its runs over, so it starts none.
+    #[error(
+        "this process's lease on the store lapsed, so another may take what it runs for dead: it starts no run; restart it"
+    )]
+    LeaseLapsed,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -147,9 +154,10 @@ impl RunError {
             | RunError::EndedAtStart { .. }
             | RunError::ModelUnavailable { .. } => ErrorKind::Conflict,
             RunError::Budget(_) => ErrorKind::LimitExceeded,
-            RunError::Store(_) | RunError::Coordinator(_) | RunError::Corrupt(_) => {
-                ErrorKind::Internal
-            }
+            RunError::Store(_)
+            | RunError::Coordinator(_)
+            | RunError::Corrupt(_)
+            | RunError::LeaseLapsed => ErrorKind::Internal,
         }
     }
 }
@@ -247,6 +255,8 @@ impl LiveRun {
 }
 
 pub(crate) struct Inner {
+    /// This process's lease: runs are stored held under it.
+    pub(crate) lease: Lease,
     pub(crate) registry: Registry,
     pub(crate) coordinator: Coordinator,
     pub(crate) sandbox: Sandbox,
@@ -338,6 +348,7 @@ impl ToolCaller for RunTools<'_> {
 /// | `scope` | project `default`, environment `default` |
 /// | `model` | [`ModelConfig::new`] |
 /// | `cli` | [`CliConfig::new`]: no CLIs and no container runtime, so CLI drivers' runs are refused |
+/// | `lease` | [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
     sandbox: SandboxConfig,
@@ -349,6 +360,7 @@ pub struct RuntimeConfig {
     components: Components,
     model: ModelConfig,
     cli: CliConfig,
+    lease: Option<Duration>,
 }
 
 impl RuntimeConfig {
@@ -414,6 +426,15 @@ impl RuntimeConfig {
         self.cli = config;
         self
     }
+
+    /// How long this process's lease on the store lasts unless renewed
+    /// (see [`Lease`]): how long its runs and deliveries wait after it
+    /// dies before another process takes them. At least
+    /// [`MIN_LEASE`](crate::MIN_LEASE).
+    pub fn lease(&mut self, ttl: Duration) -> &mut Self {
+        self.lease = Some(ttl);
+        self
+    }
 }
 
 /// Why [`AgentRuntime::open`] failed.
@@ -436,7 +457,10 @@ impl AgentRuntime {
     /// coordinator. A new store is made only where nothing is at `path`
     /// ([`Registry::created`] on [`AgentRuntime::registry`] says so);
     /// anything else there but a store is refused (see
-    /// [`SqliteStore::open`]).
+    /// [`SqliteStore::open`]). It takes a lease on the store (see
+    /// [`Lease`]); runs a dead process left live are ended by
+    /// [`AgentRuntime::take_over`], which a process calls after opening
+    /// (and a server again every so often).
     ///
     /// # Errors
     ///
@@ -452,6 +476,7 @@ impl AgentRuntime {
         // open made the store.
         let registry = Registry::open_with(path, config.synchronous)?;
         let store = Arc::new(SqliteStore::open(path, &store_config)?);
+        let lease = Lease::acquire(&registry, config.lease.unwrap_or(crate::DEFAULT_LEASE))?;
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();
         let manager = Arc::new(LocalOperationManager::new(
@@ -464,8 +489,10 @@ impl AgentRuntime {
             registry.clone(),
             config.delivery.clone(),
             config.scope.clone(),
+            lease.clone(),
         );
-        let mut runtime = Self::assemble(registry, coordinator, sandbox, components, actions);
+        let mut runtime =
+            Self::assemble(registry, coordinator, sandbox, components, actions, lease);
         if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
             inner.model_config = config.model.clone();
             inner.cli = config.cli.clone();
@@ -474,6 +501,9 @@ impl AgentRuntime {
         // Approved ones never attempted are left to `resume_actions` (a
         // long-running server) or their next approval: a short command
         // must not start deliveries it may not live to finish.
+        // Runs a dead process left live are ended by `take_over`, which
+        // the caller awaits: a short command must not exit halfway
+        // through, leaving them taken and not yet ended.
         let actions = runtime.inner.actions.clone();
         tokio::spawn(async move {
             if let Err(e) = actions.recover(false).await {
@@ -486,19 +516,37 @@ impl AgentRuntime {
     /// A runtime over `registry` (releases, runs, tasks), running tool
     /// calls through `coordinator`, whose operation manager finds
     /// components in `components`; `sandbox` loads components at
-    /// activation and holds the active release's ledger.
+    /// activation and holds the active release's ledger. It takes a lease
+    /// of [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) on the store.
+    ///
+    /// # Errors
+    ///
+    /// The lease could not be stored.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
     pub fn new(
         registry: Registry,
         coordinator: Coordinator,
         sandbox: Sandbox,
         components: Components,
-    ) -> Self {
+    ) -> Result<Self, StoreError> {
+        let lease = Lease::acquire(&registry, crate::DEFAULT_LEASE)?;
         let actions = ExecutionLedger::new(
             registry.clone(),
             DeliveryConfig::new(),
             BudgetScope::default(),
+            lease.clone(),
         );
-        Self::assemble(registry, coordinator, sandbox, components, actions)
+        Ok(Self::assemble(
+            registry,
+            coordinator,
+            sandbox,
+            components,
+            actions,
+            lease,
+        ))
     }
 
     fn assemble(
@@ -507,9 +555,11 @@ impl AgentRuntime {
         sandbox: Sandbox,
         components: Components,
         actions: ExecutionLedger,
+        lease: Lease,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                lease,
                 registry,
                 coordinator,
                 sandbox,
@@ -753,6 +803,9 @@ impl AgentRuntime {
         attached: Option<tokio::sync::oneshot::Sender<RunToken>>,
         context: RunContext,
     ) -> Result<AgentRun, RunError> {
+        if self.inner.lease.lapsed() {
+            return Err(RunError::LeaseLapsed);
+        }
         let release = match context.release {
             Some(release) => release,
             None => self.release().await?,
@@ -836,7 +889,7 @@ impl AgentRuntime {
         // Counted against the day's budget and stored `queued` in one
         // transaction.
         let day = self
-            .charge_run(&release, tokens, Some(run_row(&run)))
+            .charge_run(&release, tokens, Some(run_row(&run, &self.inner.lease)))
             .await?;
         let reservation = (tokens > 0).then_some((day, tokens));
         let (changes, _) = watch::channel(run.status);
@@ -967,6 +1020,85 @@ impl AgentRuntime {
         ))
     }
 
+    /// This process's lease on the store.
+    pub fn lease(&self) -> &Lease {
+        &self.inner.lease
+    }
+
+    /// Takes over the runs whose process died (its lease lapsed or was
+    /// given up) while they were `queued` or `running`, and ends each of
+    /// them `failed`, saying so: the operations its process left
+    /// unsettled are settled ([`Coordinator::abandon`]: a `write` or
+    /// `outbound` one that was running becomes `unknown`), its pending
+    /// actions are withdrawn, and its session records the end. Each run
+    /// is taken by one process, however many look at once. Returns the
+    /// runs ended.
+    ///
+    /// A process whose own lease lapsed takes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; runs taken but not yet ended are taken again by
+    /// the next call of any process once this one's lease lapses.
+    pub async fn take_over(&self) -> Result<Vec<AgentRun>, RunError> {
+        let lease = &self.inner.lease;
+        if lease.lapsed() {
+            return Ok(Vec::new());
+        }
+        let taken = self
+            .inner
+            .registry
+            .take_over_runs(lease.holder(), &[RunStatus::Queued, RunStatus::Running])
+            .await?;
+        let mut ended = Vec::with_capacity(taken.len());
+        for taken in taken {
+            let mut run = match decode(&taken.run) {
+                Ok(run) => run,
+                Err(e) => {
+                    tracing::error!(run = %taken.run.id, "a run taken over cannot be read: {e}");
+                    continue;
+                }
+            };
+            let from = match &taken.from {
+                Some(holder) => format!("`{holder}`"),
+                None => "a process of an older hane".to_owned(),
+            };
+            let reason = match run.status {
+                RunStatus::Queued => format!(
+                    "the process that accepted it ({from}) stopped before it started (its lease lapsed): it was never started"
+                ),
+                _ => format!(
+                    "the process running it ({from}) stopped (its lease lapsed): `{}` ended it, not resumed; what it did is in its session, and a write or outbound call it was making is `unknown`",
+                    lease.holder()
+                ),
+            };
+            if let Some(session) = &run.session {
+                let coordinator = &self.inner.coordinator;
+                coordinator.abandon(session, &reason).await?;
+                coordinator
+                    .commit(
+                        session,
+                        vec![SessionEvent::RunStateChanged {
+                            run: run.id.to_string(),
+                            state: RunStatus::Failed.as_str().to_owned(),
+                        }],
+                    )
+                    .await?;
+            }
+            run.status = RunStatus::Failed;
+            run.error = Some(reason.clone());
+            run.result = None;
+            run.updated_at_ms = now_ms();
+            self.persist(&run).await?;
+            if let Err(e) = self.inner.actions.withdraw_run(&run.id, &reason).await {
+                tracing::error!(run = %run.id, "withdrawing the pending actions of a run taken over: {e}");
+            }
+            tracing::warn!(run = %run.id, from = %from, "a dead process's run was taken over and ended");
+            ended.push(run);
+        }
+        Ok(ended)
+    }
+
     /// Cancels run `id`: its next tool call is refused at once and its
     /// running operations are cancelled; it ends `cancelled`.
     ///
@@ -1015,7 +1147,10 @@ impl AgentRuntime {
     }
 
     pub(crate) async fn persist(&self, run: &AgentRun) -> Result<(), RunError> {
-        self.inner.registry.put_run(run_row(run)).await?;
+        self.inner
+            .registry
+            .put_run(run_row(run, &self.inner.lease))
+            .await?;
         Ok(())
     }
 
@@ -1594,8 +1729,9 @@ pub(crate) fn task_row(task: &Task) -> TaskRow {
     }
 }
 
-fn run_row(run: &AgentRun) -> RunRow {
+fn run_row(run: &AgentRun, holder: &Lease) -> RunRow {
     RunRow {
+        holder: Some(holder.holder().to_owned()),
         id: run.id.to_string(),
         agent: run.agent.clone(),
         status: run.status,

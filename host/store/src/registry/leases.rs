@@ -232,7 +232,7 @@ impl Registry {
                     params![run.id, holder],
                 )
                 .map_err(db(what))?;
-                let from = std::mem::replace(&mut run.holder, Some(holder.clone()));
+                let from = run.holder.replace(holder.clone());
                 runs.push(TakenRun { run, from, lease });
             }
             // A lapsed lease that holds no live run is of no more use: a

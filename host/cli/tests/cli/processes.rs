@@ -1,0 +1,314 @@
+//! Several processes on one store. Runs whose process died are never left
+//! `running`: of two `hane serve`, the one still alive ends the run the
+//! other was running when it was killed (`kill -9`), once the dead one's
+//! lease lapses, and withdraws its pending action, while its own runs go
+//! on; a run a killed `hane run` left is ended by the next command that
+//! opens the store. And one day's budget holds across processes: of 100
+//! concurrent starts on two servers, exactly as many as it allows start.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{hane_on, json, ok, request, serve_with};
+
+/// An agent that proposes an email a person decides, then ends with the
+/// action's state.
+const RELEASE: &str = include_str!("../../../../tests/fixtures/notify.yaml");
+
+/// The lease every process here takes, in seconds.
+const LEASE: &str = "1";
+
+fn input() -> Value {
+    json!({"email": "driver@example.com", "subject": "Your van is ready", "body": "Gate 3."})
+}
+
+fn store_with_notify(dir: &Path) -> PathBuf {
+    store_with(dir, &[("notify.yaml", RELEASE)])
+}
+
+/// A store with a release of `files` active.
+fn store_with(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let release = dir.join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    for (name, text) in files {
+        std::fs::write(release.join(name), text).unwrap();
+    }
+    let store = dir.join("hane.db");
+    ok(&hane_on(
+        &store,
+        &["release", "activate", release.to_str().unwrap()],
+    ));
+    store
+}
+
+/// The pending actions in `store`, by run.
+fn pending(store: &Path) -> Vec<Value> {
+    json(&hane_on(
+        store,
+        &["approvals", "list", "--state", "pending", "--json"],
+    ))
+    .as_array()
+    .unwrap()
+    .clone()
+}
+
+fn pending_of(store: &Path, run: &str) -> Option<Value> {
+    pending(store).into_iter().find(|a| a["run"] == run)
+}
+
+/// Waits until `run` has proposed its action.
+fn proposed(store: &Path, run: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(action) = pending_of(store, run) {
+            return action;
+        }
+        assert!(Instant::now() < deadline, "run {run} proposed nothing");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn start_run(addr: &str, key: &str) -> String {
+    let (status, run) = request(
+        addr,
+        "POST",
+        "/v1/agents/runs",
+        key,
+        Some(&json!({"agent": "notify", "input": input()})),
+    );
+    assert_eq!(status, 201, "{run}");
+    run["id"].as_str().unwrap().to_owned()
+}
+
+fn kill_9(mut child: Child) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_notify(dir.path());
+    let key = ok(&hane_on(
+        &store,
+        &["keys", "create", "ops", "--role", "operator"],
+    ))
+    .trim()
+    .to_owned();
+    let env = [("HANE_LEASE", LEASE)];
+    let (first, first_addr) = serve_with(&store, &env);
+    let (second, second_addr) = serve_with(&store, &env);
+    let doomed = start_run(&first_addr, &key);
+    let survivor = start_run(&second_addr, &key);
+    proposed(&store, &doomed);
+    let kept = proposed(&store, &survivor);
+
+    kill_9(first);
+    let killed_at = Instant::now();
+    let ended = loop {
+        let (status, run) = request(
+            &second_addr,
+            "GET",
+            &format!("/v1/agents/runs/{doomed}"),
+            &key,
+            None,
+        );
+        assert_eq!(status, 200, "{run}");
+        if run["status"] != "running" {
+            break run;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(20),
+            "still running: {run:#}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = killed_at.elapsed();
+    assert_eq!(ended["status"], "failed", "{ended:#}");
+    let error = ended["error"].as_str().unwrap();
+    assert!(
+        error.contains("stopped (its lease lapsed)") && error.contains("not resumed"),
+        "{error}"
+    );
+    // The lease is 1 s and the survivor looks every half of its own: the
+    // run ends within a few seconds even on a loaded machine.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(
+        pending_of(&store, &doomed).is_none(),
+        "the dead run's action is withdrawn"
+    );
+
+    // The survivor's run was not touched: its action waits for a person,
+    // and once decided the run ends on its own.
+    let (status, run) = request(
+        &second_addr,
+        "GET",
+        &format!("/v1/agents/runs/{survivor}"),
+        &key,
+        None,
+    );
+    assert_eq!(
+        (status, &run["status"]),
+        (200, &json!("running")),
+        "{run:#}"
+    );
+    let id = kept["id"].as_str().unwrap();
+    let (status, decided) = request(
+        &second_addr,
+        "POST",
+        &format!("/v1/agents/action-requests/{id}/reject"),
+        &key,
+        Some(&json!({"digest": kept["digest"], "reason": "not today"})),
+    );
+    assert_eq!(status, 200, "{decided:#}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, run) = request(
+            &second_addr,
+            "GET",
+            &format!("/v1/agents/runs/{survivor}"),
+            &key,
+            None,
+        );
+        if run["status"] != "running" {
+            assert_eq!(run["status"], "succeeded", "{run:#}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ended: {run:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill_9(second);
+}
+
+#[test]
+fn a_run_a_killed_process_left_is_ended_by_the_next_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_notify(dir.path());
+    let child = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["run", "notify", "--input", &input().to_string(), "--json"])
+        .arg("--store")
+        .arg(&store)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("HANE_LEASE", LEASE)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start hane run");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let action = loop {
+        if let Some(action) = pending(&store).pop() {
+            break action;
+        }
+        assert!(Instant::now() < deadline, "no action proposed");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let run = action["run"].as_str().unwrap().to_owned();
+    kill_9(child);
+    // Past the dead process's lease, any command that opens the runtime
+    // ends the run before it lists it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let listed = hane_on(&store, &["runs", "list", "--json"]);
+    let stderr = String::from_utf8_lossy(&listed.stderr).into_owned();
+    let runs = json(&listed);
+    let ended = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == run.as_str())
+        .unwrap();
+    assert_eq!(ended["status"], "failed", "{ended:#}");
+    assert!(
+        stderr.contains("1 run(s) left by a stopped process ended"),
+        "{stderr}"
+    );
+    assert!(pending(&store).is_empty());
+    // Nothing more is taken the next time.
+    let again = hane_on(&store, &["runs", "list", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("left by a stopped process"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+/// An agent whose run ends at once.
+const QUICK: &str = "apiVersion: agents/v1alpha1
+kind: Agent
+metadata: { name: quick }
+spec:
+  purpose: End at once
+  input: { type: object }
+  driver: scripted
+  script:
+    - tool: submit_result
+      input: { status: done }
+  limits: { maxToolCalls: 2, maxSeconds: 30 }
+  output:
+    type: object
+    required: [status]
+    properties:
+      status: { type: string }
+";
+
+/// The runs a day allows.
+const RUNS_PER_DAY: usize = 30;
+
+#[test]
+fn two_servers_never_start_more_runs_than_the_days_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = format!(
+        "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: {RUNS_PER_DAY}\n"
+    );
+    let store = store_with(
+        dir.path(),
+        &[("quick.yaml", QUICK), ("budget.yaml", &budget)],
+    );
+    let key = ok(&hane_on(
+        &store,
+        &["keys", "create", "ops", "--role", "operator"],
+    ))
+    .trim()
+    .to_owned();
+    let (first, first_addr) = serve_with(&store, &[]);
+    let (second, second_addr) = serve_with(&store, &[]);
+    // 50 starts on each server at once, from 100 threads released together.
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(100));
+    let starts: Vec<_> = (0..100)
+        .map(|i| {
+            let addr = if i % 2 == 0 {
+                &first_addr
+            } else {
+                &second_addr
+            }
+            .clone();
+            let (key, gate) = (key.clone(), gate.clone());
+            std::thread::spawn(move || {
+                gate.wait();
+                request(
+                    &addr,
+                    "POST",
+                    "/v1/agents/runs",
+                    &key,
+                    Some(&json!({"agent": "quick", "input": {}})),
+                )
+            })
+        })
+        .collect();
+    let mut started = 0;
+    for start in starts {
+        let (status, body) = start.join().unwrap();
+        match status {
+            201 => started += 1,
+            429 => assert_eq!(body["error"]["code"], "budget_exceeded", "{body:#}"),
+            _ => panic!("{status}: {body:#}"),
+        }
+    }
+    assert_eq!(started, RUNS_PER_DAY);
+    kill_9(first);
+    kill_9(second);
+    let runs = json(&hane_on(&store, &["runs", "list", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), RUNS_PER_DAY);
+}

@@ -1,0 +1,246 @@
+//! [`Lease`]: this process's claim to be alive, in the store it shares
+//! with others. Runs are held under it and deliveries name it; while it is
+//! renewed nobody takes them, and once it lapses anybody may.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hane_store::{Registry, StoreError};
+use tokio::sync::Notify;
+
+/// How long a lease lasts unless renewed, by default. A process that dies
+/// leaves its runs and deliveries for this long before another takes
+/// them.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// The shortest lease accepted: renewals come every third of it, and a
+/// store busy with another process's write can hold one back for longer.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+
+/// The environment variable that sets every command's lease, in seconds
+/// (`HANE_LEASE=15`, `HANE_LEASE=0.5`).
+pub const LEASE_ENV: &str = "HANE_LEASE";
+
+/// A lease of this process on a store, renewed every third of its length
+/// by a task of its own until it is released or dropped. Cheap to clone;
+/// clones are the same lease.
+#[derive(Clone)]
+pub struct Lease {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    holder: String,
+    registry: Registry,
+    ttl: Duration,
+    lapsed: AtomicBool,
+    lost: Notify,
+    renewing: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.renewing.get_mut().ok().and_then(Option::take) {
+            task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("holder", &self.inner.holder)
+            .field("ttl", &self.inner.ttl)
+            .finish()
+    }
+}
+
+/// A lease length that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{LEASE_ENV}=`{text}` is not a lease length: give seconds, at least {min} (such as `15` or `0.5`)",
+    min = MIN_LEASE.as_secs_f64()
+)]
+pub struct BadLease {
+    /// The text given, as an error shows it.
+    pub text: String,
+}
+
+/// A lease length from `text`, in seconds.
+///
+/// # Errors
+///
+/// Not a number of seconds, or shorter than [`MIN_LEASE`].
+pub fn parse_lease(text: &str) -> Result<Duration, BadLease> {
+    let bad = || BadLease {
+        text: hane_core::IdError::shown(text),
+    };
+    let seconds: f64 = text.trim().parse().map_err(|_| bad())?;
+    let ttl = Duration::try_from_secs_f64(seconds).map_err(|_| bad())?;
+    if ttl < MIN_LEASE || ttl > Duration::from_secs(24 * 3600) {
+        return Err(bad());
+    }
+    Ok(ttl)
+}
+
+/// The lease length [`LEASE_ENV`] sets, or [`DEFAULT_LEASE`] when it is
+/// unset or empty.
+///
+/// # Errors
+///
+/// It is set to something [`parse_lease`] refuses.
+pub fn lease_from_env() -> Result<Duration, BadLease> {
+    match std::env::var(LEASE_ENV) {
+        Ok(text) if !text.trim().is_empty() => parse_lease(&text),
+        _ => Ok(DEFAULT_LEASE),
+    }
+}
+
+/// This machine's name, for telling holders apart in listings.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+impl Lease {
+    /// Takes a new lease of length `ttl` on `registry`'s store, blocking
+    /// until it is stored, and starts renewing it.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime.
+    pub fn acquire(registry: &Registry, ttl: Duration) -> Result<Lease, StoreError> {
+        let ttl = ttl.max(MIN_LEASE);
+        let host = host_name();
+        let pid = std::process::id();
+        let mut random = [0u8; 6];
+        // Without randomness the host, the process id and the time still
+        // tell holders apart.
+        let _ = getrandom::fill(&mut random);
+        let holder = format!(
+            "{host}/{pid}/{}{}",
+            hane_core::now_ms() % 1_000_000,
+            hex::encode(random)
+        );
+        registry.acquire_lease(&holder, &host, pid, ttl)?;
+        let lease = Lease {
+            inner: Arc::new(Inner {
+                holder,
+                registry: registry.clone(),
+                ttl,
+                lapsed: AtomicBool::new(false),
+                lost: Notify::new(),
+                renewing: Mutex::new(None),
+            }),
+        };
+        let task = tokio::spawn(renew(Arc::downgrade(&lease.inner)));
+        *lease
+            .inner
+            .renewing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
+        Ok(lease)
+    }
+
+    /// The holder's name: `HOST/PID/` and digits unique to this lease.
+    pub fn holder(&self) -> &str {
+        &self.inner.holder
+    }
+
+    /// Its length.
+    pub fn ttl(&self) -> Duration {
+        self.inner.ttl
+    }
+
+    /// Whether it lapsed before it could be renewed: what it held may
+    /// belong to another process now.
+    pub fn lapsed(&self) -> bool {
+        self.inner.lapsed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the lease lapses.
+    pub async fn lost(&self) {
+        loop {
+            let lost = self.inner.lost.notified();
+            tokio::pin!(lost);
+            lost.as_mut().enable();
+            if self.lapsed() {
+                return;
+            }
+            lost.await;
+        }
+    }
+
+    /// Stops renewing and gives the lease up, so that whatever it still
+    /// holds is taken over at once rather than when it would lapse.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; the lease then lapses by itself.
+    pub async fn release(&self) -> Result<(), StoreError> {
+        if let Some(task) = self
+            .inner
+            .renewing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+        self.inner.registry.release_lease(&self.inner.holder).await
+    }
+}
+
+/// Renews the lease every third of its length while it is held by
+/// anyone; stops once it has lapsed.
+async fn renew(lease: std::sync::Weak<Inner>) {
+    let Some(every) = lease.upgrade().map(|l| l.ttl / 3) else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Some(inner) = lease.upgrade() else {
+            return;
+        };
+        match inner.registry.renew_lease(&inner.holder, inner.ttl).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::error!(
+                    holder = %inner.holder,
+                    "this process's lease on the store lapsed before it was renewed: what it ran may have been taken over by another process; it starts nothing more"
+                );
+                inner.lapsed.store(true, Ordering::SeqCst);
+                inner.lost.notify_waiters();
+                return;
+            }
+            Err(e) => tracing::warn!(holder = %inner.holder, "renewing the lease: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_lengths_are_read_as_seconds() {
+        assert_eq!(parse_lease("15").unwrap(), Duration::from_secs(15));
+        assert_eq!(parse_lease(" 0.5 ").unwrap(), Duration::from_millis(500));
+        for bad in ["", "abc", "-1", "0", "0.1", "inf", "NaN", "100000"] {
+            let error = parse_lease(bad).unwrap_err().to_string();
+            assert!(error.starts_with("HANE_LEASE=`"), "{error}");
+            assert!(error.contains("at least 0.3"), "{error}");
+        }
+    }
+}
