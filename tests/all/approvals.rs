@@ -702,6 +702,44 @@ async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() 
     assert!(matches!(twice, ActionError::NotUnknown { .. }), "{twice}");
 }
 
+#[tokio::test]
+async fn a_process_that_lost_its_lease_stops_its_runs_and_starts_and_sends_nothing() {
+    let server = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::agents::config();
+    config
+        .delivery(smtp_delivery(&server))
+        .lease(Duration::from_millis(600));
+    let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
+    runtime.activate(&harness::examples()).await.unwrap();
+    let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    // Its lease is gone from the store, as when another process took it
+    // for dead: the next renewal finds out.
+    let holder = runtime.lease().holder().to_owned();
+    runtime.registry().release_lease(&holder).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), runtime.wait(&run.id))
+        .await
+        .expect("the run is stopped once the lease is lost")
+        .unwrap();
+    assert!(runtime.lease().lapsed());
+    assert_eq!(ended.status, RunStatus::Failed, "{ended:#?}");
+    let error = ended.error.as_deref().unwrap();
+    assert!(
+        error.contains("lease on the store") && error.contains(&holder),
+        "{error}"
+    );
+    // Its action was withdrawn with it; nothing more starts or goes out.
+    let withdrawn = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(withdrawn.state, ActionState::Rejected, "{withdrawn:#?}");
+    let refused = runtime
+        .start(reminder(REMINDER_TO_A_PERSON))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, RunError::LeaseLapsed), "{refused}");
+    assert!(server.messages().is_empty());
+}
+
 /// Every action run `run` proposed.
 async fn actions_of(runtime: &AgentRuntime, run: &RunId) -> Vec<ActionRequest> {
     runtime.actions().list(None, Some(run)).await.unwrap().items

@@ -37,7 +37,11 @@ struct Inner {
     lapsed: AtomicBool,
     lost: Notify,
     renewing: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Called once, when it lapses.
+    on_lost: Mutex<Vec<LostHook>>,
 }
+
+type LostHook = Box<dyn FnOnce() + Send>;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -139,6 +143,7 @@ impl Lease {
                 lapsed: AtomicBool::new(false),
                 lost: Notify::new(),
                 renewing: Mutex::new(None),
+                on_lost: Mutex::new(Vec::new()),
             }),
         };
         let task = tokio::spawn(renew(Arc::downgrade(&lease.inner)));
@@ -179,6 +184,17 @@ impl Lease {
         }
     }
 
+    /// Calls `hook` once when the lease lapses (at once if it has).
+    pub fn on_lost(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut hooks = self.inner.on_lost.lock().unwrap_or_else(|e| e.into_inner());
+        if self.lapsed() {
+            drop(hooks);
+            hook();
+        } else {
+            hooks.push(Box::new(hook));
+        }
+    }
+
     /// Stops renewing and gives the lease up, so that whatever it still
     /// holds is taken over at once rather than when it would lapse.
     ///
@@ -200,7 +216,8 @@ impl Lease {
 }
 
 /// Renews the lease every third of its length while it is held by
-/// anyone; stops once it has lapsed.
+/// anyone; stops once it has lapsed: the store said so, or no renewal
+/// went through for a whole lease (others take it for dead by then).
 async fn renew(lease: std::sync::Weak<Inner>) {
     let Some(every) = lease.upgrade().map(|l| l.ttl / 3) else {
         return;
@@ -208,24 +225,44 @@ async fn renew(lease: std::sync::Weak<Inner>) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
+    let mut renewed = tokio::time::Instant::now();
     loop {
         ticks.tick().await;
         let Some(inner) = lease.upgrade() else {
             return;
         };
-        match inner.registry.renew_lease(&inner.holder, inner.ttl).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::error!(
-                    holder = %inner.holder,
-                    "this process's lease on the store lapsed before it was renewed: what it ran may have been taken over by another process; it starts nothing more"
-                );
-                inner.lapsed.store(true, Ordering::SeqCst);
-                inner.lost.notify_waiters();
-                return;
+        let why = match inner.registry.renew_lease(&inner.holder, inner.ttl).await {
+            Ok(true) => {
+                renewed = tokio::time::Instant::now();
+                continue;
             }
-            Err(e) => tracing::warn!(holder = %inner.holder, "renewing the lease: {e}"),
-        }
+            Ok(false) => "it lapsed before it was renewed".to_owned(),
+            Err(e) if renewed.elapsed() >= inner.ttl => {
+                format!("no renewal went through for a whole lease (the last error: {e})")
+            }
+            Err(e) => {
+                tracing::warn!(holder = %inner.holder, "renewing the lease: {e}");
+                continue;
+            }
+        };
+        tracing::error!(
+            holder = %inner.holder,
+            "this process's lease on the store is lost: {why}; what it ran may be taken over by another process, so it stops its runs and starts nothing more"
+        );
+        lapse(&inner);
+        return;
+    }
+}
+
+fn lapse(inner: &Inner) {
+    let hooks = {
+        let mut hooks = inner.on_lost.lock().unwrap_or_else(|e| e.into_inner());
+        inner.lapsed.store(true, Ordering::SeqCst);
+        std::mem::take(&mut *hooks)
+    };
+    inner.lost.notify_waiters();
+    for hook in hooks {
+        hook();
     }
 }
 

@@ -596,7 +596,7 @@ impl AgentRuntime {
                             "the run was cancelled while action {id} waited for a decision"
                         ));
                     }
-                    Some(Stop::LimitExceeded(message)) => {
+                    Some(Stop::LimitExceeded(message) | Stop::LeaseLost(message)) => {
                         return Err(format!("{message} while action {id} waited for a decision"));
                     }
                     None => {}

@@ -28,6 +28,9 @@ pub enum Stop {
     Cancelled,
     /// It went over a limit; the message says which.
     LimitExceeded(String),
+    /// This process's lease on the store lapsed: another process may be
+    /// taking the run over, so this one stops it. The message says so.
+    LeaseLost(String),
 }
 
 /// Why a call was refused.
@@ -96,6 +99,7 @@ impl GatewayError {
         match stop {
             Stop::Cancelled => GatewayError::Cancelled(run),
             Stop::LimitExceeded(message) => GatewayError::LimitExceeded { run, message },
+            Stop::LeaseLost(_) => GatewayError::NotRunning(run),
         }
     }
 }
@@ -157,8 +161,7 @@ impl ToolGateway {
             .ok_or_else(|| GatewayError::NotRunning(run.clone()))?;
         let stop = gate.stop.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match stop {
-            Some(Stop::Cancelled) => Err(GatewayError::Cancelled(run)),
-            Some(Stop::LimitExceeded(message)) => Err(GatewayError::LimitExceeded { run, message }),
+            Some(stop) => Err(GatewayError::from_stop(run, stop)),
             None => Ok((run, gate)),
         }
     }
@@ -178,15 +181,8 @@ impl ToolGateway {
             .cloned()
             .ok_or_else(|| GatewayError::NotRunning(run.clone()))?;
         let mut stop = gate.stop.lock().unwrap_or_else(|e| e.into_inner());
-        match &*stop {
-            Some(Stop::Cancelled) => return Err(GatewayError::Cancelled(run)),
-            Some(Stop::LimitExceeded(message)) => {
-                return Err(GatewayError::LimitExceeded {
-                    run,
-                    message: message.clone(),
-                });
-            }
-            None => {}
+        if let Some(stopped) = &*stop {
+            return Err(GatewayError::from_stop(run, stopped.clone()));
         }
         let Some(found) = gate.agent.tools.get(tool) else {
             return Err(GatewayError::ToolNotAllowed {

@@ -152,10 +152,7 @@ impl ToolGateway {
             let why = stop.get_or_insert(Stop::LimitExceeded(message)).clone();
             drop(stop);
             gate.ending.send_replace(true);
-            return Err(match why {
-                Stop::Cancelled => GatewayError::Cancelled(run),
-                Stop::LimitExceeded(message) => GatewayError::LimitExceeded { run, message },
-            });
+            return Err(GatewayError::from_stop(run, why));
         }
         let input = input_tokens + input_slack(input_tokens);
         let cap = model_max_output.min(left - input);

@@ -510,6 +510,7 @@ impl AgentRuntime {
                 tracing::error!("recovering outbound actions: {e}");
             }
         });
+        runtime.watch_lease();
         Ok(runtime)
     }
 
@@ -539,14 +540,29 @@ impl AgentRuntime {
             BudgetScope::default(),
             lease.clone(),
         );
-        Ok(Self::assemble(
-            registry,
-            coordinator,
-            sandbox,
-            components,
-            actions,
-            lease,
-        ))
+        let runtime = Self::assemble(registry, coordinator, sandbox, components, actions, lease);
+        runtime.watch_lease();
+        Ok(runtime)
+    }
+
+    /// Stops every live run when this process's lease is lost: another
+    /// process may be taking them over. Each ends `failed` saying so (its
+    /// end is not stored if the run was taken already).
+    fn watch_lease(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        self.inner.lease.on_lost(move || {
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            let message = format!(
+                "this process's lease on the store (`{}`) was lost, so another process may take the run over: it was stopped here",
+                inner.lease.holder()
+            );
+            let live: Vec<RunId> = lock(&inner.live).keys().cloned().collect();
+            for id in live {
+                inner.gateway.stop(&id, Stop::LeaseLost(message.clone()));
+            }
+        });
     }
 
     fn assemble(
@@ -1230,6 +1246,7 @@ impl AgentRuntime {
         let (status, error) = match self.inner.gateway.stopped(&id) {
             Some(Stop::Cancelled) => (RunStatus::Cancelled, Some("cancelled".to_owned())),
             Some(Stop::LimitExceeded(message)) => (RunStatus::LimitExceeded, Some(message)),
+            Some(Stop::LeaseLost(message)) => (RunStatus::Failed, Some(message)),
             None => (status, error),
         };
         // Model calls still in flight end now, and what they used counts.
@@ -1470,11 +1487,8 @@ impl AgentRuntime {
         tokio::select! {
             () = live.result_ready.notified() => Ok(()),
             stop = self.inner.gateway.wait_stopped(run) => Err(match stop {
-                Some(Stop::Cancelled) => RunEnd::Gateway(GatewayError::Cancelled(run.clone())),
-                Some(Stop::LimitExceeded(message)) => RunEnd::Gateway(GatewayError::LimitExceeded {
-                    run: run.clone(),
-                    message,
-                }),
+                Some(Stop::LeaseLost(message)) => RunEnd::Failed(message),
+                Some(stop) => RunEnd::Gateway(GatewayError::from_stop(run.clone(), stop)),
                 None => RunEnd::Failed("the run's gate closed while it was attached".to_owned()),
             }),
         }
