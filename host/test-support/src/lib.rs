@@ -9,7 +9,8 @@
 //!   on aiosmtpd, in the Python that `cargo xtask test` provisions);
 //! - [`LlamaServer`]: a real language model over HTTP on loopback
 //!   (`tests/llama/server.py`: llama.cpp's server on xllamacpp, with the
-//!   model that `cargo xtask test` provisions), in [`llama`].
+//!   model that `cargo xtask test` provisions), in [`llama`];
+//! - [`serve`]: `hane serve` as a process, and [`request`] to it.
 //!
 //! # Examples
 //!
@@ -22,6 +23,7 @@
 mod clients;
 pub mod llama;
 mod python;
+mod serve;
 mod smtp;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use hane_sandbox::{Sandbox, SandboxConfig};
 
 pub use clients::model_client;
 pub use llama::LlamaServer;
+pub use serve::{request, serve};
 pub use smtp::SmtpServer;
 
 /// The repository's root.

@@ -1,9 +1,7 @@
 //! What the CLI tests share to read the `hane` binary's output.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
 use serde_json::Value;
 
@@ -74,50 +72,7 @@ pub fn serve(store: &Path) -> (Child, String) {
 
 /// [`serve`] with `env` set.
 pub fn serve_with(store: &Path, env: &[(&str, &str)]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hane"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start hane serve");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("hane serve said where it listens")
-            .unwrap();
-        if let Some(addr) = line.strip_prefix("listening on http://") {
-            break addr.to_owned();
-        }
-    };
-    // Whatever it says later goes nowhere.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, addr)
+    hane_test_support::serve(Path::new(env!("CARGO_BIN_EXE_hane")), store, env)
 }
 
-/// One HTTP/1.1 request; the status and the body as JSON.
-pub fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: Option<&Value>,
-) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer[9..12].parse().unwrap();
-    let (_, text) = answer.split_once("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(text).unwrap_or(Value::Null))
-}
+pub use hane_test_support::request;

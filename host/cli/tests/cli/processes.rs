@@ -234,6 +234,31 @@ fn a_run_a_killed_process_left_is_ended_by_the_next_command() {
     );
 }
 
+#[test]
+fn a_server_whose_lease_is_lost_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_notify(dir.path());
+    ok(&hane_on(
+        &store,
+        &["keys", "create", "ops", "--role", "operator"],
+    ));
+    let (mut server, _) = serve_with(&store, &[("HANE_LEASE", LEASE)]);
+    // Its lease taken from it, as another process would once it lapsed.
+    let db = rusqlite::Connection::open(&store).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let taken = db.execute("DELETE FROM leases", []).unwrap();
+    assert!(taken >= 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still serving without a lease");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1), "{status}");
+}
+
 /// An agent whose run ends at once.
 const QUICK: &str = "apiVersion: agents/v1alpha1
 kind: Agent
