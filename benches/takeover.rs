@@ -91,7 +91,10 @@ fn one_death(store: &Path, env: &[(&str, &str)], key: &str, at: &str) -> Duratio
             None,
         );
         let pending = listed["actionRequests"].as_array().unwrap();
-        if runs.iter().all(|r| pending.iter().any(|a| a["run"] == r.as_str())) {
+        if runs
+            .iter()
+            .all(|r| pending.iter().any(|a| a["run"] == r.as_str()))
+        {
             break;
         }
         assert!(Instant::now() < deadline, "the runs proposed nothing");

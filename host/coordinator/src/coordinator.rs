@@ -9,7 +9,7 @@ use hane_core::{
     Control, Impact, Input, InputId, InputKind, Operation, OperationFailure, OperationId,
     OperationState, Outcome, SessionEvent, SessionId,
 };
-use hane_store::{SessionStore, StoreError};
+use hane_store::{OperationRecord, SessionStore, StoreError};
 use tokio::task::JoinHandle;
 
 use hane_manager::{Ending, OperationManager};
@@ -373,11 +373,7 @@ impl Coordinator {
     /// The store failed; recovery can be run again.
     pub async fn recover(&self) -> Result<Recovery, CoordinatorError> {
         let mut recovery = Recovery::default();
-        let records = self
-            .inner
-            .store
-            .operations(&[OperationState::Pending, OperationState::Running])
-            .await?;
+        let records = self.unsettled().await?;
         for record in records {
             let operation = record.operation;
             match (record.state, operation.impact) {
@@ -432,11 +428,7 @@ impl Coordinator {
         reason: &str,
     ) -> Result<Abandoned, CoordinatorError> {
         let mut abandoned = Abandoned::default();
-        let records = self
-            .inner
-            .store
-            .operations(&[OperationState::Pending, OperationState::Running])
-            .await?;
+        let records = self.unsettled().await?;
         for record in records {
             let operation = record.operation;
             if operation.session != *session {
@@ -467,6 +459,15 @@ impl Coordinator {
             self.inner.store.append(session, vec![event]).await?;
         }
         Ok(abandoned)
+    }
+
+    /// Every operation still `pending` or `running` in the store.
+    async fn unsettled(&self) -> Result<Vec<OperationRecord>, CoordinatorError> {
+        Ok(self
+            .inner
+            .store
+            .operations(&[OperationState::Pending, OperationState::Running])
+            .await?)
     }
 
     /// The external and control inputs `session` accepted that no

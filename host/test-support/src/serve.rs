@@ -62,9 +62,7 @@ pub fn request(
     )
     .expect("send the request");
     let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .expect("read the answer");
+    stream.read_to_string(&mut answer).expect("read the answer");
     let status = answer[9..12].parse().expect("an HTTP status");
     let (_, text) = answer.split_once("\r\n\r\n").expect("a head and a body");
     (status, serde_json::from_str(text).unwrap_or(Value::Null))

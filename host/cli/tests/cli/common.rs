@@ -65,6 +65,16 @@ pub fn activated_examples(dir: &Path) -> std::path::PathBuf {
     store
 }
 
+/// A new operator key named `ops` in `store`: the key itself.
+pub fn operator_key(store: &Path) -> String {
+    ok(&hane_on(
+        store,
+        &["keys", "create", "ops", "--role", "operator"],
+    ))
+    .trim()
+    .to_owned()
+}
+
 /// `hane serve` on a free loopback port, and its address.
 pub fn serve(store: &Path) -> (Child, String) {
     serve_with(store, &[])

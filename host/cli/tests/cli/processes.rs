@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{hane_on, json, ok, request, serve_with};
+use crate::common::{hane_on, json, ok, operator_key, request, serve_with};
 
 /// An agent that proposes an email a person decides, then ends with the
 /// action's state.
@@ -92,12 +92,7 @@ fn kill_9(mut child: Child) {
 fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_notify(dir.path());
-    let key = ok(&hane_on(
-        &store,
-        &["keys", "create", "ops", "--role", "operator"],
-    ))
-    .trim()
-    .to_owned();
+    let key = operator_key(&store);
     let env = [("HANE_LEASE", LEASE)];
     let (first, first_addr) = serve_with(&store, &env);
     let (second, second_addr) = serve_with(&store, &env);
@@ -238,10 +233,7 @@ fn a_run_a_killed_process_left_is_ended_by_the_next_command() {
 fn a_server_whose_lease_is_lost_stops() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_notify(dir.path());
-    ok(&hane_on(
-        &store,
-        &["keys", "create", "ops", "--role", "operator"],
-    ));
+    operator_key(&store);
     let (mut server, _) = serve_with(&store, &[("HANE_LEASE", LEASE)]);
     // Its lease taken from it, as another process would once it lapsed.
     let db = rusqlite::Connection::open(&store).unwrap();
@@ -291,12 +283,7 @@ fn two_servers_never_start_more_runs_than_the_days_budget() {
         dir.path(),
         &[("quick.yaml", QUICK), ("budget.yaml", &budget)],
     );
-    let key = ok(&hane_on(
-        &store,
-        &["keys", "create", "ops", "--role", "operator"],
-    ))
-    .trim()
-    .to_owned();
+    let key = operator_key(&store);
     let (first, first_addr) = serve_with(&store, &[]);
     let (second, second_addr) = serve_with(&store, &[]);
     // 50 starts on each server at once, from 100 threads released together.

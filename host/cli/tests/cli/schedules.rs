@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::common::{failed, hane_on, json, ok, text};
+use crate::common::{failed, hane_on, json, ok, operator_key, text};
 
 const SCHEDULE: &str = "every-two-seconds";
 const AGENT: &str = "vehicle-check-scripted";
@@ -139,10 +139,7 @@ fn a_schedule_starts_one_run_per_tick_with_two_servers_on_one_store() {
         &["release", "activate", release.to_str().unwrap()],
     ));
     assert!(activated.contains(", 1 schedule, "), "{activated}");
-    ok(&hane_on(
-        &store,
-        &["keys", "create", "ops", "--role", "operator"],
-    ));
+    operator_key(&store);
 
     let listed = json(&hane_on(&store, &["schedules", "list", "--json"]));
     let listed = listed.as_array().unwrap();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{activated_examples, failed, hane_on, json, ok, request, serve};
+use crate::common::{activated_examples, failed, hane_on, json, ok, operator_key, request, serve};
 
 /// Reads the case at `path` until it is `wanted`.
 fn settled(addr: &str, path: &str, key: &str, wanted: &str) -> Value {
@@ -38,12 +38,7 @@ fn lease_qa_runs(store: &Path) -> usize {
 fn a_case_waiting_for_a_person_survives_kill_9_of_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let store = activated_examples(dir.path());
-    let key = ok(&hane_on(
-        &store,
-        &["keys", "create", "ops", "--role", "operator"],
-    ))
-    .trim()
-    .to_owned();
+    let key = operator_key(&store);
     let (mut first, addr) = serve(&store);
     let (status, case) = request(
         &addr,
