@@ -38,14 +38,17 @@
 //! ```
 
 mod check;
+mod postgres;
 mod query;
 mod registry;
 mod schema;
+mod sql;
 mod sqlite;
 mod store;
 mod writer;
 
 pub use check::{CheckReport, Problem, ReadRelease, check};
+pub use postgres::PostgresStore;
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,
     EvaluationRow, LeaseRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,

@@ -3,21 +3,19 @@
 
 use std::ops::Range;
 
+use crate::sql::{Query, Row, Sql, SqlError, args};
+use crate::{ForkPoint, OperationRecord, SessionInfo, StoreError};
 use hane_core::{
     InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId, Versioned, open,
 };
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, Row, params};
-
-use crate::{ForkPoint, OperationRecord, SessionInfo, StoreError};
 
 /// Why a request failed, before it is known what the request was doing.
 #[derive(Debug)]
 pub(crate) enum Fail {
     /// The store refused it, or found an item it cannot read.
     Store(StoreError),
-    /// SQLite failed.
-    Sql(rusqlite::Error),
+    /// The database failed.
+    Sql(SqlError),
 }
 
 impl Fail {
@@ -36,9 +34,15 @@ impl From<StoreError> for Fail {
     }
 }
 
+impl From<SqlError> for Fail {
+    fn from(e: SqlError) -> Self {
+        Fail::Sql(e)
+    }
+}
+
 impl From<rusqlite::Error> for Fail {
     fn from(e: rusqlite::Error) -> Self {
-        Fail::Sql(e)
+        Fail::Sql(crate::sql::lite_error(e))
     }
 }
 
@@ -58,14 +62,14 @@ pub(crate) struct Segment {
 
 pub(crate) use hane_core::now_ms;
 
-/// A sequence number or time as SQLite stores it; none of those reach
+/// A sequence number or time as the database stores it; none of those reach
 /// `i64::MAX`, and open range ends become it.
 pub(crate) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn uint(row: &Row<'_>, index: usize) -> rusqlite::Result<u64> {
-    row.get::<_, i64>(index).map(|v| v.max(0) as u64)
+fn uint(row: &dyn Row, index: usize) -> Result<u64, SqlError> {
+    row.int(index).map(|v| v.max(0) as u64)
 }
 
 /// An id the store wrote.
@@ -83,17 +87,13 @@ where
 /// Where `session`'s events are stored, oldest first: the stretches it
 /// shares with its ancestors, then its own events. Empty stretches (a fork
 /// at its parent's own fork point) are left out.
-pub(crate) fn lineage(conn: &Connection, session: &SessionId) -> Result<Vec<Segment>, Fail> {
-    let (sid, mut parent, fork_at) = conn
-        .prepare_cached("SELECT sid, parent, fork_at FROM sessions WHERE id = ?1")?
-        .query_row([session.as_str()], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, Option<i64>>(1)?,
-                uint(row, 2)?,
-            ))
-        })
-        .optional()?
+pub(crate) fn lineage(db: &mut dyn Sql, session: &SessionId) -> Result<Vec<Segment>, Fail> {
+    let (sid, mut parent, fork_at) = db
+        .row(
+            "SELECT sid, parent, fork_at FROM sessions WHERE id = ?1",
+            args![session.as_str()],
+            |row| Ok((row.int(0)?, row.opt_int(1)?, uint(row, 2)?)),
+        )?
         .ok_or_else(|| StoreError::SessionNotFound(session.clone()))?;
     let mut segments = vec![Segment {
         sid,
@@ -103,16 +103,16 @@ pub(crate) fn lineage(conn: &Connection, session: &SessionId) -> Result<Vec<Segm
     }];
     // Events below `limit` come from further up.
     let mut limit = fork_at;
-    let mut ancestor =
-        conn.prepare_cached("SELECT id, parent, fork_at FROM sessions WHERE sid = ?1")?;
     while let Some(sid) = parent {
-        let (id, grandparent, fork_at) = ancestor.query_row([sid], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, Option<i64>>(1)?,
-                uint(row, 2)?,
-            ))
-        })?;
+        let (id, grandparent, fork_at) = db
+            .row(
+                "SELECT id, parent, fork_at FROM sessions WHERE sid = ?1",
+                args![sid],
+                |row| Ok((row.text(0)?, row.opt_int(1)?, uint(row, 2)?)),
+            )?
+            .ok_or_else(|| {
+                StoreError::Database(format!("session {session}: an ancestor is missing"))
+            })?;
         if fork_at < limit {
             segments.push(Segment {
                 sid,
@@ -130,76 +130,85 @@ pub(crate) fn lineage(conn: &Connection, session: &SessionId) -> Result<Vec<Segm
 
 /// How many events session `sid` holds, its shared prefix included. A
 /// fork's own events start with `forked`, so only a root can be empty.
-pub(crate) fn len(conn: &Connection, sid: i64) -> Result<u64, Fail> {
-    let last = conn
-        .prepare_cached("SELECT seq FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1")?
-        .query_row([sid], |row| uint(row, 0))
-        .optional()?;
+pub(crate) fn len(db: &mut dyn Sql, sid: i64) -> Result<u64, Fail> {
+    let last = db.row(
+        "SELECT seq FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
+        args![sid],
+        |row| uint(row, 0),
+    )?;
     Ok(last.map_or(0, |seq| seq + 1))
 }
 
-/// A session's description from a row whose columns 1 to 3 are `fork_at`,
-/// `created_at` and the parent's id.
-fn info(row: &Row<'_>, id: SessionId, len: u64) -> Result<SessionInfo, Fail> {
-    let parent = match row.get::<_, Option<String>>(3)? {
+/// A session's columns as read: `fork_at`, `created_at`, the parent's id.
+struct Described {
+    fork_at: u64,
+    created_at_ms: u64,
+    parent: Option<String>,
+}
+
+fn described(row: &dyn Row, first: usize) -> Result<Described, SqlError> {
+    Ok(Described {
+        fork_at: uint(row, first)?,
+        created_at_ms: uint(row, first + 1)?,
+        parent: row.opt_text(first + 2)?,
+    })
+}
+
+/// A session's description.
+fn info(described: Described, id: SessionId, len: u64) -> Result<SessionInfo, Fail> {
+    let parent = match described.parent {
         Some(parent) => Some(ForkPoint {
             session: parse_stored(&parent, "session id")?,
-            at: uint(row, 1)?,
+            at: described.fork_at,
         }),
         None => None,
     };
     Ok(SessionInfo {
         id,
         parent,
-        created_at_ms: uint(row, 2)?,
+        created_at_ms: described.created_at_ms,
         len,
     })
 }
 
 /// Describes one session.
-pub(crate) fn session(conn: &Connection, session: &SessionId) -> Result<SessionInfo, Fail> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.sid, s.fork_at, s.created_at, p.id
-         FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent
-         WHERE s.id = ?1",
-    )?;
-    let mut rows = stmt.query([session.as_str()])?;
-    let row = rows
-        .next()?
+pub(crate) fn session(db: &mut dyn Sql, session: &SessionId) -> Result<SessionInfo, Fail> {
+    let (sid, found) = db
+        .row(
+            "SELECT s.sid, s.fork_at, s.created_at, p.id
+             FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent
+             WHERE s.id = ?1",
+            args![session.as_str()],
+            |row| Ok((row.int(0)?, described(row, 1)?)),
+        )?
         .ok_or_else(|| StoreError::SessionNotFound(session.clone()))?;
-    let len = len(conn, row.get(0)?)?;
-    info(row, session.clone(), len)
+    let len = len(db, sid)?;
+    info(found, session.clone(), len)
 }
 
 /// Every session, oldest first.
-pub(crate) fn sessions(conn: &Connection) -> Result<Vec<SessionInfo>, Fail> {
-    let mut stmt = conn.prepare_cached(
+pub(crate) fn sessions(db: &mut dyn Sql) -> Result<Vec<SessionInfo>, Fail> {
+    let rows = db.rows(
         "SELECT s.id, s.fork_at, s.created_at, p.id,
              coalesce((SELECT e.seq + 1 FROM events e WHERE e.session = s.sid
                        ORDER BY e.seq DESC LIMIT 1), 0)
          FROM sessions s LEFT JOIN sessions p ON p.sid = s.parent
          ORDER BY s.sid",
+        &[],
+        |row| Ok((row.text(0)?, described(row, 1)?, uint(row, 4)?)),
     )?;
-    let mut rows = stmt.query([])?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id = parse_stored(&row.get::<_, String>(0)?, "session id")?;
-        out.push(info(row, id, uint(row, 4)?)?);
-    }
-    Ok(out)
+    rows.into_iter()
+        .map(|(id, found, len)| info(found, parse_stored(&id, "session id")?, len))
+        .collect()
 }
 
 /// The events of `session` in `range`, read through its lineage.
 pub(crate) fn read(
-    conn: &Connection,
+    db: &mut dyn Sql,
     session: &SessionId,
     range: Range<u64>,
 ) -> Result<Vec<Recorded>, Fail> {
-    let segments = lineage(conn, session)?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at_ms, body FROM events
-         WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
-    )?;
+    let segments = lineage(db, session)?;
     let mut out = Vec::new();
     for segment in &segments {
         let from = segment.from.max(range.start);
@@ -207,25 +216,44 @@ pub(crate) fn read(
         if from >= to {
             continue;
         }
-        let mut rows = stmt.query(params![segment.sid, int(from), int(to)])?;
-        while let Some(row) = rows.next()? {
-            let seq = uint(row, 0)?;
-            let event = open_blob::<SessionEvent>(row.get_ref(2)?, || {
-                format!("event {seq} of session {}", segment.id)
-            })?;
-            out.push(Recorded {
-                seq,
-                at_ms: uint(row, 1)?,
-                event,
-            });
+        let mut failed = None;
+        let read = db.each(
+            "SELECT seq, at_ms, body FROM events
+             WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq",
+            args![segment.sid, int(from), int(to)],
+            &mut |row| {
+                let seq = uint(row, 0)?;
+                let body = row.blob(2)?;
+                match open_blob::<SessionEvent>(&body, || {
+                    format!("event {seq} of session {}", segment.id)
+                }) {
+                    Ok(event) => {
+                        out.push(Recorded {
+                            seq,
+                            at_ms: uint(row, 1)?,
+                            event,
+                        });
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // Stops the reading; the error is this one.
+                        failed = Some(e);
+                        Err(SqlError::column(2, "unreadable"))
+                    }
+                }
+            },
+        );
+        if let Some(e) = failed {
+            return Err(e);
         }
+        read?;
     }
     Ok(out)
 }
 
 /// Opens a stored envelope; `what` names the item if it does not open.
-fn open_blob<T: Versioned>(value: ValueRef<'_>, what: impl FnOnce() -> String) -> Result<T, Fail> {
-    open(value.as_blob().map_err(rusqlite::Error::from)?).map_err(|source| {
+fn open_blob<T: Versioned>(body: &[u8], what: impl FnOnce() -> String) -> Result<T, Fail> {
+    open(body).map_err(|source| {
         Fail::Store(StoreError::Unreadable {
             what: what(),
             source,
@@ -234,53 +262,62 @@ fn open_blob<T: Versioned>(value: ValueRef<'_>, what: impl FnOnce() -> String) -
 }
 
 /// Whether the stretch `segment` holds an `input_accepted` of `input`.
-pub(crate) fn input_in(
-    conn: &Connection,
-    segment: &Segment,
-    input: &InputId,
-) -> Result<bool, Fail> {
-    let found = conn
-        .prepare_cached(
-            "SELECT 1 FROM inputs WHERE session = ?1 AND input = ?2 AND seq >= ?3 AND seq < ?4",
-        )?
-        .exists(params![
+pub(crate) fn input_in(db: &mut dyn Sql, segment: &Segment, input: &InputId) -> Result<bool, Fail> {
+    let found = db.row(
+        "SELECT 1 FROM inputs WHERE session = ?1 AND input = ?2 AND seq >= ?3 AND seq < ?4",
+        args![
             segment.sid,
             input.as_str(),
             int(segment.from),
             int(segment.to)
-        ])?;
-    Ok(found)
+        ],
+        |row| row.int(0),
+    )?;
+    Ok(found.is_some())
 }
 
 /// Whether `session`, its shared prefix included, accepted `input`.
 pub(crate) fn input_accepted(
-    conn: &Connection,
+    db: &mut dyn Sql,
     session: &SessionId,
     input: &InputId,
 ) -> Result<bool, Fail> {
-    for segment in lineage(conn, session)? {
-        if input_in(conn, &segment, input)? {
+    for segment in lineage(db, session)? {
+        if input_in(db, &segment, input)? {
             return Ok(true);
         }
     }
     Ok(false)
 }
 
-fn operation_record(row: &Row<'_>) -> Result<OperationRecord, Fail> {
-    let id: String = row.get(0)?;
-    let operation = open_blob(row.get_ref(1)?, || format!("operation {id}"))?;
-    let state: String = row.get(2)?;
+/// An operation's columns as read: id, body, state, attempts, updated_at.
+type OperationColumns = (String, Vec<u8>, String, u64, u64);
+
+fn operation_columns(row: &dyn Row) -> Result<OperationColumns, SqlError> {
+    Ok((
+        row.text(0)?,
+        row.blob(1)?,
+        row.text(2)?,
+        uint(row, 3)?,
+        uint(row, 4)?,
+    ))
+}
+
+fn operation_record(
+    (id, body, state, attempts, updated_at_ms): OperationColumns,
+) -> Result<OperationRecord, Fail> {
+    let operation = open_blob(&body, || format!("operation {id}"))?;
     Ok(OperationRecord {
         operation,
         state: parse_stored(&state, "operation state")?,
-        attempts: u32::try_from(uint(row, 3)?).unwrap_or(u32::MAX),
-        updated_at_ms: uint(row, 4)?,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        updated_at_ms,
     })
 }
 
 /// Every operation in one of `states`, oldest first.
 pub(crate) fn operations(
-    conn: &Connection,
+    db: &mut dyn Sql,
     states: &[OperationState],
 ) -> Result<Vec<OperationRecord>, Fail> {
     let mut names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
@@ -290,27 +327,27 @@ pub(crate) fn operations(
         return Ok(Vec::new());
     }
     // At most five states, so at most five shapes of this statement.
-    let marks = vec!["?"; names.len()].join(", ");
-    let mut stmt = conn.prepare_cached(&format!(
+    let marks: Vec<String> = (1..=names.len()).map(|n| format!("?{n}")).collect();
+    let sql = format!(
         "SELECT id, body, state, attempts, updated_at FROM operations
-         WHERE state IN ({marks}) ORDER BY oid"
-    ))?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(names))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(operation_record(row)?);
-    }
-    Ok(out)
+         WHERE state IN ({}) ORDER BY oid",
+        marks.join(", ")
+    );
+    let states: Vec<crate::sql::Arg<'_>> = names.iter().map(|&n| n.into()).collect();
+    db.rows(&sql, &states, operation_columns)?
+        .into_iter()
+        .map(operation_record)
+        .collect()
 }
 
 /// One operation.
-pub(crate) fn operation(conn: &Connection, id: &OperationId) -> Result<OperationRecord, Fail> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, body, state, attempts, updated_at FROM operations WHERE id = ?1",
-    )?;
-    let mut rows = stmt.query([id.as_str()])?;
-    let row = rows
-        .next()?
+pub(crate) fn operation(db: &mut dyn Sql, id: &OperationId) -> Result<OperationRecord, Fail> {
+    let found = db
+        .row(
+            "SELECT id, body, state, attempts, updated_at FROM operations WHERE id = ?1",
+            args![id.as_str()],
+            operation_columns,
+        )?
         .ok_or_else(|| StoreError::OperationNotFound(id.clone()))?;
-    operation_record(row)
+    operation_record(found)
 }

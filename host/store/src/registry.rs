@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use hane_core::RunStatus;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::StoreError;
 use crate::query::now_ms;
 use crate::schema;
+use crate::sql::{Engine, Query, Row, Sql, SqlError, args, failed};
 use crate::sqlite::Synchronous;
 
 mod actions;
@@ -136,13 +136,13 @@ fn groups_column(groups: Option<&[String]>) -> Option<String> {
     groups.map(|groups| groups.join("\n"))
 }
 
-fn api_key_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyInfo> {
-    let groups: Option<String> = row.get(2)?;
+fn api_key_info(row: &dyn Row) -> Result<ApiKeyInfo, SqlError> {
+    let groups = row.opt_text(2)?;
     Ok(ApiKeyInfo {
-        name: row.get(0)?,
-        role: row.get(1)?,
+        name: row.text(0)?,
+        role: row.text(1)?,
         groups: groups.map(|g| g.lines().map(str::to_owned).collect()),
-        created_at_ms: row.get::<_, i64>(3)? as u64,
+        created_at_ms: row.int(3)? as u64,
     })
 }
 
@@ -150,7 +150,7 @@ fn api_key_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyInfo> {
 /// database file. Cheap to clone; clones share one connection.
 #[derive(Clone)]
 pub struct Registry {
-    conn: Arc<Mutex<Connection>>,
+    engine: Engine,
     path: PathBuf,
     synchronous: Synchronous,
     created: bool,
@@ -189,14 +189,46 @@ impl Registry {
         let path = path.as_ref().to_owned();
         let (conn, created) = schema::open_writer(&path, synchronous)?;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            engine: Engine::Sqlite(Arc::new(Mutex::new(conn))),
             path,
             synchronous,
             created,
         })
     }
 
-    /// The database file.
+    /// Opens (making or migrating) the registry in the PostgreSQL database
+    /// `url` names (`postgres://user[:password]@host[:port]/database`),
+    /// which several processes, on one machine or many, share. The schema
+    /// is made there when the database has none; [`Registry::created`]
+    /// says so.
+    ///
+    /// # Errors
+    ///
+    /// `url` is not a PostgreSQL address, the server cannot be reached or
+    /// refuses the login ([`StoreError::Database`], naming the server but
+    /// never a password), or the database has a newer schema
+    /// ([`StoreError::NewerSchema`]).
+    pub fn open_postgres(url: &str) -> Result<Self, StoreError> {
+        // The client drives a runtime of its own, so it is never called
+        // on a thread that may be driving one.
+        let (engine, created) = std::thread::scope(|s| {
+            s.spawn(|| schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Database("opening PostgreSQL panicked".into())))
+        })?;
+        let place = match &engine {
+            Engine::Postgres(pool) => PathBuf::from(pool.target()),
+            Engine::Sqlite(_) => PathBuf::new(),
+        };
+        Ok(Self {
+            engine,
+            path: place,
+            synchronous: Synchronous::Full,
+            created,
+        })
+    }
+
+    /// The database file; for PostgreSQL, `host:port/database`.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -207,18 +239,47 @@ impl Registry {
         self.created
     }
 
-    async fn with<T: Send + 'static>(
+    /// Runs `f` on the database outside any transaction, on a blocking
+    /// thread: each of its statements commits by itself.
+    async fn on<T: Send + 'static>(
         &self,
         what: &'static str,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            f(&mut conn)
-        })
-        .await
-        .map_err(|e| StoreError::Database(format!("{what}: {e}")))?
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || engine.read(f))
+            .await
+            .map_err(|e| StoreError::Database(format!("{what}: {e}")))?
+    }
+
+    /// Runs `f` on the database from a synchronous caller: on this thread
+    /// for SQLite; for PostgreSQL, whose client runs its own runtime and
+    /// so must not block one, on a thread of its own.
+    fn blocking<T: Send>(
+        &self,
+        f: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError> + Send,
+    ) -> Result<T, StoreError> {
+        match &self.engine {
+            Engine::Sqlite(_) => self.engine.read(f),
+            Engine::Postgres(_) => std::thread::scope(|s| {
+                s.spawn(|| self.engine.read(f))
+                    .join()
+                    .unwrap_or_else(|_| Err(StoreError::Database("a store thread panicked".into())))
+            }),
+        }
+    }
+
+    /// Runs `f` in one write transaction, on a blocking thread; see
+    /// [`Engine::write`].
+    async fn tx<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || engine.write(f))
+            .await
+            .map_err(|e| StoreError::Database(format!("{what}: {e}")))?
     }
 
     /// Stores `release` and its components and makes it the active release,
@@ -228,14 +289,10 @@ impl Registry {
     ///
     /// The database failed; then nothing changed.
     pub async fn activate(&self, release: NewRelease) -> Result<ReleaseInfo, StoreError> {
-        self.with("activating a release", move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("activating a release"))?;
+        self.tx("activating a release", move |db| {
             let now = now_ms();
-            let number = insert_release(&tx, &release, now)?;
-            set_active(&tx, number, now)?;
-            tx.commit().map_err(db("activating a release"))?;
+            let number = insert_release(db, &release, now)?;
+            set_active(db, number, now)?;
             Ok(ReleaseInfo {
                 number,
                 created_at_ms: now,
@@ -253,27 +310,24 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn releases(&self) -> Result<Vec<ReleaseInfo>, StoreError> {
-        self.with("listing releases", |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT r.number, r.created_at, r.source, r.summary, a.number IS NOT NULL
-                     FROM releases r LEFT JOIN active_release a ON a.number = r.number
-                     ORDER BY r.number",
-                )
-                .map_err(db("listing releases"))?;
-            let rows = stmt
-                .query_map([], |row| {
+        self.on("listing releases", |db| {
+            db.rows(
+                "SELECT r.number, r.created_at, r.source, r.summary,
+                        CASE WHEN a.number IS NULL THEN 0 ELSE 1 END
+                 FROM releases r LEFT JOIN active_release a ON a.number = r.number
+                 ORDER BY r.number",
+                &[],
+                |row| {
                     Ok(ReleaseInfo {
-                        number: row.get::<_, i64>(0)? as u64,
-                        created_at_ms: row.get::<_, i64>(1)? as u64,
-                        source: row.get(2)?,
-                        summary: row.get(3)?,
-                        active: row.get(4)?,
+                        number: row.int(0)? as u64,
+                        created_at_ms: row.int(1)? as u64,
+                        source: row.text(2)?,
+                        summary: row.text(3)?,
+                        active: row.int(4)? != 0,
                     })
-                })
-                .map_err(db("listing releases"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(db("listing releases"))
+                },
+            )
+            .map_err(failed("listing releases"))
         })
         .await
     }
@@ -284,26 +338,25 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn active(&self) -> Result<Option<(ReleaseInfo, Vec<u8>)>, StoreError> {
-        self.with("reading the active release", |conn| {
-            conn.query_row(
+        self.on("reading the active release", |db| {
+            db.row(
                 "SELECT r.number, r.created_at, r.source, r.summary, r.body
                  FROM active_release a JOIN releases r ON r.number = a.number",
-                [],
+                &[],
                 |row| {
                     Ok((
                         ReleaseInfo {
-                            number: row.get::<_, i64>(0)? as u64,
-                            created_at_ms: row.get::<_, i64>(1)? as u64,
-                            source: row.get(2)?,
-                            summary: row.get(3)?,
+                            number: row.int(0)? as u64,
+                            created_at_ms: row.int(1)? as u64,
+                            source: row.text(2)?,
+                            summary: row.text(3)?,
                             active: true,
                         },
-                        row.get(4)?,
+                        row.blob(4)?,
                     ))
                 },
             )
-            .optional()
-            .map_err(db("reading the active release"))
+            .map_err(failed("reading the active release"))
         })
         .await
     }
@@ -314,11 +367,10 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn active_number(&self) -> Result<Option<u64>, StoreError> {
-        self.with("reading the active release", |conn| {
-            conn.prepare_cached("SELECT number FROM active_release")
-                .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)).optional())
+        self.on("reading the active release", |db| {
+            db.row("SELECT number FROM active_release", &[], |row| row.int(0))
                 .map(|n| n.map(|n| n as u64))
-                .map_err(db("reading the active release"))
+                .map_err(failed("reading the active release"))
         })
         .await
     }
@@ -331,31 +383,28 @@ impl Registry {
     /// [`StoreError::ReleaseNotFound`] when there is no such release (or
     /// nothing before the active one); the database failed.
     pub async fn rollback(&self, to: Option<u64>) -> Result<ReleaseInfo, StoreError> {
-        self.with("rolling back", move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("rolling back"))?;
-            let active: Option<i64> = tx
-                .query_row("SELECT number FROM active_release", [], |row| row.get(0))
-                .optional()
-                .map_err(db("rolling back"))?;
-            let target: Option<i64> = match to {
-                Some(n) => tx
-                    .query_row(
+        self.tx("rolling back", move |db| {
+            let what = failed("rolling back");
+            let active = db
+                .row("SELECT number FROM active_release", &[], |row| row.int(0))
+                .map_err(&what)?;
+            let target = match to {
+                Some(n) => db
+                    .row(
                         "SELECT number FROM releases WHERE number = ?1",
-                        [n as i64],
-                        |row| row.get(0),
+                        args![n as i64],
+                        |row| row.int(0),
                     )
-                    .optional()
-                    .map_err(db("rolling back"))?,
+                    .map_err(&what)?,
                 None => match active {
-                    Some(a) => tx
-                        .query_row(
+                    Some(a) => db
+                        .row(
                             "SELECT max(number) FROM releases WHERE number < ?1",
-                            [a],
-                            |row| row.get(0),
+                            args![a],
+                            |row| row.opt_int(0),
                         )
-                        .map_err(db("rolling back"))?,
+                        .map_err(&what)?
+                        .flatten(),
                     None => None,
                 },
             };
@@ -368,24 +417,22 @@ impl Registry {
                     None => "no release was ever activated".to_owned(),
                 }));
             };
-            set_active(&tx, target as u64, now_ms())?;
-            let info = tx
-                .query_row(
-                    "SELECT number, created_at, source, summary FROM releases WHERE number = ?1",
-                    [target],
-                    |row| {
-                        Ok(ReleaseInfo {
-                            number: row.get::<_, i64>(0)? as u64,
-                            created_at_ms: row.get::<_, i64>(1)? as u64,
-                            source: row.get(2)?,
-                            summary: row.get(3)?,
-                            active: true,
-                        })
-                    },
-                )
-                .map_err(db("rolling back"))?;
-            tx.commit().map_err(db("rolling back"))?;
-            Ok(info)
+            set_active(db, target as u64, now_ms())?;
+            db.row(
+                "SELECT number, created_at, source, summary FROM releases WHERE number = ?1",
+                args![target],
+                |row| {
+                    Ok(ReleaseInfo {
+                        number: row.int(0)? as u64,
+                        created_at_ms: row.int(1)? as u64,
+                        source: row.text(2)?,
+                        summary: row.text(3)?,
+                        active: true,
+                    })
+                },
+            )
+            .map_err(&what)?
+            .ok_or_else(|| StoreError::Database("rolling back: the release went away".into()))
         })
         .await
     }
@@ -397,14 +444,13 @@ impl Registry {
     /// The database failed.
     pub async fn component(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let digest = digest.to_owned();
-        self.with("reading a component", move |conn| {
-            conn.query_row(
+        self.on("reading a component", move |db| {
+            db.row(
                 "SELECT bytes FROM components WHERE digest = ?1",
-                [digest],
-                |row| row.get(0),
+                args![&digest],
+                |row| row.blob(0),
             )
-            .optional()
-            .map_err(db("reading a component"))
+            .map_err(failed("reading a component"))
         })
         .await
     }
@@ -415,7 +461,7 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn put_run(&self, run: RunRow) -> Result<(), StoreError> {
-        self.with("storing a run", move |conn| upsert_run(conn, &run))
+        self.on("storing a run", move |db| upsert_run(db, &run))
             .await
     }
 
@@ -426,12 +472,13 @@ impl Registry {
     /// The database failed.
     pub async fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading a run", move |conn| {
-            conn.prepare_cached(
+        self.on("reading a run", move |db| {
+            db.row(
                 "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs WHERE id = ?1",
+                args![&id],
+                run_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], run_row).optional())
-            .map_err(db("reading a run"))
+            .map_err(failed("reading a run"))
         })
         .await
     }
@@ -442,25 +489,24 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn runs(&self, query: RunQuery) -> Result<Vec<RunRow>, StoreError> {
-        self.with("listing runs", move |conn| {
+        self.on("listing runs", move |db| {
             let limit = match query.limit {
                 0 => MAX_RUNS_LISTED,
                 n => n.min(MAX_RUNS_LISTED),
             };
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs
-                     WHERE (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR status = ?2)
-                     ORDER BY created_at DESC, id DESC LIMIT ?3",
-                )
-                .map_err(db("listing runs"))?;
-            let rows = stmt
-                .query_map(
-                    params![query.agent, query.status.map(RunStatus::as_str), limit],
-                    run_row,
-                )
-                .map_err(db("listing runs"))?;
-            rows.collect::<Result<_, _>>().map_err(db("listing runs"))
+            db.rows(
+                "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR agent = ?1)
+                   AND (CAST(?2 AS TEXT) IS NULL OR status = ?2)
+                 ORDER BY created_at DESC, id DESC LIMIT ?3",
+                args![
+                    query.agent.as_ref(),
+                    query.status.map(RunStatus::as_str),
+                    limit
+                ],
+                run_row,
+            )
+            .map_err(failed("listing runs"))
         })
         .await
     }
@@ -471,7 +517,7 @@ impl Registry {
     ///
     /// The database failed, or a task with this id exists.
     pub async fn create_task(&self, task: TaskRow) -> Result<(), StoreError> {
-        self.with("creating a task", move |conn| insert_task(conn, &task))
+        self.on("creating a task", move |db| insert_task(db, &task))
             .await
     }
 
@@ -482,27 +528,24 @@ impl Registry {
     /// The database failed.
     pub async fn tasks_of_run(&self, run: &str) -> Result<Vec<TaskRow>, StoreError> {
         let run = run.to_owned();
-        self.with("listing tasks", move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, run, kind, assignment, state, created_at, body FROM tasks
-                     WHERE run = ?1 ORDER BY created_at, id",
-                )
-                .map_err(db("listing tasks"))?;
-            let rows = stmt
-                .query_map([run], |row| {
+        self.on("listing tasks", move |db| {
+            db.rows(
+                "SELECT id, run, kind, assignment, state, created_at, body FROM tasks
+                 WHERE run = ?1 ORDER BY created_at, id",
+                args![&run],
+                |row| {
                     Ok(TaskRow {
-                        id: row.get(0)?,
-                        run: row.get(1)?,
-                        kind: row.get(2)?,
-                        assignment: row.get(3)?,
-                        state: row.get(4)?,
-                        created_at_ms: row.get::<_, i64>(5)? as u64,
-                        body: row.get(6)?,
+                        id: row.text(0)?,
+                        run: row.text(1)?,
+                        kind: row.text(2)?,
+                        assignment: row.text(3)?,
+                        state: row.text(4)?,
+                        created_at_ms: row.int(5)? as u64,
+                        body: row.blob(6)?,
                     })
-                })
-                .map_err(db("listing tasks"))?;
-            rows.collect::<Result<_, _>>().map_err(db("listing tasks"))
+                },
+            )
+            .map_err(failed("listing tasks"))
         })
         .await
     }
@@ -524,22 +567,22 @@ impl Registry {
     ) -> Result<(), StoreError> {
         let (name, role, hash) = (name.to_owned(), role.to_owned(), hash.to_owned());
         let groups = groups_column(groups);
-        self.with("adding an API key", move |conn| {
-            let taken: bool = conn
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM api_keys WHERE name = ?1)",
-                    [&name],
-                    |row| row.get(0),
-                )
-                .map_err(db("adding an API key"))?;
+        self.tx("adding an API key", move |db| {
+            let what = failed("adding an API key");
+            let taken = db
+                .row("SELECT 1 FROM api_keys WHERE name = ?1", args![&name], |row| {
+                    row.int(0)
+                })
+                .map_err(&what)?
+                .is_some();
             if taken {
                 return Err(StoreError::DuplicateKey(name));
             }
-            conn.execute(
+            db.execute(
                 "INSERT INTO api_keys (hash, name, role, groups, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![hash, name, role, groups, now_ms() as i64],
+                args![&hash, &name, &role, groups.as_ref(), now_ms() as i64],
             )
-            .map_err(db("adding an API key"))?;
+            .map_err(&what)?;
             Ok(())
         })
         .await
@@ -552,12 +595,13 @@ impl Registry {
     /// The database failed.
     pub async fn api_key(&self, hash: &str) -> Result<Option<ApiKeyInfo>, StoreError> {
         let hash = hash.to_owned();
-        self.with("checking an API key", move |conn| {
-            conn.prepare_cached(
+        self.on("checking an API key", move |db| {
+            db.row(
                 "SELECT name, role, groups, created_at FROM api_keys WHERE hash = ?1",
+                args![&hash],
+                api_key_info,
             )
-            .and_then(|mut stmt| stmt.query_row([hash], api_key_info).optional())
-            .map_err(db("checking an API key"))
+            .map_err(failed("checking an API key"))
         })
         .await
     }
@@ -568,15 +612,13 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn api_keys(&self) -> Result<Vec<ApiKeyInfo>, StoreError> {
-        self.with("listing API keys", |conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT name, role, groups, created_at FROM api_keys ORDER BY name")
-                .map_err(db("listing API keys"))?;
-            let rows = stmt
-                .query_map([], api_key_info)
-                .map_err(db("listing API keys"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(db("listing API keys"))
+        self.on("listing API keys", |db| {
+            db.rows(
+                "SELECT name, role, groups, created_at FROM api_keys ORDER BY name",
+                &[],
+                api_key_info,
+            )
+            .map_err(failed("listing API keys"))
         })
         .await
     }
@@ -588,10 +630,10 @@ impl Registry {
     /// The database failed.
     pub async fn remove_api_key(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_owned();
-        self.with("removing an API key", move |conn| {
-            let n = conn
-                .execute("DELETE FROM api_keys WHERE name = ?1", [name])
-                .map_err(db("removing an API key"))?;
+        self.on("removing an API key", move |db| {
+            let n = db
+                .execute("DELETE FROM api_keys WHERE name = ?1", args![&name])
+                .map_err(failed("removing an API key"))?;
             Ok(n > 0)
         })
         .await
@@ -599,60 +641,67 @@ impl Registry {
 }
 
 /// Stores `release` and its components; returns its number.
-fn insert_release(conn: &Connection, release: &NewRelease, now: u64) -> Result<u64, StoreError> {
+fn insert_release(db: &mut dyn Sql, release: &NewRelease, now: u64) -> Result<u64, StoreError> {
     for (digest, bytes) in &release.components {
-        conn.execute(
-            "INSERT OR IGNORE INTO components (digest, bytes) VALUES (?1, ?2)",
-            params![digest, bytes],
+        db.execute(
+            "INSERT INTO components (digest, bytes) VALUES (?1, ?2)
+             ON CONFLICT (digest) DO NOTHING",
+            args![digest, bytes],
         )
-        .map_err(db("storing a component"))?;
+        .map_err(failed("storing a component"))?;
     }
-    conn.execute(
-        "INSERT INTO releases (created_at, source, summary, body) VALUES (?1, ?2, ?3, ?4)",
-        params![now as i64, release.source, release.summary, release.body],
-    )
-    .map_err(db("storing a release"))?;
-    Ok(conn.last_insert_rowid() as u64)
+    let number = db
+        .row(
+            "INSERT INTO releases (created_at, source, summary, body) VALUES (?1, ?2, ?3, ?4)
+             RETURNING number",
+            args![now as i64, &release.source, &release.summary, &release.body],
+            |row| row.int(0),
+        )
+        .map_err(failed("storing a release"))?
+        .ok_or_else(|| StoreError::Database("storing a release: no number came back".into()))?;
+    Ok(number as u64)
 }
 
-fn set_active(conn: &Connection, number: u64, now: u64) -> Result<(), StoreError> {
-    conn.execute(
+fn set_active(db: &mut dyn Sql, number: u64, now: u64) -> Result<(), StoreError> {
+    db.execute(
         "INSERT INTO active_release (one, number, activated_at) VALUES (1, ?1, ?2)
          ON CONFLICT (one) DO UPDATE SET number = ?1, activated_at = ?2",
-        params![number as i64, now as i64],
+        args![number as i64, now as i64],
     )
-    .map_err(db("activating a release"))?;
+    .map_err(failed("activating a release"))?;
     Ok(())
 }
 
-fn upsert_run(conn: &Connection, run: &RunRow) -> Result<(), StoreError> {
+pub(crate) fn upsert_run(db: &mut dyn Sql, run: &RunRow) -> Result<(), StoreError> {
     // A run taken over by another holder is not written by its old one:
     // the conflict's update applies only while the holder is the same.
-    let changed = conn
-        .prepare_cached(
+    let what = failed("storing a run");
+    let changed = db
+        .execute(
             "INSERT INTO runs (id, agent, status, created_at, updated_at, body, holder)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6
-             WHERE runs.holder IS ?7",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                run.id,
-                run.agent,
+             WHERE runs.holder IS NOT DISTINCT FROM ?7",
+            args![
+                &run.id,
+                &run.agent,
                 run.status.as_str(),
                 run.created_at_ms as i64,
                 run.updated_at_ms as i64,
-                run.body,
-                run.holder,
-            ])
-        })
-        .map_err(db("storing a run"))?;
+                &run.body,
+                run.holder.as_ref(),
+            ],
+        )
+        .map_err(&what)?;
     if changed == 0 {
-        let holder: Option<String> = conn
-            .query_row("SELECT holder FROM runs WHERE id = ?1", [&run.id], |row| {
-                row.get(0)
-            })
-            .map_err(db("storing a run"))?;
+        let holder = db
+            .row(
+                "SELECT holder FROM runs WHERE id = ?1",
+                args![&run.id],
+                |row| row.opt_text(0),
+            )
+            .map_err(&what)?
+            .flatten();
         return Err(StoreError::NotHolder {
             run: run.id.clone(),
             holder,
@@ -661,38 +710,35 @@ fn upsert_run(conn: &Connection, run: &RunRow) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn insert_task(conn: &Connection, task: &TaskRow) -> Result<(), StoreError> {
-    conn.execute(
+pub(crate) fn insert_task(db: &mut dyn Sql, task: &TaskRow) -> Result<(), StoreError> {
+    db.execute(
         "INSERT INTO tasks (id, run, kind, assignment, state, created_at, body)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            task.id,
-            task.run,
-            task.kind,
-            task.assignment,
-            task.state,
+        args![
+            &task.id,
+            &task.run,
+            &task.kind,
+            &task.assignment,
+            &task.state,
             task.created_at_ms as i64,
-            task.body
+            &task.body
         ],
     )
-    .map_err(db("creating a task"))?;
+    .map_err(failed("creating a task"))?;
     Ok(())
 }
 
-fn run_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+pub(crate) fn run_row(row: &dyn Row) -> Result<RunRow, SqlError> {
     Ok(RunRow {
-        id: row.get(0)?,
-        agent: row.get(1)?,
-        status: row.get::<_, String>(2)?.parse().map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(e))
-        })?,
-        created_at_ms: row.get::<_, i64>(3)? as u64,
-        updated_at_ms: row.get::<_, i64>(4)? as u64,
-        body: row.get(5)?,
-        holder: row.get(6)?,
+        id: row.text(0)?,
+        agent: row.text(1)?,
+        status: row
+            .text(2)?
+            .parse()
+            .map_err(|e| SqlError::column(2, format!("not a run status: {e}")))?,
+        created_at_ms: row.int(3)? as u64,
+        updated_at_ms: row.int(4)? as u64,
+        body: row.blob(5)?,
+        holder: row.opt_text(6)?,
     })
-}
-
-fn db(what: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |e| StoreError::Database(format!("{what}: {e}"))
 }

@@ -10,6 +10,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::sqlite::Synchronous;
 use crate::{NotAStore, StoreError};
 
+pub(crate) mod postgres;
+
 /// How long a connection waits for a lock another process holds before it
 /// reports the database busy.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

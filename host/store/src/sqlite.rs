@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::query::{self, Fail};
 use crate::schema;
+use crate::sql::{Lite, Sql};
 use crate::writer::{Prepared, Reply, Request, Writer};
 use crate::{Appended, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture};
 
@@ -263,12 +264,14 @@ impl SqliteStore {
     async fn read_with<T: Send + 'static>(
         &self,
         doing: impl FnOnce() -> String + Send + 'static,
-        read: impl FnOnce(&Connection) -> Result<T, Fail> + Send + 'static,
+        read: impl FnOnce(&mut dyn Sql) -> Result<T, Fail> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (reply, answer) = oneshot::channel();
         let job: ReadJob = Box::new(move |conn| {
             // A caller that stopped waiting no longer wants the answer.
-            let result = conn.map_err(Fail::from).and_then(read);
+            let result = conn
+                .map_err(Fail::from)
+                .and_then(|conn| read(&mut Lite(conn)));
             drop(reply.send(result.map_err(|f| f.doing(doing))));
         });
         let readers = self.inner.readers.as_ref().ok_or(StoreError::Closed)?;

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
 use hane_core::{Impact, InputId, OperationId, OperationState, SessionEvent, SessionId, seal};
+use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
-use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use crate::query::{self, Fail, Segment, int, now_ms};
 use crate::schema::CHECKPOINT_PAGES;
+use crate::sql::{Lite, Query, Sql, args};
 use crate::{Appended, ForkPoint, SessionInfo, StoreError, Synchronous};
 
 /// Where the writer sends a request's answer.
@@ -167,7 +168,7 @@ fn next_state(step: Step, state: OperationState, read: bool) -> Option<Operation
 /// What the writer knows about a session it wrote to: its key, its
 /// lineage and the next sequence number.
 #[derive(Clone)]
-struct Cursor {
+pub(crate) struct Cursor {
     sid: i64,
     lineage: Arc<[Segment]>,
     next: u64,
@@ -372,7 +373,7 @@ impl Writer {
     fn apply(&mut self, request: Request) -> Done {
         match request {
             Request::Create { reply } => {
-                let r = self.savepoint(Self::create);
+                let r = self.savepoint(|w| create(&mut Lite(&w.conn)));
                 Done::Info(
                     reply,
                     r.map_err(|f| f.doing(|| "creating a session".into())),
@@ -384,12 +385,18 @@ impl Writer {
                 reply,
                 ..
             } => {
-                let r = self.savepoint(|w| w.append(&session, &events));
+                let r = self.savepoint(|w| {
+                    let cursor = w.cursor(&session)?;
+                    append(&mut Lite(&w.conn), cursor, &session, &events)
+                });
                 let r = r.map_err(|f| f.doing(|| format!("appending to session {session}")));
                 Done::Appended(reply, r)
             }
             Request::Fork { session, at, reply } => {
-                let r = self.savepoint(|w| w.fork(&session, at));
+                let r = self.savepoint(|w| {
+                    let cursor = w.cursor(&session)?;
+                    fork(&mut Lite(&w.conn), cursor, &session, at)
+                });
                 let r = r.map_err(|f| f.doing(|| format!("forking session {session} at {at}")));
                 Done::Info(reply, r)
             }
@@ -444,264 +451,259 @@ impl Writer {
         if let Some(cursor) = self.cursors.get(session) {
             return Ok(cursor.clone());
         }
-        let lineage = query::lineage(&self.conn, session)?;
-        let own = lineage.last().map_or(0, |s| s.sid);
-        Ok(Cursor {
-            sid: own,
-            next: query::len(&self.conn, own)?,
-            lineage: lineage.into(),
-        })
+        load_cursor(&mut Lite(&self.conn), session)
     }
+}
 
-    fn insert_session(
-        &self,
-        id: &SessionId,
-        parent: Option<(i64, u64)>,
-        created_at: u64,
-    ) -> Result<i64, Fail> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO sessions (id, parent, fork_at, created_at) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                id.as_str(),
-                parent.map(|(sid, _)| sid),
-                int(parent.map_or(0, |(_, at)| at)),
-                int(created_at)
-            ])?;
-        Ok(self.conn.last_insert_rowid())
-    }
+/// Where `session` is: its key, its lineage and its next sequence number,
+/// read from the database.
+pub(crate) fn load_cursor(db: &mut dyn Sql, session: &SessionId) -> Result<Cursor, Fail> {
+    let lineage = query::lineage(db, session)?;
+    let own = lineage.last().map_or(0, |s| s.sid);
+    Ok(Cursor {
+        sid: own,
+        next: query::len(db, own)?,
+        lineage: lineage.into(),
+    })
+}
 
-    fn insert_event(&self, sid: i64, seq: u64, at_ms: u64, body: &[u8]) -> Result<(), Fail> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO events (session, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![sid, int(seq), int(at_ms), body])?;
-        Ok(())
-    }
+fn insert_session(
+    db: &mut dyn Sql,
+    id: &SessionId,
+    parent: Option<(i64, u64)>,
+    created_at: u64,
+) -> Result<i64, Fail> {
+    db.row(
+        "INSERT INTO sessions (id, parent, fork_at, created_at) VALUES (?1, ?2, ?3, ?4)
+         RETURNING sid",
+        args![
+            id.as_str(),
+            parent.map(|(sid, _)| sid),
+            int(parent.map_or(0, |(_, at)| at)),
+            int(created_at)
+        ],
+        |row| row.int(0),
+    )?
+    .ok_or_else(|| Fail::Store(StoreError::Database("a new session has no key".into())))
+}
 
-    fn create(&mut self) -> Result<(SessionInfo, SessionId, Cursor), Fail> {
-        let id = SessionId::new();
-        let created_at_ms = now_ms();
-        let sid = self.insert_session(&id, None, created_at_ms)?;
-        let cursor = Cursor {
-            sid,
-            lineage: Arc::new([Segment {
-                sid,
-                id: id.clone(),
-                from: 0,
-                to: u64::MAX,
-            }]),
-            next: 0,
-        };
-        let info = SessionInfo {
-            id: id.clone(),
-            parent: None,
-            created_at_ms,
-            len: 0,
-        };
-        Ok((info, id, cursor))
-    }
+fn insert_event(db: &mut dyn Sql, sid: i64, seq: u64, at_ms: u64, body: &[u8]) -> Result<(), Fail> {
+    db.execute(
+        "INSERT INTO events (session, seq, at_ms, body) VALUES (?1, ?2, ?3, ?4)",
+        args![sid, int(seq), int(at_ms), body],
+    )?;
+    Ok(())
+}
 
-    fn fork(
-        &mut self,
-        parent: &SessionId,
-        at: u64,
-    ) -> Result<(SessionInfo, SessionId, Cursor), Fail> {
-        let cursor = self.cursor(parent)?;
-        if at > cursor.next {
-            return Err(StoreError::ForkOutOfRange {
-                session: parent.clone(),
-                at,
-                len: cursor.next,
-            }
-            .into());
-        }
-        let id = SessionId::new();
-        let created_at_ms = now_ms();
-        let sid = self.insert_session(&id, Some((cursor.sid, at)), created_at_ms)?;
-        let forked = SessionEvent::Forked {
-            parent: parent.clone(),
-            at,
-        };
-        self.insert_event(sid, at, created_at_ms, &seal(&forked))?;
-        // The parent's lineage cut at `at`, then the fork's own events.
-        let mut lineage: Vec<Segment> = cursor
-            .lineage
-            .iter()
-            .filter(|s| s.from < at)
-            .map(|s| Segment {
-                to: s.to.min(at),
-                ..s.clone()
-            })
-            .collect();
-        lineage.push(Segment {
+/// Makes a new, empty session.
+pub(crate) fn create(db: &mut dyn Sql) -> Result<(SessionInfo, SessionId, Cursor), Fail> {
+    let id = SessionId::new();
+    let created_at_ms = now_ms();
+    let sid = insert_session(db, &id, None, created_at_ms)?;
+    let cursor = Cursor {
+        sid,
+        lineage: Arc::new([Segment {
             sid,
             id: id.clone(),
-            from: at,
+            from: 0,
             to: u64::MAX,
-        });
-        let info = SessionInfo {
-            id: id.clone(),
-            parent: Some(ForkPoint {
-                session: parent.clone(),
-                at,
-            }),
-            created_at_ms,
-            len: at + 1,
-        };
-        let cursor = Cursor {
-            sid,
-            lineage: lineage.into(),
-            next: at + 1,
-        };
-        Ok((info, id, cursor))
-    }
+        }]),
+        next: 0,
+    };
+    let info = SessionInfo {
+        id: id.clone(),
+        parent: None,
+        created_at_ms,
+        len: 0,
+    };
+    Ok((info, id, cursor))
+}
 
-    fn append(
-        &mut self,
-        session: &SessionId,
-        events: &[Prepared],
-    ) -> Result<(Appended, SessionId, Cursor), Fail> {
-        let mut cursor = self.cursor(session)?;
-        let first_seq = cursor.next;
-        let at_ms = now_ms();
-        for (seq, event) in (first_seq..).zip(events) {
-            match &event.effect {
-                Effect::None => {}
-                Effect::Input(input) => self.accept_input(session, &cursor, input, seq)?,
-                Effect::Operations(operations) => {
-                    for op in operations {
-                        self.record_operation(cursor.sid, op, at_ms)?;
-                    }
-                }
-                Effect::Move {
-                    operation,
-                    step,
-                    event,
-                } => self.move_operation(session, cursor.sid, operation, *step, event, at_ms)?,
-            }
-            self.insert_event(cursor.sid, seq, at_ms, &event.body)?;
-        }
-        cursor.next = first_seq + events.len() as u64;
-        let appended = Appended {
-            first_seq,
+/// Forks `parent`, which is at `cursor`, after its first `at` events.
+pub(crate) fn fork(
+    db: &mut dyn Sql,
+    cursor: Cursor,
+    parent: &SessionId,
+    at: u64,
+) -> Result<(SessionInfo, SessionId, Cursor), Fail> {
+    if at > cursor.next {
+        return Err(StoreError::ForkOutOfRange {
+            session: parent.clone(),
+            at,
             len: cursor.next,
-        };
-        Ok((appended, session.clone(), cursor))
-    }
-
-    /// Records `input` as accepted at `seq`, unless the session or the
-    /// prefix it shares with its ancestors accepted it already.
-    fn accept_input(
-        &self,
-        session: &SessionId,
-        cursor: &Cursor,
-        input: &InputId,
-        seq: u64,
-    ) -> Result<(), Fail> {
-        let duplicate = || StoreError::DuplicateInput {
-            session: session.clone(),
-            input: input.clone(),
-        };
-        let (own, shared) = cursor.lineage.split_last().ok_or_else(duplicate)?;
-        for segment in shared {
-            if query::input_in(&self.conn, segment, input)? {
-                return Err(duplicate().into());
-            }
         }
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO inputs (session, input, seq) VALUES (?1, ?2, ?3)
-                 ON CONFLICT DO NOTHING",
-            )?
-            .execute(params![own.sid, input.as_str(), int(seq)])?;
-        if inserted == 0 {
+        .into());
+    }
+    let id = SessionId::new();
+    let created_at_ms = now_ms();
+    let sid = insert_session(db, &id, Some((cursor.sid, at)), created_at_ms)?;
+    let forked = SessionEvent::Forked {
+        parent: parent.clone(),
+        at,
+    };
+    insert_event(db, sid, at, created_at_ms, &seal(&forked))?;
+    // The parent's lineage cut at `at`, then the fork's own events.
+    let mut lineage: Vec<Segment> = cursor
+        .lineage
+        .iter()
+        .filter(|s| s.from < at)
+        .map(|s| Segment {
+            to: s.to.min(at),
+            ..s.clone()
+        })
+        .collect();
+    lineage.push(Segment {
+        sid,
+        id: id.clone(),
+        from: at,
+        to: u64::MAX,
+    });
+    let info = SessionInfo {
+        id: id.clone(),
+        parent: Some(ForkPoint {
+            session: parent.clone(),
+            at,
+        }),
+        created_at_ms,
+        len: at + 1,
+    };
+    let cursor = Cursor {
+        sid,
+        lineage: lineage.into(),
+        next: at + 1,
+    };
+    Ok((info, id, cursor))
+}
+
+/// Appends `events` to `session`, which is at `cursor`.
+pub(crate) fn append(
+    db: &mut dyn Sql,
+    mut cursor: Cursor,
+    session: &SessionId,
+    events: &[Prepared],
+) -> Result<(Appended, SessionId, Cursor), Fail> {
+    let first_seq = cursor.next;
+    let at_ms = now_ms();
+    for (seq, event) in (first_seq..).zip(events) {
+        match &event.effect {
+            Effect::None => {}
+            Effect::Input(input) => accept_input(db, session, &cursor, input, seq)?,
+            Effect::Operations(operations) => {
+                for op in operations {
+                    record_operation(db, cursor.sid, op, at_ms)?;
+                }
+            }
+            Effect::Move {
+                operation,
+                step,
+                event,
+            } => move_operation(db, session, cursor.sid, operation, *step, event, at_ms)?,
+        }
+        insert_event(db, cursor.sid, seq, at_ms, &event.body)?;
+    }
+    cursor.next = first_seq + events.len() as u64;
+    let appended = Appended {
+        first_seq,
+        len: cursor.next,
+    };
+    Ok((appended, session.clone(), cursor))
+}
+
+/// Records `input` as accepted at `seq`, unless the session or the
+/// prefix it shares with its ancestors accepted it already.
+fn accept_input(
+    db: &mut dyn Sql,
+    session: &SessionId,
+    cursor: &Cursor,
+    input: &InputId,
+    seq: u64,
+) -> Result<(), Fail> {
+    let duplicate = || StoreError::DuplicateInput {
+        session: session.clone(),
+        input: input.clone(),
+    };
+    let (own, shared) = cursor.lineage.split_last().ok_or_else(duplicate)?;
+    for segment in shared {
+        if query::input_in(db, segment, input)? {
             return Err(duplicate().into());
         }
-        Ok(())
     }
-
-    fn record_operation(&self, sid: i64, op: &NewOperation, at_ms: u64) -> Result<(), Fail> {
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO operations (id, session, impact, state, attempts, updated_at, body)
-                 VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?5)
-                 ON CONFLICT DO NOTHING",
-            )?
-            .execute(params![
-                op.id.as_str(),
-                sid,
-                impact_name(op.impact),
-                int(at_ms),
-                &op.body
-            ])?;
-        if inserted == 0 {
-            return Err(StoreError::DuplicateOperation(op.id.clone()).into());
-        }
-        Ok(())
+    let inserted = db.execute(
+        "INSERT INTO inputs (session, input, seq) VALUES (?1, ?2, ?3)
+         ON CONFLICT DO NOTHING",
+        args![own.sid, input.as_str(), int(seq)],
+    )?;
+    if inserted == 0 {
+        return Err(duplicate().into());
     }
+    Ok(())
+}
 
-    fn move_operation(
-        &self,
-        session: &SessionId,
-        sid: i64,
-        operation: &OperationId,
-        step: Step,
-        event: &'static str,
-        at_ms: u64,
-    ) -> Result<(), Fail> {
-        let found = self
-            .conn
-            .prepare_cached(
-                "SELECT o.session, s.id, o.impact, o.state
-                 FROM operations o JOIN sessions s ON s.sid = o.session
-                 WHERE o.id = ?1",
-            )?
-            .query_row([operation.as_str()], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                ))
-            })
-            .optional()?;
-        let Some((owner_sid, owner, impact, state)) = found else {
-            return Err(StoreError::OperationNotFound(operation.clone()).into());
-        };
-        if owner_sid != sid {
-            return Err(StoreError::ForeignOperation {
-                operation: operation.clone(),
-                owner: query::parse_stored(&owner, "session id")?,
-                session: session.clone(),
-            }
-            .into());
-        }
-        let state: OperationState = query::parse_stored(&state, "operation state")?;
-        let read = impact == impact_name(Impact::Read);
-        let next = next_state(step, state, read).ok_or_else(|| StoreError::InvalidTransition {
+fn record_operation(db: &mut dyn Sql, sid: i64, op: &NewOperation, at_ms: u64) -> Result<(), Fail> {
+    let inserted = db.execute(
+        "INSERT INTO operations (id, session, impact, state, attempts, updated_at, body)
+         VALUES (?1, ?2, ?3, 'pending', 0, ?4, ?5)
+         ON CONFLICT DO NOTHING",
+        args![
+            op.id.as_str(),
+            sid,
+            impact_name(op.impact),
+            int(at_ms),
+            &op.body
+        ],
+    )?;
+    if inserted == 0 {
+        return Err(StoreError::DuplicateOperation(op.id.clone()).into());
+    }
+    Ok(())
+}
+
+fn move_operation(
+    db: &mut dyn Sql,
+    session: &SessionId,
+    sid: i64,
+    operation: &OperationId,
+    step: Step,
+    event: &'static str,
+    at_ms: u64,
+) -> Result<(), Fail> {
+    let found = db.row(
+        "SELECT o.session, s.id, o.impact, o.state
+         FROM operations o JOIN sessions s ON s.sid = o.session
+         WHERE o.id = ?1",
+        args![operation.as_str()],
+        |row| Ok((row.int(0)?, row.text(1)?, row.text(2)?, row.text(3)?)),
+    )?;
+    let Some((owner_sid, owner, impact, state)) = found else {
+        return Err(StoreError::OperationNotFound(operation.clone()).into());
+    };
+    if owner_sid != sid {
+        return Err(StoreError::ForeignOperation {
             operation: operation.clone(),
-            state,
-            event,
-        })?;
-        let started = matches!(step, Step::Start);
-        self.conn
-            .prepare_cached(
-                "UPDATE operations SET state = ?2, attempts = attempts + ?3, updated_at = ?4
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                operation.as_str(),
-                next.as_str(),
-                i64::from(started),
-                int(at_ms)
-            ])?;
-        Ok(())
+            owner: query::parse_stored(&owner, "session id")?,
+            session: session.clone(),
+        }
+        .into());
     }
+    let state: OperationState = query::parse_stored(&state, "operation state")?;
+    let read = impact == impact_name(Impact::Read);
+    let next = next_state(step, state, read).ok_or_else(|| StoreError::InvalidTransition {
+        operation: operation.clone(),
+        state,
+        event,
+    })?;
+    let started = matches!(step, Step::Start);
+    db.execute(
+        "UPDATE operations SET state = ?2, attempts = attempts + ?3, updated_at = ?4
+         WHERE id = ?1",
+        args![
+            operation.as_str(),
+            next.as_str(),
+            i64::from(started),
+            int(at_ms)
+        ],
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -809,7 +811,7 @@ mod tests {
         writer.commit_group(&mut group);
         assert_eq!(mode(&writer), 2, "a fork is synced");
         forked.try_recv().unwrap().unwrap();
-        let events = query::read(&writer.conn, &session, 0..u64::MAX).unwrap();
+        let events = query::read(&mut Lite(&writer.conn), &session, 0..u64::MAX).unwrap();
         let states: Vec<_> = events.iter().map(|r| r.event.clone()).collect();
         assert_eq!(states, [run("1"), run("2"), run("3"), run("4"), run("5")]);
 
@@ -868,7 +870,7 @@ mod tests {
         // What the file holds agrees with the answers, and with a cursor
         // loaded afresh.
         assert!(writer.conn.is_autocommit(), "the group's transaction ended");
-        let events = query::read(&writer.conn, &session, 0..u64::MAX).unwrap();
+        let events = query::read(&mut Lite(&writer.conn), &session, 0..u64::MAX).unwrap();
         let states: Vec<_> = events.iter().map(|r| r.event.clone()).collect();
         assert_eq!(states, [accepted("a"), run("1"), accepted("b"), run("3")]);
         writer.cursors.clear();

@@ -2,14 +2,15 @@
 //! ledger entry), decider overrides, and the per-day usage of a budget.
 //!
 //! Every change to an action goes through [`Registry::transact`], one
-//! `IMMEDIATE` transaction: SQLite lets one writer in at a time across
-//! processes, so a claim read and written inside it cannot race another
-//! process's claim.
+//! write transaction that no other write transaction interleaves with,
+//! from this process or another, so a claim read and written inside it
+//! cannot race another process's claim.
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use std::cell::RefCell;
 
-use super::{Registry, RunRow, TaskRow, db, insert_task, upsert_run};
+use super::{Registry, RunRow, TaskRow, insert_task, upsert_run};
 use crate::StoreError;
+use crate::sql::{Query, Row, Sql, SqlError, args, failed};
 use crate::sqlite::Synchronous;
 
 /// The most actions one listing returns.
@@ -103,7 +104,7 @@ pub struct AlertRow {
 
 /// The registry inside one transaction; see [`Registry::transact`].
 pub struct RegistryTx<'a> {
-    tx: &'a Transaction<'a>,
+    tx: RefCell<&'a mut dyn Sql>,
 }
 
 impl RegistryTx<'_> {
@@ -114,12 +115,14 @@ impl RegistryTx<'_> {
     /// The database failed.
     pub fn action(&self, id: &str) -> Result<Option<ActionRow>, StoreError> {
         self.tx
-            .prepare_cached(
+            .borrow_mut()
+            .row(
                 "SELECT id, run, tool, state, owner, created_at, updated_at, body
                  FROM actions WHERE id = ?1",
+                args![id],
+                action_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], action_row).optional())
-            .map_err(db("reading an action"))
+            .map_err(failed("reading an action"))
     }
 
     /// Inserts or replaces an action.
@@ -129,24 +132,23 @@ impl RegistryTx<'_> {
     /// The database failed.
     pub fn put_action(&self, row: &ActionRow) -> Result<(), StoreError> {
         self.tx
-            .prepare_cached(
+            .borrow_mut()
+            .execute(
                 "INSERT INTO actions (id, run, tool, state, owner, created_at, updated_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (id) DO UPDATE SET state = ?4, owner = ?5, updated_at = ?7, body = ?8",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    row.id,
-                    row.run,
-                    row.tool,
-                    row.state,
-                    row.owner,
+                args![
+                    &row.id,
+                    &row.run,
+                    &row.tool,
+                    &row.state,
+                    row.owner.as_ref(),
                     row.created_at_ms as i64,
                     row.updated_at_ms as i64,
-                    row.body
-                ])
-            })
-            .map_err(db("storing an action"))?;
+                    &row.body
+                ],
+            )
+            .map_err(failed("storing an action"))?;
         Ok(())
     }
 
@@ -157,12 +159,14 @@ impl RegistryTx<'_> {
     /// The database failed.
     pub fn overridden(&self, tool: &str) -> Result<bool, StoreError> {
         self.tx
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM decider_overrides WHERE tool = ?1)",
-                [tool],
-                |row| row.get(0),
+            .borrow_mut()
+            .row(
+                "SELECT 1 FROM decider_overrides WHERE tool = ?1",
+                args![tool],
+                |row| row.int(0),
             )
-            .map_err(db("reading decider overrides"))
+            .map(|found| found.is_some())
+            .map_err(failed("reading decider overrides"))
     }
 
     /// Inserts or replaces a run.
@@ -171,7 +175,7 @@ impl RegistryTx<'_> {
     ///
     /// The database failed.
     pub fn put_run(&self, run: &RunRow) -> Result<(), StoreError> {
-        upsert_run(self.tx, run)
+        upsert_run(*self.tx.borrow_mut(), run)
     }
 
     /// Stores a new task.
@@ -180,7 +184,7 @@ impl RegistryTx<'_> {
     ///
     /// The database failed, or a task with this id exists.
     pub fn create_task(&self, task: &TaskRow) -> Result<(), StoreError> {
-        insert_task(self.tx, task)
+        insert_task(*self.tx.borrow_mut(), task)
     }
 
     /// Sets the state of a task (`open`, `done`).
@@ -190,11 +194,12 @@ impl RegistryTx<'_> {
     /// The database failed.
     pub fn set_task_state(&self, id: &str, state: &str) -> Result<(), StoreError> {
         self.tx
+            .borrow_mut()
             .execute(
                 "UPDATE tasks SET state = ?2 WHERE id = ?1",
-                params![id, state],
+                args![id, state],
             )
-            .map_err(db("updating a task"))?;
+            .map_err(failed("updating a task"))?;
         Ok(())
     }
 
@@ -204,7 +209,7 @@ impl RegistryTx<'_> {
     ///
     /// The database failed.
     pub fn usage(&self, day: &str, scope: &str) -> Result<Usage, StoreError> {
-        usage(self.tx, day, scope)
+        usage(*self.tx.borrow_mut(), day, scope)
     }
 
     /// Adds `delta` to `day`'s usage of `scope` and returns the new usage.
@@ -219,28 +224,34 @@ impl RegistryTx<'_> {
         scope: &str,
         delta: UsageDelta,
     ) -> Result<Usage, StoreError> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO budget_usage (day, scope, runs, actions, tokens_used, tokens_reserved)
-                 VALUES (?1, ?2, max(?3, 0), max(?4, 0), max(?5, 0), max(?6, 0))
-                 ON CONFLICT (day, scope) DO UPDATE SET
-                    runs = max(runs + ?3, 0),
-                    actions = max(actions + ?4, 0),
-                    tokens_used = max(tokens_used + ?5, 0),
-                    tokens_reserved = max(tokens_reserved + ?6, 0)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    day,
-                    scope,
-                    delta.runs,
-                    delta.actions,
-                    delta.tokens_used,
-                    delta.tokens_reserved
-                ])
-            })
-            .map_err(db("counting budget usage"))?;
-        usage(self.tx, day, scope)
+        let mut db = self.tx.borrow_mut();
+        let at_least_0 = |n: i64| n.max(0);
+        db.execute(
+            "INSERT INTO budget_usage (day, scope, runs, actions, tokens_used, tokens_reserved)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (day, scope) DO UPDATE SET
+                runs = CASE WHEN budget_usage.runs + ?7 > 0 THEN budget_usage.runs + ?7 ELSE 0 END,
+                actions = CASE WHEN budget_usage.actions + ?8 > 0
+                               THEN budget_usage.actions + ?8 ELSE 0 END,
+                tokens_used = CASE WHEN budget_usage.tokens_used + ?9 > 0
+                                   THEN budget_usage.tokens_used + ?9 ELSE 0 END,
+                tokens_reserved = CASE WHEN budget_usage.tokens_reserved + ?10 > 0
+                                       THEN budget_usage.tokens_reserved + ?10 ELSE 0 END",
+            args![
+                day,
+                scope,
+                at_least_0(delta.runs),
+                at_least_0(delta.actions),
+                at_least_0(delta.tokens_used),
+                at_least_0(delta.tokens_reserved),
+                delta.runs,
+                delta.actions,
+                delta.tokens_used,
+                delta.tokens_reserved
+            ],
+        )
+        .map_err(failed("counting budget usage"))?;
+        usage(*db, day, scope)
     }
 
     /// Records an alert for `name` on `day`, unless one was recorded
@@ -257,60 +268,62 @@ impl RegistryTx<'_> {
     ) -> Result<bool, StoreError> {
         let n = self
             .tx
+            .borrow_mut()
             .execute(
-                "INSERT OR IGNORE INTO budget_alerts (day, scope, name, used, limit_value, at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
+                "INSERT INTO budget_alerts (day, scope, name, used, limit_value, at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT DO NOTHING",
+                args![
                     day,
                     scope,
-                    alert.name,
+                    &alert.name,
                     alert.used as i64,
                     alert.limit as i64,
                     alert.at_ms as i64
                 ],
             )
-            .map_err(db("recording a budget alert"))?;
+            .map_err(failed("recording a budget alert"))?;
         Ok(n == 1)
     }
 }
 
-fn usage(conn: &rusqlite::Connection, day: &str, scope: &str) -> Result<Usage, StoreError> {
-    conn.prepare_cached(
+fn usage(db: &mut dyn Sql, day: &str, scope: &str) -> Result<Usage, StoreError> {
+    db.row(
         "SELECT runs, actions, tokens_used, tokens_reserved FROM budget_usage
          WHERE day = ?1 AND scope = ?2",
-    )
-    .and_then(|mut stmt| {
-        stmt.query_row([day, scope], |row| {
+        args![day, scope],
+        |row| {
             Ok(Usage {
-                runs: row.get::<_, i64>(0)? as u64,
-                actions: row.get::<_, i64>(1)? as u64,
-                tokens_used: row.get::<_, i64>(2)? as u64,
-                tokens_reserved: row.get::<_, i64>(3)? as u64,
+                runs: row.int(0)? as u64,
+                actions: row.int(1)? as u64,
+                tokens_used: row.int(2)? as u64,
+                tokens_reserved: row.int(3)? as u64,
             })
-        })
-        .optional()
-    })
+        },
+    )
     .map(Option::unwrap_or_default)
-    .map_err(db("reading budget usage"))
+    .map_err(failed("reading budget usage"))
 }
 
-fn action_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
+fn action_row(row: &dyn Row) -> Result<ActionRow, SqlError> {
     Ok(ActionRow {
-        id: row.get(0)?,
-        run: row.get(1)?,
-        tool: row.get(2)?,
-        state: row.get(3)?,
-        owner: row.get(4)?,
-        created_at_ms: row.get::<_, i64>(5)? as u64,
-        updated_at_ms: row.get::<_, i64>(6)? as u64,
-        body: row.get(7)?,
+        id: row.text(0)?,
+        run: row.text(1)?,
+        tool: row.text(2)?,
+        state: row.text(3)?,
+        owner: row.opt_text(4)?,
+        created_at_ms: row.int(5)? as u64,
+        updated_at_ms: row.int(6)? as u64,
+        body: row.blob(7)?,
     })
 }
 
 impl Registry {
-    /// Runs `f` in one `IMMEDIATE` transaction: committed when `f`
-    /// returns `Ok`, rolled back when it returns `Err`. Another process's
-    /// transaction waits until this one ends (up to the busy timeout).
+    /// Runs `f` in one write transaction: committed when `f` returns
+    /// `Ok`, rolled back when it returns `Err`. No other write
+    /// transaction on the store, of this process or another, interleaves
+    /// with it: on SQLite it is `IMMEDIATE` (another process waits up to
+    /// the busy timeout), on PostgreSQL it holds the store's write lock.
     ///
     /// # Errors
     ///
@@ -354,28 +367,19 @@ impl Registry {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        let conn = self.conn.clone();
-        let mode = self.synchronous;
-        let raise = synced && mode != Synchronous::Full;
+        let engine = self.engine.clone();
+        let mode = if synced {
+            Synchronous::Full
+        } else {
+            self.synchronous
+        };
+        let base = self.synchronous;
         tokio::task::spawn_blocking(move || {
-            let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-            if raise {
-                conn.pragma_update(None, "synchronous", Synchronous::Full.pragma())
-                    .map_err(db("syncing a transaction"))?;
-            }
-            let done = (|| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(db("starting a transaction"))?;
-                let value = f(&RegistryTx { tx: &tx })?;
-                tx.commit().map_err(db("committing"))?;
-                Ok(value)
-            })();
-            if raise {
-                conn.pragma_update(None, "synchronous", mode.pragma())
-                    .map_err(db("restoring the synchronous mode"))?;
-            }
-            done
+            engine.write_synced(base, mode, |db| {
+                f(&RegistryTx {
+                    tx: RefCell::new(db),
+                })
+            })
         })
         .await
         .map_err(|e| StoreError::Database(format!("a registry transaction: {e}")))?
@@ -388,13 +392,14 @@ impl Registry {
     /// The database failed.
     pub async fn action(&self, id: &str) -> Result<Option<ActionRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading an action", move |conn| {
-            conn.prepare_cached(
+        self.on("reading an action", move |db| {
+            db.row(
                 "SELECT id, run, tool, state, owner, created_at, updated_at, body
                  FROM actions WHERE id = ?1",
+                args![&id],
+                action_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], action_row).optional())
-            .map_err(db("reading an action"))
+            .map_err(failed("reading an action"))
         })
         .await
     }
@@ -405,24 +410,21 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn actions(&self, query: ActionQuery) -> Result<Vec<ActionRow>, StoreError> {
-        self.with("listing actions", move |conn| {
+        self.on("listing actions", move |db| {
             let limit = match query.limit {
                 0 => MAX_ACTIONS_LISTED,
                 n => n.min(MAX_ACTIONS_LISTED),
             };
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, run, tool, state, owner, created_at, updated_at, body
-                     FROM actions
-                     WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR run = ?2)
-                     ORDER BY created_at, id LIMIT ?3",
-                )
-                .map_err(db("listing actions"))?;
-            let rows = stmt
-                .query_map(params![query.state, query.run, limit], action_row)
-                .map_err(db("listing actions"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(db("listing actions"))
+            db.rows(
+                "SELECT id, run, tool, state, owner, created_at, updated_at, body
+                 FROM actions
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1)
+                   AND (CAST(?2 AS TEXT) IS NULL OR run = ?2)
+                 ORDER BY created_at, id LIMIT ?3",
+                args![query.state.as_ref(), query.run.as_ref(), limit],
+                action_row,
+            )
+            .map_err(failed("listing actions"))
         })
         .await
     }
@@ -433,19 +435,19 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn put_override(&self, row: OverrideRow) -> Result<OverrideRow, StoreError> {
-        self.with("storing a decider override", move |conn| {
-            conn.execute(
+        self.on("storing a decider override", move |db| {
+            db.execute(
                 "INSERT INTO decider_overrides (tool, reason, created_by, created_at)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (tool) DO UPDATE SET reason = ?2, created_by = ?3, created_at = ?4",
-                params![
-                    row.tool,
-                    row.reason,
-                    row.created_by,
+                args![
+                    &row.tool,
+                    &row.reason,
+                    &row.created_by,
                     row.created_at_ms as i64
                 ],
             )
-            .map_err(db("storing a decider override"))?;
+            .map_err(failed("storing a decider override"))?;
             Ok(row)
         })
         .await
@@ -457,25 +459,21 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn overrides(&self) -> Result<Vec<OverrideRow>, StoreError> {
-        self.with("listing decider overrides", |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT tool, reason, created_by, created_at FROM decider_overrides
-                     ORDER BY tool",
-                )
-                .map_err(db("listing decider overrides"))?;
-            let rows = stmt
-                .query_map([], |row| {
+        self.on("listing decider overrides", |db| {
+            db.rows(
+                "SELECT tool, reason, created_by, created_at FROM decider_overrides
+                 ORDER BY tool",
+                &[],
+                |row| {
                     Ok(OverrideRow {
-                        tool: row.get(0)?,
-                        reason: row.get(1)?,
-                        created_by: row.get(2)?,
-                        created_at_ms: row.get::<_, i64>(3)? as u64,
+                        tool: row.text(0)?,
+                        reason: row.text(1)?,
+                        created_by: row.text(2)?,
+                        created_at_ms: row.int(3)? as u64,
                     })
-                })
-                .map_err(db("listing decider overrides"))?;
-            rows.collect::<Result<_, _>>()
-                .map_err(db("listing decider overrides"))
+                },
+            )
+            .map_err(failed("listing decider overrides"))
         })
         .await
     }
@@ -487,10 +485,13 @@ impl Registry {
     /// The database failed.
     pub async fn remove_override(&self, tool: &str) -> Result<bool, StoreError> {
         let tool = tool.to_owned();
-        self.with("removing a decider override", move |conn| {
-            let n = conn
-                .execute("DELETE FROM decider_overrides WHERE tool = ?1", [tool])
-                .map_err(db("removing a decider override"))?;
+        self.on("removing a decider override", move |db| {
+            let n = db
+                .execute(
+                    "DELETE FROM decider_overrides WHERE tool = ?1",
+                    args![&tool],
+                )
+                .map_err(failed("removing a decider override"))?;
             Ok(n > 0)
         })
         .await
@@ -507,26 +508,23 @@ impl Registry {
         scope: &str,
     ) -> Result<(Usage, Vec<AlertRow>), StoreError> {
         let (day, scope) = (day.to_owned(), scope.to_owned());
-        self.with("reading budget usage", move |conn| {
-            let used = usage(conn, &day, &scope)?;
-            let mut stmt = conn
-                .prepare_cached(
+        self.on("reading budget usage", move |db| {
+            let used = usage(db, &day, &scope)?;
+            let alerts = db
+                .rows(
                     "SELECT name, used, limit_value, at FROM budget_alerts
                      WHERE day = ?1 AND scope = ?2 ORDER BY at, name",
+                    args![&day, &scope],
+                    |row| {
+                        Ok(AlertRow {
+                            name: row.text(0)?,
+                            used: row.int(1)? as u64,
+                            limit: row.int(2)? as u64,
+                            at_ms: row.int(3)? as u64,
+                        })
+                    },
                 )
-                .map_err(db("reading budget alerts"))?;
-            let alerts = stmt
-                .query_map([&day, &scope], |row| {
-                    Ok(AlertRow {
-                        name: row.get(0)?,
-                        used: row.get::<_, i64>(1)? as u64,
-                        limit: row.get::<_, i64>(2)? as u64,
-                        at_ms: row.get::<_, i64>(3)? as u64,
-                    })
-                })
-                .map_err(db("reading budget alerts"))?
-                .collect::<Result<_, _>>()
-                .map_err(db("reading budget alerts"))?;
+                .map_err(failed("reading budget alerts"))?;
             Ok((used, alerts))
         })
         .await

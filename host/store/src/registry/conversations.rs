@@ -1,10 +1,9 @@
 //! What the registry keeps of conversations: one row per conversation and
 //! its entries in order, each body sealed by its owner.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
-
-use super::{Registry, db};
+use super::Registry;
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
 
 /// The most conversations one listing returns.
 pub const MAX_CONVERSATIONS_LISTED: u32 = 1000;
@@ -48,32 +47,29 @@ impl Registry {
         conversation: ConversationRow,
         first: Option<Vec<u8>>,
     ) -> Result<(), StoreError> {
-        self.with("creating a conversation", move |conn| {
-            let failed = db("creating a conversation");
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(&failed)?;
-            tx.execute(
+        self.tx("creating a conversation", move |db| {
+            let what = failed("creating a conversation");
+            db.execute(
                 "INSERT INTO conversations (id, agent, created_at, updated_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    conversation.id,
-                    conversation.agent,
+                args![
+                    &conversation.id,
+                    &conversation.agent,
                     conversation.created_at_ms as i64,
                     conversation.updated_at_ms as i64,
-                    conversation.body
+                    &conversation.body
                 ],
             )
-            .map_err(&failed)?;
+            .map_err(&what)?;
             if let Some(body) = first {
-                tx.execute(
+                db.execute(
                     "INSERT INTO conversation_entries (conversation, seq, at, body)
                      VALUES (?1, 0, ?2, ?3)",
-                    params![conversation.id, conversation.created_at_ms as i64, body],
+                    args![&conversation.id, conversation.created_at_ms as i64, &body],
                 )
-                .map_err(&failed)?;
+                .map_err(&what)?;
             }
-            tx.commit().map_err(&failed)
+            Ok(())
         })
         .await
     }
@@ -85,12 +81,13 @@ impl Registry {
     /// The database failed.
     pub async fn conversation(&self, id: &str) -> Result<Option<ConversationRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading a conversation", move |conn| {
-            conn.prepare_cached(
+        self.on("reading a conversation", move |db| {
+            db.row(
                 "SELECT id, agent, created_at, updated_at, body FROM conversations WHERE id = ?1",
+                args![&id],
+                conversation_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], conversation_row).optional())
-            .map_err(db("reading a conversation"))
+            .map_err(failed("reading a conversation"))
         })
         .await
     }
@@ -107,23 +104,19 @@ impl Registry {
         agent: Option<String>,
         limit: u32,
     ) -> Result<Vec<ConversationRow>, StoreError> {
-        self.with("listing conversations", move |conn| {
+        self.on("listing conversations", move |db| {
             let limit = match limit {
                 0 => MAX_CONVERSATIONS_LISTED,
                 n => n.min(MAX_CONVERSATIONS_LISTED),
             };
-            let failed = db("listing conversations");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, agent, created_at, updated_at, body FROM conversations
-                     WHERE (?1 IS NULL OR agent = ?1)
-                     ORDER BY updated_at DESC, id DESC LIMIT ?2",
-                )
-                .map_err(&failed)?;
-            let rows = stmt
-                .query_map(params![agent, limit], conversation_row)
-                .map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+            db.rows(
+                "SELECT id, agent, created_at, updated_at, body FROM conversations
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR agent = ?1)
+                 ORDER BY updated_at DESC, id DESC LIMIT ?2",
+                args![agent.as_ref(), limit],
+                conversation_row,
+            )
+            .map_err(failed("listing conversations"))
         })
         .await
     }
@@ -142,35 +135,34 @@ impl Registry {
         body: Vec<u8>,
     ) -> Result<u64, StoreError> {
         let id = id.to_owned();
-        self.with("adding to a conversation", move |conn| {
-            let failed = db("adding to a conversation");
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(&failed)?;
-            let changed = tx
+        self.tx("adding to a conversation", move |db| {
+            let what = failed("adding to a conversation");
+            let changed = db
                 .execute(
-                    "UPDATE conversations SET updated_at = MAX(updated_at, ?2) WHERE id = ?1",
-                    params![id, at_ms as i64],
+                    "UPDATE conversations
+                     SET updated_at = CASE WHEN updated_at > ?2 THEN updated_at ELSE ?2 END
+                     WHERE id = ?1",
+                    args![&id, at_ms as i64],
                 )
-                .map_err(&failed)?;
+                .map_err(&what)?;
             if changed == 0 {
                 return Err(StoreError::Database(format!(
                     "adding to a conversation: no conversation `{id}`"
                 )));
             }
-            let seq: i64 = tx
-                .query_row(
+            let seq = db
+                .row(
                     "SELECT COALESCE(MAX(seq) + 1, 0) FROM conversation_entries WHERE conversation = ?1",
-                    [&id],
-                    |row| row.get(0),
+                    args![&id],
+                    |row| row.int(0),
                 )
-                .map_err(&failed)?;
-            tx.execute(
+                .map_err(&what)?
+                .unwrap_or(0);
+            db.execute(
                 "INSERT INTO conversation_entries (conversation, seq, at, body) VALUES (?1, ?2, ?3, ?4)",
-                params![id, seq, at_ms as i64, body],
+                args![&id, seq, at_ms as i64, &body],
             )
-            .map_err(&failed)?;
-            tx.commit().map_err(&failed)?;
+            .map_err(&what)?;
             Ok(seq as u64)
         })
         .await
@@ -184,34 +176,30 @@ impl Registry {
     /// The database failed.
     pub async fn conversation_entries(&self, id: &str) -> Result<Vec<EntryRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading a conversation", move |conn| {
-            let failed = db("reading a conversation");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT seq, at, body FROM conversation_entries WHERE conversation = ?1 ORDER BY seq",
-                )
-                .map_err(&failed)?;
-            let rows = stmt
-                .query_map([id], |row| {
+        self.on("reading a conversation", move |db| {
+            db.rows(
+                "SELECT seq, at, body FROM conversation_entries WHERE conversation = ?1 ORDER BY seq",
+                args![&id],
+                |row| {
                     Ok(EntryRow {
-                        seq: row.get::<_, i64>(0)? as u64,
-                        at_ms: row.get::<_, i64>(1)? as u64,
-                        body: row.get(2)?,
+                        seq: row.int(0)? as u64,
+                        at_ms: row.int(1)? as u64,
+                        body: row.blob(2)?,
                     })
-                })
-                .map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+                },
+            )
+            .map_err(failed("reading a conversation"))
         })
         .await
     }
 }
 
-fn conversation_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationRow> {
+fn conversation_row(row: &dyn Row) -> Result<ConversationRow, SqlError> {
     Ok(ConversationRow {
-        id: row.get(0)?,
-        agent: row.get(1)?,
-        created_at_ms: row.get::<_, i64>(2)? as u64,
-        updated_at_ms: row.get::<_, i64>(3)? as u64,
-        body: row.get(4)?,
+        id: row.text(0)?,
+        agent: row.text(1)?,
+        created_at_ms: row.int(2)? as u64,
+        updated_at_ms: row.int(3)? as u64,
+        body: row.blob(4)?,
     })
 }

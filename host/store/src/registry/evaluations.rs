@@ -2,10 +2,9 @@
 //! `EvalSuite`, its body sealed by its owner; and releases stored without
 //! being made active, for an evaluation to decide on.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
-
-use super::{NewRelease, Registry, ReleaseInfo, db, insert_release, now_ms, set_active};
+use super::{NewRelease, Registry, ReleaseInfo, insert_release, now_ms, set_active};
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
 
 /// The most evaluations one listing returns.
 pub const MAX_EVALUATIONS_LISTED: u32 = 1000;
@@ -33,22 +32,20 @@ impl Registry {
     /// The database failed, or an evaluation with this id is stored; then
     /// nothing was stored.
     pub async fn add_evaluation(&self, evaluation: EvaluationRow) -> Result<(), StoreError> {
-        self.with("storing an evaluation", move |conn| {
-            conn.prepare_cached(
+        self.on("storing an evaluation", move |db| {
+            db.execute(
                 "INSERT INTO evaluations (id, suite, release, created_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    evaluation.id,
-                    evaluation.suite,
+                args![
+                    &evaluation.id,
+                    &evaluation.suite,
                     evaluation.release as i64,
                     evaluation.created_at_ms as i64,
-                    evaluation.body
-                ])
-            })
+                    &evaluation.body
+                ],
+            )
             .map(drop)
-            .map_err(db("storing an evaluation"))
+            .map_err(failed("storing an evaluation"))
         })
         .await
     }
@@ -60,12 +57,13 @@ impl Registry {
     /// The database failed.
     pub async fn evaluation(&self, id: &str) -> Result<Option<EvaluationRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading an evaluation", move |conn| {
-            conn.prepare_cached(
+        self.on("reading an evaluation", move |db| {
+            db.row(
                 "SELECT id, suite, release, created_at, body FROM evaluations WHERE id = ?1",
+                args![&id],
+                evaluation_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], evaluation_row).optional())
-            .map_err(db("reading an evaluation"))
+            .map_err(failed("reading an evaluation"))
         })
         .await
     }
@@ -81,23 +79,19 @@ impl Registry {
         suite: Option<String>,
         limit: u32,
     ) -> Result<Vec<EvaluationRow>, StoreError> {
-        self.with("listing evaluations", move |conn| {
+        self.on("listing evaluations", move |db| {
             let limit = match limit {
                 0 => MAX_EVALUATIONS_LISTED,
                 n => n.min(MAX_EVALUATIONS_LISTED),
             };
-            let failed = db("listing evaluations");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, suite, release, created_at, body FROM evaluations
-                     WHERE ?1 IS NULL OR suite = ?1
-                     ORDER BY created_at DESC, id DESC LIMIT ?2",
-                )
-                .map_err(&failed)?;
-            let rows = stmt
-                .query_map(params![suite, limit], evaluation_row)
-                .map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+            db.rows(
+                "SELECT id, suite, release, created_at, body FROM evaluations
+                 WHERE CAST(?1 AS TEXT) IS NULL OR suite = ?1
+                 ORDER BY created_at DESC, id DESC LIMIT ?2",
+                args![suite.as_ref(), limit],
+                evaluation_row,
+            )
+            .map_err(failed("listing evaluations"))
         })
         .await
     }
@@ -110,13 +104,9 @@ impl Registry {
     ///
     /// The database failed; then nothing was stored.
     pub async fn store_release(&self, release: NewRelease) -> Result<ReleaseInfo, StoreError> {
-        self.with("storing a release", move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("storing a release"))?;
+        self.tx("storing a release", move |db| {
             let now = now_ms();
-            let number = insert_release(&tx, &release, now)?;
-            tx.commit().map_err(db("storing a release"))?;
+            let number = insert_release(db, &release, now)?;
             Ok(ReleaseInfo {
                 number,
                 created_at_ms: now,
@@ -134,27 +124,27 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn release(&self, number: u64) -> Result<Option<(ReleaseInfo, Vec<u8>)>, StoreError> {
-        self.with("reading a release", move |conn| {
-            conn.query_row(
-                "SELECT r.number, r.created_at, r.source, r.summary, a.number IS NOT NULL, r.body
+        self.on("reading a release", move |db| {
+            db.row(
+                "SELECT r.number, r.created_at, r.source, r.summary,
+                        CASE WHEN a.number IS NULL THEN 0 ELSE 1 END, r.body
                  FROM releases r LEFT JOIN active_release a ON a.number = r.number
                  WHERE r.number = ?1",
-                [number as i64],
+                args![number as i64],
                 |row| {
                     Ok((
                         ReleaseInfo {
-                            number: row.get::<_, i64>(0)? as u64,
-                            created_at_ms: row.get::<_, i64>(1)? as u64,
-                            source: row.get(2)?,
-                            summary: row.get(3)?,
-                            active: row.get(4)?,
+                            number: row.int(0)? as u64,
+                            created_at_ms: row.int(1)? as u64,
+                            source: row.text(2)?,
+                            summary: row.text(3)?,
+                            active: row.int(4)? != 0,
                         },
-                        row.get(5)?,
+                        row.blob(5)?,
                     ))
                 },
             )
-            .optional()
-            .map_err(db("reading a release"))
+            .map_err(failed("reading a release"))
         })
         .await
     }
@@ -166,43 +156,38 @@ impl Registry {
     /// [`StoreError::ReleaseNotFound`] when there is no such release; the
     /// database failed.
     pub async fn activate_stored(&self, number: u64) -> Result<ReleaseInfo, StoreError> {
-        self.with("activating a release", move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("activating a release"))?;
-            let info = tx
-                .query_row(
+        self.tx("activating a release", move |db| {
+            let info = db
+                .row(
                     "SELECT number, created_at, source, summary FROM releases WHERE number = ?1",
-                    [number as i64],
+                    args![number as i64],
                     |row| {
                         Ok(ReleaseInfo {
-                            number: row.get::<_, i64>(0)? as u64,
-                            created_at_ms: row.get::<_, i64>(1)? as u64,
-                            source: row.get(2)?,
-                            summary: row.get(3)?,
+                            number: row.int(0)? as u64,
+                            created_at_ms: row.int(1)? as u64,
+                            source: row.text(2)?,
+                            summary: row.text(3)?,
                             active: true,
                         })
                     },
                 )
-                .optional()
-                .map_err(db("activating a release"))?
+                .map_err(failed("activating a release"))?
                 .ok_or_else(|| {
                     StoreError::ReleaseNotFound(format!("release {number} does not exist"))
                 })?;
-            set_active(&tx, number, now_ms())?;
-            tx.commit().map_err(db("activating a release"))?;
+            set_active(db, number, now_ms())?;
             Ok(info)
         })
         .await
     }
 }
 
-fn evaluation_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EvaluationRow> {
+fn evaluation_row(row: &dyn Row) -> Result<EvaluationRow, SqlError> {
     Ok(EvaluationRow {
-        id: row.get(0)?,
-        suite: row.get(1)?,
-        release: row.get::<_, i64>(2)? as u64,
-        created_at_ms: row.get::<_, i64>(3)? as u64,
-        body: row.get(4)?,
+        id: row.text(0)?,
+        suite: row.text(1)?,
+        release: row.int(2)? as u64,
+        created_at_ms: row.int(3)? as u64,
+        body: row.blob(4)?,
     })
 }

@@ -10,11 +10,10 @@
 
 use std::time::Duration;
 
-use hane_core::RunStatus;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
-
-use super::{Registry, RunRow, db, now_ms, run_row};
+use super::{Registry, RunRow, now_ms, run_row};
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
+use hane_core::RunStatus;
 
 /// A lease as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,13 +52,18 @@ fn ms(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn lease_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseRow> {
+fn lease_row(row: &dyn Row) -> Result<LeaseRow, SqlError> {
+    lease_at(row, 0)
+}
+
+/// The lease in the five columns from `first`.
+fn lease_at(row: &dyn Row, first: usize) -> Result<LeaseRow, SqlError> {
     Ok(LeaseRow {
-        holder: row.get(0)?,
-        host: row.get(1)?,
-        pid: row.get::<_, i64>(2)? as u32,
-        acquired_at_ms: row.get::<_, i64>(3)? as u64,
-        expires_at_ms: row.get::<_, i64>(4)? as u64,
+        holder: row.text(first)?,
+        host: row.text(first + 1)?,
+        pid: row.int(first + 2)? as u32,
+        acquired_at_ms: row.int(first + 3)? as u64,
+        expires_at_ms: row.int(first + 4)? as u64,
     })
 }
 
@@ -79,15 +83,16 @@ impl Registry {
         pid: u32,
         ttl: Duration,
     ) -> Result<LeaseRow, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_ms();
         let expires = now.saturating_add(ms(ttl) as u64);
-        conn.execute(
-            "INSERT INTO leases (holder, host, pid, acquired_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![holder, host, pid, now as i64, expires as i64],
-        )
-        .map_err(db("taking a lease"))?;
+        self.blocking(|db| {
+            db.execute(
+                "INSERT INTO leases (holder, host, pid, acquired_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                args![holder, host, pid, now as i64, expires as i64],
+            )
+            .map_err(failed("taking a lease"))
+        })?;
         Ok(LeaseRow {
             holder: holder.to_owned(),
             host: host.to_owned(),
@@ -106,16 +111,14 @@ impl Registry {
     /// The database failed; the lease may lapse meanwhile.
     pub async fn renew_lease(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         let holder = holder.to_owned();
-        self.with("renewing a lease", move |conn| {
+        self.on("renewing a lease", move |db| {
             let now = now_ms() as i64;
-            let changed = conn
-                .prepare_cached(
+            let changed = db
+                .execute(
                     "UPDATE leases SET expires_at = ?2 WHERE holder = ?1 AND expires_at >= ?3",
+                    args![&holder, now.saturating_add(ms(ttl)), now],
                 )
-                .and_then(|mut stmt| {
-                    stmt.execute(params![holder, now.saturating_add(ms(ttl)), now])
-                })
-                .map_err(db("renewing a lease"))?;
+                .map_err(failed("renewing a lease"))?;
             Ok(changed == 1)
         })
         .await
@@ -128,9 +131,9 @@ impl Registry {
     /// The database failed; the lease lapses by itself.
     pub async fn release_lease(&self, holder: &str) -> Result<(), StoreError> {
         let holder = holder.to_owned();
-        self.with("giving up a lease", move |conn| {
-            conn.execute("DELETE FROM leases WHERE holder = ?1", [holder])
-                .map_err(db("giving up a lease"))?;
+        self.on("giving up a lease", move |db| {
+            db.execute("DELETE FROM leases WHERE holder = ?1", args![&holder])
+                .map_err(failed("giving up a lease"))?;
             Ok(())
         })
         .await
@@ -143,12 +146,13 @@ impl Registry {
     /// The database failed.
     pub async fn lease(&self, holder: &str) -> Result<Option<LeaseRow>, StoreError> {
         let holder = holder.to_owned();
-        self.with("reading a lease", move |conn| {
-            conn.prepare_cached(
+        self.on("reading a lease", move |db| {
+            db.row(
                 "SELECT holder, host, pid, acquired_at, expires_at FROM leases WHERE holder = ?1",
+                args![&holder],
+                lease_row,
             )
-            .and_then(|mut stmt| stmt.query_row([holder], lease_row).optional())
-            .map_err(db("reading a lease"))
+            .map_err(failed("reading a lease"))
         })
         .await
     }
@@ -181,71 +185,54 @@ impl Registry {
     ) -> Result<Vec<TakenRun>, StoreError> {
         let holder = holder.to_owned();
         let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
-        self.with("taking over runs", move |conn| {
-            let what = "taking over runs";
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db(what))?;
+        self.tx("taking over runs", move |db| {
+            let what = failed("taking over runs");
             let now = now_ms() as i64;
-            let mut taken = Vec::new();
-            {
-                // `runs_live` covers queued and running, the only states
-                // a run is held in.
-                let mut stmt = tx
-                    .prepare_cached(
-                        "SELECT r.id, r.agent, r.status, r.created_at, r.updated_at, r.body, r.holder,
-                                l.holder, l.host, l.pid, l.acquired_at, l.expires_at
-                         FROM runs r LEFT JOIN leases l ON l.holder = r.holder
-                         WHERE r.status IN ('queued', 'running')
-                           AND (r.holder IS NULL OR l.holder IS NULL OR l.expires_at < ?1)
-                           AND r.holder IS NOT ?2
-                         ORDER BY r.created_at, r.id",
-                    )
-                    .map_err(db(what))?;
-                let rows = stmt
-                    .query_map(params![now, holder], |row| {
+            // `runs_live` covers queued and running, the only states a
+            // run is held in.
+            let found = db
+                .rows(
+                    "SELECT r.id, r.agent, r.status, r.created_at, r.updated_at, r.body, r.holder,
+                            l.holder, l.host, l.pid, l.acquired_at, l.expires_at
+                     FROM runs r LEFT JOIN leases l ON l.holder = r.holder
+                     WHERE r.status IN ('queued', 'running')
+                       AND (r.holder IS NULL OR l.holder IS NULL OR l.expires_at < ?1)
+                       AND r.holder IS DISTINCT FROM ?2
+                     ORDER BY r.created_at, r.id",
+                    args![now, &holder],
+                    |row| {
                         let run = run_row(row)?;
-                        let lease = match row.get::<_, Option<String>>(7)? {
-                            Some(holder) => Some(LeaseRow {
-                                holder,
-                                host: row.get(8)?,
-                                pid: row.get::<_, i64>(9)? as u32,
-                                acquired_at_ms: row.get::<_, i64>(10)? as u64,
-                                expires_at_ms: row.get::<_, i64>(11)? as u64,
-                            }),
+                        let lease = match row.opt_text(7)? {
+                            Some(_) => Some(lease_at(row, 7)?),
                             None => None,
                         };
                         Ok((run, lease))
-                    })
-                    .map_err(db(what))?;
-                for row in rows {
-                    let (run, lease) = row.map_err(db(what))?;
-                    if statuses.contains(&run.status.as_str()) {
-                        taken.push((run, lease));
-                    }
-                }
-            }
-            let mut runs = Vec::with_capacity(taken.len());
-            for (mut run, lease) in taken {
-                tx.execute(
-                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
-                    params![run.id, holder],
+                    },
                 )
-                .map_err(db(what))?;
+                .map_err(&what)?;
+            let mut runs = Vec::new();
+            for (mut run, lease) in found {
+                if !statuses.contains(&run.status.as_str()) {
+                    continue;
+                }
+                db.execute(
+                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
+                    args![&run.id, &holder],
+                )
+                .map_err(&what)?;
                 let from = run.holder.replace(holder.clone());
                 runs.push(TakenRun { run, from, lease });
             }
             // A lapsed lease that holds no live run is of no more use: a
             // delivery naming it finds it gone, which is as dead.
-            tx.execute(
+            db.execute(
                 "DELETE FROM leases WHERE expires_at < ?1
                    AND NOT EXISTS (SELECT 1 FROM runs
                                    WHERE runs.holder = leases.holder
                                      AND runs.status IN ('queued', 'running'))",
-                [now],
+                args![now],
             )
-            .map_err(db(what))?;
-            tx.commit().map_err(db(what))?;
+            .map_err(&what)?;
             Ok(runs)
         })
         .await

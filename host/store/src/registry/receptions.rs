@@ -1,10 +1,9 @@
 //! What the registry keeps of reception: one row per request answered,
 //! its body sealed by its owner.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::{Registry, db};
+use super::Registry;
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
 
 /// The most requests one listing returns.
 pub const MAX_RECEPTIONS_LISTED: u32 = 1000;
@@ -30,20 +29,18 @@ impl Registry {
     /// The database failed, or a request with this id is stored; then
     /// nothing was stored.
     pub async fn add_reception(&self, reception: ReceptionRow) -> Result<(), StoreError> {
-        self.with("storing a request", move |conn| {
-            conn.prepare_cached(
+        self.on("storing a request", move |db| {
+            db.execute(
                 "INSERT INTO receptions (id, created_at, run, body) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    reception.id,
+                args![
+                    &reception.id,
                     reception.created_at_ms as i64,
-                    reception.run,
-                    reception.body
-                ])
-            })
+                    reception.run.as_ref(),
+                    &reception.body
+                ],
+            )
             .map(drop)
-            .map_err(db("storing a request"))
+            .map_err(failed("storing a request"))
         })
         .await
     }
@@ -55,10 +52,13 @@ impl Registry {
     /// The database failed.
     pub async fn reception(&self, id: &str) -> Result<Option<ReceptionRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading a request", move |conn| {
-            conn.prepare_cached("SELECT id, created_at, run, body FROM receptions WHERE id = ?1")
-                .and_then(|mut stmt| stmt.query_row([id], reception_row).optional())
-                .map_err(db("reading a request"))
+        self.on("reading a request", move |db| {
+            db.row(
+                "SELECT id, created_at, run, body FROM receptions WHERE id = ?1",
+                args![&id],
+                reception_row,
+            )
+            .map_err(failed("reading a request"))
         })
         .await
     }
@@ -70,30 +70,28 @@ impl Registry {
     ///
     /// The database failed.
     pub async fn receptions(&self, limit: u32) -> Result<Vec<ReceptionRow>, StoreError> {
-        self.with("listing requests", move |conn| {
+        self.on("listing requests", move |db| {
             let limit = match limit {
                 0 => MAX_RECEPTIONS_LISTED,
                 n => n.min(MAX_RECEPTIONS_LISTED),
             };
-            let failed = db("listing requests");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, created_at, run, body FROM receptions
-                     ORDER BY created_at DESC, id DESC LIMIT ?1",
-                )
-                .map_err(&failed)?;
-            let rows = stmt.query_map([limit], reception_row).map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+            db.rows(
+                "SELECT id, created_at, run, body FROM receptions
+                 ORDER BY created_at DESC, id DESC LIMIT ?1",
+                args![limit],
+                reception_row,
+            )
+            .map_err(failed("listing requests"))
         })
         .await
     }
 }
 
-fn reception_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ReceptionRow> {
+fn reception_row(row: &dyn Row) -> Result<ReceptionRow, SqlError> {
     Ok(ReceptionRow {
-        id: row.get(0)?,
-        created_at_ms: row.get::<_, i64>(1)? as u64,
-        run: row.get(2)?,
-        body: row.get(3)?,
+        id: row.text(0)?,
+        created_at_ms: row.int(1)? as u64,
+        run: row.opt_text(2)?,
+        body: row.blob(3)?,
     })
 }

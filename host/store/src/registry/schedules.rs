@@ -3,11 +3,10 @@
 //! start once: every process that sees the tick due tries to insert it,
 //! and only the one whose insert took starts its run.
 
-use hane_core::TickOutcome;
-use rusqlite::{OptionalExtension, params};
-
-use super::{Registry, db, now_ms};
+use super::{Registry, now_ms};
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
+use hane_core::TickOutcome;
 
 /// The most ticks one listing returns.
 pub const MAX_TICKS_LISTED: u32 = 1000;
@@ -75,22 +74,21 @@ impl Registry {
         claimed_by: &str,
     ) -> Result<bool, StoreError> {
         let (schedule, claimed_by) = (schedule.to_owned(), claimed_by.to_owned());
-        self.with("claiming a tick", move |conn| {
-            conn.prepare_cached(
-                "INSERT OR IGNORE INTO schedule_ticks (schedule, tick, claimed_at, claimed_by, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    schedule,
+        self.on("claiming a tick", move |db| {
+            db.execute(
+                "INSERT INTO schedule_ticks (schedule, tick, claimed_at, claimed_by, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT DO NOTHING",
+                args![
+                    &schedule,
                     tick_ms as i64,
                     now_ms() as i64,
-                    claimed_by,
+                    &claimed_by,
                     TickOutcome::Claimed.as_str()
-                ])
-            })
+                ],
+            )
             .map(|inserted| inserted == 1)
-            .map_err(db("claiming a tick"))
+            .map_err(failed("claiming a tick"))
         })
         .await
     }
@@ -116,23 +114,21 @@ impl Registry {
             workflow_case,
             error,
         } = end;
-        self.with("recording a tick", move |conn| {
-            let updated = conn
-                .prepare_cached(
+        self.on("recording a tick", move |db| {
+            let updated = db
+                .execute(
                     "UPDATE schedule_ticks SET outcome = ?3, run = ?4, workflow_case = ?5, error = ?6
                      WHERE schedule = ?1 AND tick = ?2",
-                )
-                .and_then(|mut stmt| {
-                    stmt.execute(params![
-                        schedule,
+                    args![
+                        &schedule,
                         tick_ms as i64,
                         outcome.as_str(),
-                        run,
-                        workflow_case,
-                        error
-                    ])
-                })
-                .map_err(db("recording a tick"))?;
+                        run.as_ref(),
+                        workflow_case.as_ref(),
+                        error.as_ref()
+                    ],
+                )
+                .map_err(failed("recording a tick"))?;
             if updated == 0 {
                 return Err(StoreError::Database(format!(
                     "recording a tick: tick {tick_ms} of schedule `{schedule}` was never claimed"
@@ -150,14 +146,14 @@ impl Registry {
     /// The database failed.
     pub async fn last_tick(&self, schedule: &str) -> Result<Option<u64>, StoreError> {
         let schedule = schedule.to_owned();
-        self.with("reading the last tick", move |conn| {
-            conn.prepare_cached("SELECT MAX(tick) FROM schedule_ticks WHERE schedule = ?1")
-                .and_then(|mut stmt| {
-                    stmt.query_row([schedule], |row| row.get::<_, Option<i64>>(0))
-                        .optional()
-                })
-                .map(|tick| tick.flatten().map(|t| t as u64))
-                .map_err(db("reading the last tick"))
+        self.on("reading the last tick", move |db| {
+            db.row(
+                "SELECT MAX(tick) FROM schedule_ticks WHERE schedule = ?1",
+                args![&schedule],
+                |row| row.opt_int(0),
+            )
+            .map(|tick| tick.flatten().map(|t| t as u64))
+            .map_err(failed("reading the last tick"))
         })
         .await
     }
@@ -174,39 +170,36 @@ impl Registry {
         limit: u32,
     ) -> Result<Vec<TickRow>, StoreError> {
         let schedule = schedule.map(str::to_owned);
-        self.with("listing ticks", move |conn| {
+        self.on("listing ticks", move |db| {
             let limit = match limit {
                 0 => MAX_TICKS_LISTED,
                 n => n.min(MAX_TICKS_LISTED),
             };
-            let failed = db("listing ticks");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT schedule, tick, claimed_at, claimed_by, outcome, run, workflow_case, error
-                     FROM schedule_ticks WHERE ?1 IS NULL OR schedule = ?1
-                     ORDER BY tick DESC, schedule LIMIT ?2",
-                )
-                .map_err(&failed)?;
-            let rows = stmt
-                .query_map(params![schedule, limit], tick_row)
-                .map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+            db.rows(
+                "SELECT schedule, tick, claimed_at, claimed_by, outcome, run, workflow_case, error
+                 FROM schedule_ticks WHERE CAST(?1 AS TEXT) IS NULL OR schedule = ?1
+                 ORDER BY tick DESC, schedule LIMIT ?2",
+                args![schedule.as_ref(), limit],
+                tick_row,
+            )
+            .map_err(failed("listing ticks"))
         })
         .await
     }
 }
 
-fn tick_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<TickRow> {
+fn tick_row(row: &dyn Row) -> Result<TickRow, SqlError> {
     Ok(TickRow {
-        schedule: row.get(0)?,
-        tick_ms: row.get::<_, i64>(1)? as u64,
-        claimed_at_ms: row.get::<_, i64>(2)? as u64,
-        claimed_by: row.get(3)?,
-        outcome: row.get::<_, String>(4)?.parse().map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, Box::new(e))
-        })?,
-        run: row.get(5)?,
-        workflow_case: row.get(6)?,
-        error: row.get(7)?,
+        schedule: row.text(0)?,
+        tick_ms: row.int(1)? as u64,
+        claimed_at_ms: row.int(2)? as u64,
+        claimed_by: row.text(3)?,
+        outcome: row
+            .text(4)?
+            .parse()
+            .map_err(|e| SqlError::column(4, format!("not a tick outcome: {e}")))?,
+        run: row.opt_text(5)?,
+        workflow_case: row.opt_text(6)?,
+        error: row.opt_text(7)?,
     })
 }

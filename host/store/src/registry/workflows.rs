@@ -1,10 +1,9 @@
 //! What the registry keeps of workflows: one row per case, its body sealed
 //! by its owner, its status beside it for finding the cases to resume.
 
-use rusqlite::{OptionalExtension, params};
-
-use super::{Registry, db};
+use super::Registry;
 use crate::StoreError;
+use crate::sql::{Query, Row, SqlError, args, failed};
 
 /// The most cases one listing returns.
 pub const MAX_CASES_LISTED: u32 = 1000;
@@ -35,24 +34,22 @@ impl Registry {
     ///
     /// The database failed; then nothing changed.
     pub async fn put_case(&self, case: CaseRow) -> Result<(), StoreError> {
-        self.with("storing a workflow case", move |conn| {
-            conn.prepare_cached(
+        self.on("storing a workflow case", move |db| {
+            db.execute(
                 "INSERT INTO workflow_cases (id, workflow, status, created_at, updated_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    case.id,
-                    case.workflow,
-                    case.status,
+                args![
+                    &case.id,
+                    &case.workflow,
+                    &case.status,
                     case.created_at_ms as i64,
                     case.updated_at_ms as i64,
-                    case.body
-                ])
-            })
+                    &case.body
+                ],
+            )
             .map(drop)
-            .map_err(db("storing a workflow case"))
+            .map_err(failed("storing a workflow case"))
         })
         .await
     }
@@ -64,13 +61,14 @@ impl Registry {
     /// The database failed.
     pub async fn case(&self, id: &str) -> Result<Option<CaseRow>, StoreError> {
         let id = id.to_owned();
-        self.with("reading a workflow case", move |conn| {
-            conn.prepare_cached(
+        self.on("reading a workflow case", move |db| {
+            db.row(
                 "SELECT id, workflow, status, created_at, updated_at, body
                  FROM workflow_cases WHERE id = ?1",
+                args![&id],
+                case_row,
             )
-            .and_then(|mut stmt| stmt.query_row([id], case_row).optional())
-            .map_err(db("reading a workflow case"))
+            .map_err(failed("reading a workflow case"))
         })
         .await
     }
@@ -88,35 +86,32 @@ impl Registry {
         status: Option<String>,
         limit: u32,
     ) -> Result<Vec<CaseRow>, StoreError> {
-        self.with("listing workflow cases", move |conn| {
+        self.on("listing workflow cases", move |db| {
             let limit = match limit {
                 0 => MAX_CASES_LISTED,
                 n => n.min(MAX_CASES_LISTED),
             };
-            let failed = db("listing workflow cases");
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, workflow, status, created_at, updated_at, body FROM workflow_cases
-                     WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
-                     ORDER BY created_at DESC, id DESC LIMIT ?3",
-                )
-                .map_err(&failed)?;
-            let rows = stmt
-                .query_map(params![workflow, status, limit], case_row)
-                .map_err(&failed)?;
-            rows.collect::<Result<_, _>>().map_err(&failed)
+            db.rows(
+                "SELECT id, workflow, status, created_at, updated_at, body FROM workflow_cases
+                 WHERE (CAST(?1 AS TEXT) IS NULL OR workflow = ?1)
+                   AND (CAST(?2 AS TEXT) IS NULL OR status = ?2)
+                 ORDER BY created_at DESC, id DESC LIMIT ?3",
+                args![workflow.as_ref(), status.as_ref(), limit],
+                case_row,
+            )
+            .map_err(failed("listing workflow cases"))
         })
         .await
     }
 }
 
-fn case_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<CaseRow> {
+fn case_row(row: &dyn Row) -> Result<CaseRow, SqlError> {
     Ok(CaseRow {
-        id: row.get(0)?,
-        workflow: row.get(1)?,
-        status: row.get(2)?,
-        created_at_ms: row.get::<_, i64>(3)? as u64,
-        updated_at_ms: row.get::<_, i64>(4)? as u64,
-        body: row.get(5)?,
+        id: row.text(0)?,
+        workflow: row.text(1)?,
+        status: row.text(2)?,
+        created_at_ms: row.int(3)? as u64,
+        updated_at_ms: row.int(4)? as u64,
+        body: row.blob(5)?,
     })
 }

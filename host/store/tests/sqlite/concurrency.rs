@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use hane_core::SessionEvent;
-use hane_store::{SessionStore, StoreError};
+use hane_store::{Appended, SessionStore, StoreError};
 
 use crate::{Scratch, accepted, history, run};
 
@@ -137,4 +137,27 @@ async fn dropping_the_last_handle_closes_the_file() {
     drop(copy);
     // The last connection to close checkpoints the log and removes it.
     assert!(!wal.exists(), "{} is left behind", wal.display());
+}
+
+#[tokio::test]
+async fn the_store_is_used_through_the_trait() {
+    fn shareable<T: Send + Sync + Clone + 'static>(_: &T) {}
+    let scratch = Scratch::new();
+    let store = scratch.open();
+    shareable(&store);
+    let shared: std::sync::Arc<dyn SessionStore> = std::sync::Arc::new(store);
+    let session = shared.create_session().await.unwrap().id;
+    let task = {
+        let shared = shared.clone();
+        let session = session.clone();
+        tokio::spawn(async move { shared.append(&session, vec![run("a")]).await })
+    };
+    assert_eq!(
+        task.await.unwrap().unwrap(),
+        Appended {
+            first_seq: 0,
+            len: 1
+        }
+    );
+    assert_eq!(shared.session(&session).await.unwrap().len, 1);
 }

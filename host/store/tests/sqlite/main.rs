@@ -1,29 +1,21 @@
-//! The SQLite session store against its contract: history, forks, input
-//! deduplication, operation state, concurrency, versions, and a model of
-//! the whole.
+//! What only the SQLite store has: its file (opening, versions, the
+//! integrity check), concurrency on one file, and a model of the whole.
+//! History, forks, inputs and operations are tested on both engines by
+//! the `store` target.
+
+#[path = "../common/events.rs"]
+mod events;
 
 mod check;
 mod concurrency;
-mod conversations;
-mod evaluations;
-mod fork;
-mod history;
-mod leases;
 mod model;
 mod opening;
-mod operations;
-mod receptions;
-mod schedules;
 mod versions;
 
 use std::path::PathBuf;
 
-use hane_core::{
-    Impact, Input, InputKind, JsonText, Limits, Operation, OperationFailure, OperationId,
-    OperationKind, OperationOutput, Outcome, Policy, Receipt, SessionEvent, SessionId, ToolCall,
-    ToolCallId, ToolCallStatus, WasmCall,
-};
-use hane_store::{SessionStore, SqliteConfig, SqliteStore, Synchronous};
+use events::*;
+use hane_store::{SqliteConfig, SqliteStore, Synchronous};
 use tempfile::TempDir;
 
 /// A store in a temporary directory, reopened as often as a test likes.
@@ -58,122 +50,5 @@ impl Scratch {
 
     fn open(&self) -> SqliteStore {
         SqliteStore::open(self.path(), &self.config).expect("the store opens")
-    }
-}
-
-/// Every event of `session`.
-async fn history(store: &SqliteStore, session: &SessionId) -> Vec<SessionEvent> {
-    store
-        .read(session, 0..u64::MAX)
-        .await
-        .expect("the session reads")
-        .into_iter()
-        .map(|r| r.event)
-        .collect()
-}
-
-fn run(state: &str) -> SessionEvent {
-    SessionEvent::RunStateChanged {
-        run: "run-1".into(),
-        state: state.into(),
-    }
-}
-
-fn accepted(id: &str) -> SessionEvent {
-    SessionEvent::InputAccepted {
-        input: Input {
-            id: id.parse().expect("a valid input id"),
-            kind: InputKind::External {
-                payload: JsonText::parse(r#"{"order":17}"#).unwrap(),
-            },
-        },
-    }
-}
-
-fn forked(parent: &SessionId, at: u64) -> SessionEvent {
-    SessionEvent::Forked {
-        parent: parent.clone(),
-        at,
-    }
-}
-
-fn operation(session: &SessionId, impact: Impact) -> Operation {
-    Operation {
-        id: OperationId::new(),
-        session: session.clone(),
-        tool_call: ToolCallId::new(),
-        impact,
-        kind: OperationKind::Wasm(WasmCall {
-            name: "documents.search".into(),
-            component: "sha256:00".into(),
-            policy: Policy::default(),
-            limits: Limits::default(),
-            input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
-        }),
-    }
-}
-
-fn tool_call<'a>(operations: impl IntoIterator<Item = &'a Operation>) -> SessionEvent {
-    let operations: Vec<Operation> = operations.into_iter().cloned().collect();
-    SessionEvent::ToolCallRecorded {
-        call: ToolCall {
-            id: ToolCallId::new(),
-            tool: "documents.search".into(),
-            input: JsonText::parse(r#"{"query":"tyre"}"#).unwrap(),
-        },
-        status: ToolCallStatus::Submitted {
-            operations: operations.iter().map(|op| op.id.clone()).collect(),
-        },
-        operations,
-    }
-}
-
-fn started(op: &Operation, attempt: u32) -> SessionEvent {
-    SessionEvent::OperationStarted {
-        operation: op.id.clone(),
-        attempt,
-    }
-}
-
-fn completed(op: &Operation) -> SessionEvent {
-    SessionEvent::OperationCompleted {
-        operation: op.id.clone(),
-        result: OperationOutput {
-            output: JsonText::parse(r#"{"hits":[]}"#).unwrap(),
-            receipt: Receipt {
-                operation: "documents.search".into(),
-                version: "0.1.0".into(),
-                digest: "sha256:00".into(),
-                outcome: Outcome::Succeeded,
-                fuel_consumed: 1,
-                wall_time_us: 1,
-                peak_memory_bytes: 1,
-                host_calls: Default::default(),
-                output_bytes: 11,
-                log_bytes: 0,
-            },
-            logs: vec![],
-            proposals: Vec::new(),
-        },
-    }
-}
-
-fn failed(op: &Operation) -> SessionEvent {
-    SessionEvent::OperationFailed {
-        operation: op.id.clone(),
-        failure: OperationFailure {
-            outcome: Outcome::Cancelled,
-            guest_error: None,
-            message: "cancelled".into(),
-            receipt: None,
-            logs: vec![],
-        },
-    }
-}
-
-fn unknown(op: &Operation) -> SessionEvent {
-    SessionEvent::OperationUnknown {
-        operation: op.id.clone(),
-        reason: "the host restarted while it ran".into(),
     }
 }

@@ -4,7 +4,9 @@
 use std::error::Error as _;
 
 use hane_core::EnvelopeError;
-use hane_store::{NotAStore, Registry, SessionStore, SqliteStore, StoreError};
+use hane_store::{
+    ConversationRow, NotAStore, ReceptionRow, Registry, SessionStore, SqliteStore, StoreError,
+};
 
 use crate::{Scratch, run};
 
@@ -200,6 +202,106 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         [("desk", Some(desk.to_vec())), ("old", None)],
         "{listed:?}"
     );
+    let version: u32 = rusqlite::Connection::open(scratch.path())
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 9);
+}
+
+#[tokio::test]
+async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
+    let scratch = Scratch::new();
+    {
+        let registry = Registry::open(scratch.path()).unwrap();
+        registry
+            .add_api_key("ops", "operator", None, "hash-ops")
+            .await
+            .unwrap();
+    }
+    // As version 4 left it: no conversation tables.
+    {
+        let db = rusqlite::Connection::open(scratch.path()).unwrap();
+        db.execute_batch(
+            "DROP TABLE receptions;
+             DROP TABLE evaluations;
+             DROP TABLE workflow_cases;
+             DROP TABLE schedule_ticks;
+             DROP INDEX runs_live;
+             DROP TABLE leases;
+             ALTER TABLE runs DROP COLUMN holder;
+             DROP TABLE conversation_entries;
+             DROP TABLE conversations;
+             PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    }
+    let registry = Registry::open(scratch.path()).unwrap();
+    assert_eq!(
+        registry.api_key("hash-ops").await.unwrap().unwrap().name,
+        "ops"
+    );
+    registry
+        .create_conversation(
+            ConversationRow {
+                id: "conv_a".to_owned(),
+                agent: "a".to_owned(),
+                created_at_ms: 1,
+                updated_at_ms: 1,
+                body: b"body of conv_a".to_vec(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(registry.conversations(None, 0).await.unwrap().len(), 1);
+    let version: u32 = rusqlite::Connection::open(scratch.path())
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 9);
+}
+
+#[tokio::test]
+async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
+    let scratch = Scratch::new();
+    {
+        let registry = Registry::open(scratch.path()).unwrap();
+        registry
+            .create_conversation(
+                ConversationRow {
+                    id: "conv_a".to_owned(),
+                    agent: "fleet-assistant".to_owned(),
+                    created_at_ms: 1,
+                    updated_at_ms: 1,
+                    body: b"conversation".to_vec(),
+                },
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    // As version 5 left it: no requests table.
+    {
+        let db = rusqlite::Connection::open(scratch.path()).unwrap();
+        db.execute_batch("DROP TABLE receptions; DROP TABLE evaluations; DROP TABLE workflow_cases; DROP TABLE schedule_ticks; DROP INDEX runs_live; DROP TABLE leases; ALTER TABLE runs DROP COLUMN holder; PRAGMA user_version = 5;")
+            .unwrap();
+    }
+    let registry = Registry::open(scratch.path()).unwrap();
+    assert_eq!(
+        registry.conversation("conv_a").await.unwrap().unwrap().body,
+        b"conversation"
+    );
+    registry
+        .add_reception(ReceptionRow {
+            id: "req_a".to_owned(),
+            created_at_ms: 10,
+            run: None,
+            body: b"request".to_vec(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(registry.receptions(0).await.unwrap().len(), 1);
     let version: u32 = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))

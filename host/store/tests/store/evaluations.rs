@@ -2,9 +2,9 @@
 //! suite; and a candidate release stored without becoming active until
 //! it is made so.
 
-use hane_store::{EvaluationRow, NewRelease, Registry, StoreError};
+use hane_store::{EvaluationRow, NewRelease, StoreError};
 
-use crate::Scratch;
+use crate::{Store, on_both};
 
 fn evaluation(id: &str, suite: &str, release: u64, at: u64) -> EvaluationRow {
     EvaluationRow {
@@ -16,10 +16,8 @@ fn evaluation(id: &str, suite: &str, release: u64, at: u64) -> EvaluationRow {
     }
 }
 
-#[tokio::test]
-async fn evaluations_are_read_back_and_listed_newest_first_by_suite() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn evaluations_are_read_back_and_listed_newest_first_by_suite(place: Store) {
+    let registry = place.open();
     for row in [
         evaluation("eval_a", "s", 1, 10),
         evaluation("eval_b", "t", 1, 30),
@@ -63,10 +61,8 @@ fn release(source: &str) -> NewRelease {
     }
 }
 
-#[tokio::test]
-async fn a_candidate_release_is_stored_inactive_until_made_active() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn a_candidate_release_is_stored_inactive_until_made_active(place: Store) {
+    let registry = place.open();
     let first = registry.activate(release("one")).await.unwrap();
     let candidate = registry.store_release(release("two")).await.unwrap();
     assert!(!candidate.active);
@@ -95,3 +91,8 @@ async fn a_candidate_release_is_stored_inactive_until_made_active() {
         Err(StoreError::ReleaseNotFound(m)) if m.contains("release 99")
     ));
 }
+
+on_both!(
+    evaluations_are_read_back_and_listed_newest_first_by_suite,
+    a_candidate_release_is_stored_inactive_until_made_active,
+);

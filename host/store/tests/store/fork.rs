@@ -1,18 +1,16 @@
 //! Forks share their parent's prefix without copying it.
 
 use hane_core::SessionEvent;
-use hane_store::{Appended, ForkPoint, SessionStore, StoreError};
+use hane_store::{Appended, ForkPoint, StoreError};
 
-use crate::{Scratch, accepted, forked, history, run};
+use crate::{Sessions, Store, accepted, forked, history, on_both, run};
 
 fn runs(states: &[&str]) -> Vec<SessionEvent> {
     states.iter().map(|s| run(s)).collect()
 }
 
-#[tokio::test]
-async fn a_fork_shares_the_prefix_and_then_goes_its_own_way() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn a_fork_shares_the_prefix_and_then_goes_its_own_way(place: Store) {
+    let store = place.sessions();
     let parent = store.create_session().await.unwrap().id;
     store
         .append(&parent, runs(&["0", "1", "2", "3", "4"]))
@@ -30,7 +28,7 @@ async fn a_fork_shares_the_prefix_and_then_goes_its_own_way() {
     assert_eq!(fork.len, 4);
     let mut expected = runs(&["0", "1", "2"]);
     expected.push(forked(&parent, 3));
-    assert_eq!(history(&store, &fork.id).await, expected);
+    assert_eq!(history(&*store, &fork.id).await, expected);
     let recorded = store.read(&fork.id, 0..u64::MAX).await.unwrap();
     assert_eq!(
         recorded.iter().map(|r| r.seq).collect::<Vec<_>>(),
@@ -48,9 +46,9 @@ async fn a_fork_shares_the_prefix_and_then_goes_its_own_way() {
         }
     );
     expected.push(run("x"));
-    assert_eq!(history(&store, &fork.id).await, expected);
+    assert_eq!(history(&*store, &fork.id).await, expected);
     assert_eq!(
-        history(&store, &parent).await,
+        history(&*store, &parent).await,
         runs(&["0", "1", "2", "3", "4", "5"])
     );
     assert_eq!(store.session(&parent).await.unwrap().len, 6);
@@ -64,30 +62,26 @@ async fn a_fork_shares_the_prefix_and_then_goes_its_own_way() {
     );
 }
 
-#[tokio::test]
-async fn forks_at_the_start_and_at_the_end() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn forks_at_the_start_and_at_the_end(place: Store) {
+    let store = place.sessions();
     let parent = store.create_session().await.unwrap().id;
     let empty = store.fork(&parent, 0).await.unwrap();
-    assert_eq!(history(&store, &empty.id).await, [forked(&parent, 0)]);
+    assert_eq!(history(&*store, &empty.id).await, [forked(&parent, 0)]);
 
     store.append(&parent, runs(&["0", "1"])).await.unwrap();
     let at_zero = store.fork(&parent, 0).await.unwrap();
     assert_eq!(at_zero.len, 1);
-    assert_eq!(history(&store, &at_zero.id).await, [forked(&parent, 0)]);
+    assert_eq!(history(&*store, &at_zero.id).await, [forked(&parent, 0)]);
     let at_end = store.fork(&parent, 2).await.unwrap();
     assert_eq!(at_end.len, 3);
     assert_eq!(
-        history(&store, &at_end.id).await,
+        history(&*store, &at_end.id).await,
         [run("0"), run("1"), forked(&parent, 2)]
     );
 }
 
-#[tokio::test]
-async fn a_fork_past_the_end_is_refused() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn a_fork_past_the_end_is_refused(place: Store) {
+    let store = place.sessions();
     let parent = store.create_session().await.unwrap().id;
     store.append(&parent, runs(&["0", "1"])).await.unwrap();
     let err = store.fork(&parent, 3).await.unwrap_err();
@@ -102,10 +96,8 @@ async fn a_fork_past_the_end_is_refused() {
     assert_eq!(store.list_sessions().await.unwrap().len(), 1);
 }
 
-#[tokio::test]
-async fn forks_of_forks_read_through_every_ancestor() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn forks_of_forks_read_through_every_ancestor(place: Store) {
+    let store = place.sessions();
     let root = store.create_session().await.unwrap().id;
     store
         .append(&root, runs(&["r0", "r1", "r2", "r3", "r4"]))
@@ -120,7 +112,7 @@ async fn forks_of_forks_read_through_every_ancestor() {
     // Within the part the child shares with the root.
     let deep = store.fork(&grandchild, 2).await.unwrap().id;
 
-    let check = |store: hane_store::SqliteStore| {
+    let check = |store: Sessions| {
         let (root, child, grandchild, cousin, deep) = (
             root.clone(),
             child.clone(),
@@ -130,7 +122,7 @@ async fn forks_of_forks_read_through_every_ancestor() {
         );
         async move {
             assert_eq!(
-                history(&store, &grandchild).await,
+                history(&*store, &grandchild).await,
                 [
                     run("r0"),
                     run("r1"),
@@ -142,11 +134,11 @@ async fn forks_of_forks_read_through_every_ancestor() {
                 ]
             );
             assert_eq!(
-                history(&store, &cousin).await,
+                history(&*store, &cousin).await,
                 [run("r0"), run("r1"), run("r2"), forked(&child, 3)]
             );
             assert_eq!(
-                history(&store, &deep).await,
+                history(&*store, &deep).await,
                 [run("r0"), run("r1"), forked(&grandchild, 2)]
             );
             let middle = store.read(&grandchild, 2..6).await.unwrap();
@@ -160,7 +152,7 @@ async fn forks_of_forks_read_through_every_ancestor() {
     check(store.clone()).await;
     // Appends after reopening start from lineages loaded from the file.
     drop(store);
-    let store = scratch.open();
+    let store = place.sessions();
     check(store.clone()).await;
     let more = store.append(&deep, runs(&["d3"])).await.unwrap();
     assert_eq!(
@@ -180,10 +172,8 @@ async fn forks_of_forks_read_through_every_ancestor() {
     );
 }
 
-#[tokio::test]
-async fn inputs_of_the_shared_prefix_are_deduplicated() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn inputs_of_the_shared_prefix_are_deduplicated(place: Store) {
+    let store = place.sessions();
     let parent = store.create_session().await.unwrap().id;
     store
         .append(&parent, vec![accepted("before"), run("a")])
@@ -217,7 +207,7 @@ async fn inputs_of_the_shared_prefix_are_deduplicated() {
     // Through a fork of the fork, and after reopening.
     let grandchild = store.fork(&fork, 4).await.unwrap().id;
     drop(store);
-    let store = scratch.open();
+    let store = place.sessions();
     for input in ["before", "after"] {
         let err = store
             .append(&grandchild, vec![run("x"), accepted(input)])
@@ -236,3 +226,11 @@ async fn inputs_of_the_shared_prefix_are_deduplicated() {
     // The fork's inputs are not the parent's.
     store.append(&parent, vec![accepted("new")]).await.unwrap();
 }
+
+on_both!(
+    a_fork_shares_the_prefix_and_then_goes_its_own_way,
+    forks_at_the_start_and_at_the_end,
+    a_fork_past_the_end_is_refused,
+    forks_of_forks_read_through_every_ancestor,
+    inputs_of_the_shared_prefix_are_deduplicated,
+);

@@ -3,9 +3,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hane_core::SessionId;
-use hane_store::{Appended, SessionStore, StoreError};
+use hane_store::{Appended, StoreError};
 
-use crate::{Scratch, accepted, forked, history, run};
+use crate::{Store, accepted, forked, history, on_both, run};
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -14,15 +14,13 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-#[tokio::test]
-async fn appends_read_back_in_ranges() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn appends_read_back_in_ranges(place: Store) {
+    let store = place.sessions();
     let before = now_ms();
     let session = store.create_session().await.unwrap();
     assert_eq!(session.len, 0);
     assert_eq!(session.parent, None);
-    assert!(history(&store, &session.id).await.is_empty());
+    assert!(history(&*store, &session.id).await.is_empty());
 
     let first = store
         .append(&session.id, vec![run("a"), run("b")])
@@ -94,10 +92,8 @@ async fn appends_read_back_in_ranges() {
     );
 }
 
-#[tokio::test]
-async fn sessions_are_listed_oldest_first_with_their_lengths() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn sessions_are_listed_oldest_first_with_their_lengths(place: Store) {
+    let store = place.sessions();
     assert!(store.list_sessions().await.unwrap().is_empty());
     let a = store.create_session().await.unwrap();
     let b = store.create_session().await.unwrap();
@@ -129,10 +125,8 @@ async fn sessions_are_listed_oldest_first_with_their_lengths() {
     }
 }
 
-#[tokio::test]
-async fn an_unknown_session_is_named() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn an_unknown_session_is_named(place: Store) {
+    let store = place.sessions();
     let missing = SessionId::new();
     let is_missing = |e: StoreError| matches!(e, StoreError::SessionNotFound(id) if id == missing);
     assert!(is_missing(
@@ -149,10 +143,8 @@ async fn an_unknown_session_is_named() {
     assert_eq!(err.to_string(), format!("session `{missing}` not found"));
 }
 
-#[tokio::test]
-async fn a_batch_with_a_duplicate_input_leaves_nothing_behind() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn a_batch_with_a_duplicate_input_leaves_nothing_behind(place: Store) {
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     store
         .append(&session, vec![accepted("order-1"), run("a")])
@@ -171,7 +163,7 @@ async fn a_batch_with_a_duplicate_input_leaves_nothing_behind() {
     );
     assert_eq!(store.session(&session).await.unwrap().len, 2);
     assert_eq!(
-        history(&store, &session).await,
+        history(&*store, &session).await,
         [accepted("order-1"), run("a")]
     );
     // The refused batch's other input was not recorded either.
@@ -191,10 +183,8 @@ async fn a_batch_with_a_duplicate_input_leaves_nothing_behind() {
     assert!(store.input_accepted(&session, &order_2).await.unwrap());
 }
 
-#[tokio::test]
-async fn an_input_twice_in_one_batch_is_refused() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn an_input_twice_in_one_batch_is_refused(place: Store) {
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     let err = store
         .append(
@@ -213,11 +203,9 @@ async fn an_input_twice_in_one_batch_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn inputs_stay_deduplicated_after_reopening() {
-    let scratch = Scratch::new();
+async fn inputs_stay_deduplicated_after_reopening(place: Store) {
     let (session, other) = {
-        let store = scratch.open();
+        let store = place.sessions();
         let session = store.create_session().await.unwrap().id;
         let other = store.create_session().await.unwrap().id;
         store
@@ -226,7 +214,7 @@ async fn inputs_stay_deduplicated_after_reopening() {
             .unwrap();
         (session, other)
     };
-    let store = scratch.open();
+    let store = place.sessions();
     let order_1 = "order-1".parse().unwrap();
     assert!(store.input_accepted(&session, &order_1).await.unwrap());
     let err = store
@@ -234,7 +222,7 @@ async fn inputs_stay_deduplicated_after_reopening() {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::DuplicateInput { .. }), "{err:?}");
-    assert_eq!(history(&store, &session).await, [accepted("order-1")]);
+    assert_eq!(history(&*store, &session).await, [accepted("order-1")]);
     // Deduplication is per session.
     assert!(!store.input_accepted(&other, &order_1).await.unwrap());
     store
@@ -243,10 +231,8 @@ async fn inputs_stay_deduplicated_after_reopening() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn callers_cannot_append_forked() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn callers_cannot_append_forked(place: Store) {
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     let err = store
         .append(&session, vec![run("a"), forked(&session, 0)])
@@ -260,36 +246,11 @@ async fn callers_cannot_append_forked() {
     assert_eq!(store.session(&session).await.unwrap().len, 0);
 }
 
-#[tokio::test]
-async fn the_store_is_used_through_the_trait() {
-    fn shareable<T: Send + Sync + Clone + 'static>(_: &T) {}
-    let scratch = Scratch::new();
-    let store = scratch.open();
-    shareable(&store);
-    let shared: std::sync::Arc<dyn SessionStore> = std::sync::Arc::new(store);
-    let session = shared.create_session().await.unwrap().id;
-    let task = {
-        let shared = shared.clone();
-        let session = session.clone();
-        tokio::spawn(async move { shared.append(&session, vec![run("a")]).await })
-    };
-    assert_eq!(
-        task.await.unwrap().unwrap(),
-        Appended {
-            first_seq: 0,
-            len: 1
-        }
-    );
-    assert_eq!(shared.session(&session).await.unwrap().len, 1);
-}
-
 /// A deferred append is an append in every way but its sync: it numbers
 /// its events in line with the others, refuses an input accepted before,
 /// is read back at once and is in the file when the store is opened again.
-#[tokio::test]
-async fn deferred_appends_number_check_and_keep_their_events_as_appends_do() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn deferred_appends_number_check_and_keep_their_events_as_appends_do(place: Store) {
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     store
         .append(&session, vec![accepted("in-1"), run("a")])
@@ -326,9 +287,20 @@ async fn deferred_appends_number_check_and_keep_their_events_as_appends_do() {
         run("d"),
         run("e"),
     ];
-    assert_eq!(history(&store, &session).await, expected);
+    assert_eq!(history(&*store, &session).await, expected);
     drop(store);
 
-    let store = scratch.open();
-    assert_eq!(history(&store, &session).await, expected);
+    let store = place.sessions();
+    assert_eq!(history(&*store, &session).await, expected);
 }
+
+on_both!(
+    appends_read_back_in_ranges,
+    sessions_are_listed_oldest_first_with_their_lengths,
+    an_unknown_session_is_named,
+    a_batch_with_a_duplicate_input_leaves_nothing_behind,
+    an_input_twice_in_one_batch_is_refused,
+    inputs_stay_deduplicated_after_reopening,
+    callers_cannot_append_forked,
+    deferred_appends_number_check_and_keep_their_events_as_appends_do,
+);

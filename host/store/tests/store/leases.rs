@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hane_core::RunStatus;
-use hane_store::{Registry, RunRow, StoreError};
+use hane_store::{RunRow, StoreError};
 
-use super::Scratch;
+use crate::{Store, on_both};
 
 const SHORT: Duration = Duration::from_millis(150);
 const LONG: Duration = Duration::from_secs(60);
@@ -29,10 +29,8 @@ fn ids(runs: &[hane_store::TakenRun]) -> Vec<&str> {
     runs.iter().map(|t| t.run.id.as_str()).collect()
 }
 
-#[tokio::test]
-async fn a_live_lease_is_renewed_and_a_lapsed_one_never_again() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn a_live_lease_is_renewed_and_a_lapsed_one_never_again(store: Store) {
+    let registry = store.open();
     let live = registry.acquire_lease("h/1/a", "h", 1, LONG).unwrap();
     assert!(registry.lease_is_live("h/1/a").await.unwrap());
     assert!(registry.renew_lease("h/1/a", LONG).await.unwrap());
@@ -58,10 +56,8 @@ async fn a_live_lease_is_renewed_and_a_lapsed_one_never_again() {
     assert!(matches!(again, StoreError::Database(_)), "{again:?}");
 }
 
-#[tokio::test]
-async fn only_the_live_runs_of_dead_holders_are_taken_over() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
+    let registry = store.open();
     registry.acquire_lease("alive", "h", 1, LONG).unwrap();
     registry.acquire_lease("lapsed", "h", 2, SHORT).unwrap();
     registry.acquire_lease("released", "h", 3, LONG).unwrap();
@@ -138,10 +134,8 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over() {
     );
 }
 
-#[tokio::test]
-async fn a_lapsed_holder_cannot_write_a_run_taken_from_it() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
+    let registry = store.open();
     registry.acquire_lease("old", "h", 1, SHORT).unwrap();
     registry.acquire_lease("new", "h", 2, LONG).unwrap();
     registry
@@ -189,10 +183,8 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it() {
     );
 }
 
-#[tokio::test]
-async fn each_dead_run_is_taken_by_one_of_many_processes() {
-    let scratch = Scratch::new();
-    let setup = Registry::open(scratch.path()).unwrap();
+async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
+    let setup = store.open();
     setup.acquire_lease("dead", "h", 1, SHORT).unwrap();
     for i in 0..200 {
         setup
@@ -204,7 +196,7 @@ async fn each_dead_run_is_taken_by_one_of_many_processes() {
     // Eight processes' registries, each its own connection to the file.
     let mut takers = Vec::new();
     for p in 0..8 {
-        let registry = Registry::open(scratch.path()).unwrap();
+        let registry = store.open();
         let holder = format!("taker-{p}");
         registry.acquire_lease(&holder, "h", 10 + p, LONG).unwrap();
         takers.push(tokio::spawn(async move {
@@ -231,3 +223,10 @@ async fn each_dead_run_is_taken_by_one_of_many_processes() {
     }
     assert_eq!(total, 200);
 }
+
+on_both!(
+    a_live_lease_is_renewed_and_a_lapsed_one_never_again,
+    only_the_live_runs_of_dead_holders_are_taken_over,
+    a_lapsed_holder_cannot_write_a_run_taken_from_it,
+    each_dead_run_is_taken_by_one_of_many_processes,
+);

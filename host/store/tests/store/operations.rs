@@ -1,19 +1,20 @@
 //! Operations recorded with their tool call and moved by operation events.
 
 use hane_core::{Impact, OperationId, OperationState};
-use hane_store::{SessionStore, SqliteStore, StoreError};
+use hane_store::StoreError;
 
-use crate::{Scratch, completed, failed, history, operation, run, started, tool_call, unknown};
+use crate::{
+    Sessions, Store, completed, failed, history, on_both, operation, run, started, tool_call,
+    unknown,
+};
 
 fn is_invalid(err: &StoreError, state: OperationState, event: &str) -> bool {
     matches!(err, StoreError::InvalidTransition { state: s, event: e, .. } if *s == state && *e == event)
 }
 
-#[tokio::test]
-async fn operations_move_through_their_states() {
+async fn operations_move_through_their_states(place: Store) {
     use OperationState::{Failed, Pending, Running, Succeeded, Unknown};
-    let scratch = Scratch::new();
-    let store = scratch.open();
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     let write = operation(&session, Impact::Write);
     let read = operation(&session, Impact::Read);
@@ -110,7 +111,7 @@ async fn operations_move_through_their_states() {
     ];
     let (all, read, waiting, write, outbound, cancelled) =
         (&all, &read, &waiting, &write, &outbound, &cancelled);
-    let check = |store: SqliteStore| async move {
+    let check = |store: Sessions| async move {
         for (op, state, attempts) in expected {
             let record = store.operation(&op.id).await.unwrap();
             assert_eq!(
@@ -151,13 +152,11 @@ async fn operations_move_through_their_states() {
     };
     check(store.clone()).await;
     drop(store);
-    check(scratch.open()).await;
+    check(place.sessions()).await;
 }
 
-#[tokio::test]
-async fn a_refused_operation_event_refuses_its_batch() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn a_refused_operation_event_refuses_its_batch(place: Store) {
+    let store = place.sessions();
     let session = store.create_session().await.unwrap().id;
     let first = operation(&session, Impact::Write);
     let second = operation(&session, Impact::Write);
@@ -202,10 +201,8 @@ async fn a_refused_operation_event_refuses_its_batch() {
     );
 }
 
-#[tokio::test]
-async fn operations_belong_to_one_session_and_are_recorded_once() {
-    let scratch = Scratch::new();
-    let store = scratch.open();
+async fn operations_belong_to_one_session_and_are_recorded_once(place: Store) {
+    let store = place.sessions();
     let mine = store.create_session().await.unwrap().id;
     let theirs = store.create_session().await.unwrap().id;
     let their_op = operation(&theirs, Impact::Read);
@@ -262,6 +259,12 @@ async fn operations_belong_to_one_session_and_are_recorded_once() {
         store.operation(&fresh.id).await.unwrap_err(),
         StoreError::OperationNotFound(_)
     ));
-    assert!(history(&store, &mine).await.is_empty());
+    assert!(history(&*store, &mine).await.is_empty());
     assert_eq!(store.session(&theirs).await.unwrap().len, 1);
 }
+
+on_both!(
+    operations_move_through_their_states,
+    a_refused_operation_event_refuses_its_batch,
+    operations_belong_to_one_session_and_are_recorded_once,
+);

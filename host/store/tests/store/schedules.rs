@@ -1,17 +1,15 @@
 //! Ticks of schedules, in the registry: a tick is claimed once, even by
-//! two handles on one file racing for it (as two `hane serve` processes
+//! two handles on one store racing for it (as two `hane serve` processes
 //! do); its outcome recorded; the last tick and the ticks listed newest
 //! first.
 
 use hane_core::TickOutcome;
 use hane_store::{Registry, TickEnd, TickRow};
 
-use crate::Scratch;
+use crate::{Store, on_both};
 
-#[tokio::test]
-async fn a_tick_is_claimed_once_and_its_outcome_recorded() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
+    let registry = place.open();
     assert!(registry.claim_tick("nightly", 2_000, "a").await.unwrap());
     assert!(!registry.claim_tick("nightly", 2_000, "b").await.unwrap());
     assert!(!registry.claim_tick("nightly", 2_000, "a").await.unwrap());
@@ -85,10 +83,8 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded() {
     );
 }
 
-#[tokio::test]
-async fn the_last_tick_and_the_ticks_newest_first() {
-    let scratch = Scratch::new();
-    let registry = Registry::open(scratch.path()).unwrap();
+async fn the_last_tick_and_the_ticks_newest_first(place: Store) {
+    let registry = place.open();
     assert_eq!(registry.last_tick("nightly").await.unwrap(), None);
     for (schedule, tick) in [("nightly", 3_000), ("nightly", 1_000), ("hourly", 2_000)] {
         assert!(registry.claim_tick(schedule, tick, "a").await.unwrap());
@@ -115,15 +111,14 @@ async fn the_last_tick_and_the_ticks_newest_first() {
     assert!(registry.ticks(Some("weekly"), 0).await.unwrap().is_empty());
 }
 
-#[test]
-fn two_handles_on_one_file_racing_for_each_tick_claim_it_once() {
-    let scratch = Scratch::new();
+async fn two_handles_on_one_store_racing_for_each_tick_claim_it_once(place: Store) {
     // Two handles, each with its own connection, as two processes have.
-    let first = Registry::open(scratch.path()).unwrap();
-    let second = Registry::open(scratch.path()).unwrap();
+    let first = place.open();
+    let second = place.open();
     const TICKS: u64 = 40;
     // Each handle claims every tick from its own thread and runtime, so
-    // the two inserts of a tick race in SQLite, not in one process's lock.
+    // the two inserts of a tick race in the database, not in one
+    // process's lock.
     let claim_all = |registry: Registry, who: &'static str| {
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -142,7 +137,9 @@ fn two_handles_on_one_file_racing_for_each_tick_claim_it_once() {
     };
     let a = claim_all(first.clone(), "a");
     let b = claim_all(second, "b");
-    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    let (a, b) = tokio::task::spawn_blocking(move || (a.join().unwrap(), b.join().unwrap()))
+        .await
+        .unwrap();
     assert_eq!(
         a.len() + b.len(),
         TICKS as usize,
@@ -154,13 +151,16 @@ fn two_handles_on_one_file_racing_for_each_tick_claim_it_once() {
     assert_eq!(all.len(), TICKS as usize, "a tick won twice: {a:?} {b:?}");
 
     // The store agrees on who won each one.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let rows = rt.block_on(first.ticks(Some("race"), 0)).unwrap();
+    let rows = first.ticks(Some("race"), 0).await.unwrap();
     assert_eq!(rows.len(), TICKS as usize);
     for row in rows {
         let winner = if a.contains(&row.tick_ms) { "a" } else { "b" };
         assert_eq!(row.claimed_by, winner, "{row:?}");
     }
 }
+
+on_both!(
+    a_tick_is_claimed_once_and_its_outcome_recorded,
+    the_last_tick_and_the_ticks_newest_first,
+    two_handles_on_one_store_racing_for_each_tick_claim_it_once,
+);
