@@ -26,16 +26,22 @@ use crate::store::note_skipped;
 /// The store flag every command here shares.
 #[derive(Args)]
 pub struct StoreArg {
-    /// The store's file [default: $HANE_STORE, else
-    /// $XDG_DATA_HOME/hane/hane.db, else ~/.local/share/hane/hane.db].
-    #[arg(long, global = true, value_name = "FILE")]
+    /// The store: a SQLite file, or a PostgreSQL database that several
+    /// processes share (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)
+    /// [default: $HANE_STORE, else $XDG_DATA_HOME/hane/hane.db, else
+    /// ~/.local/share/hane/hane.db].
+    #[arg(long, global = true, value_name = "FILE|URL")]
     store: Option<PathBuf>,
 }
 
 impl StoreArg {
-    /// The store's path, its directory made if missing (for a new store).
+    /// The store's path, its directory made if missing (for a new store);
+    /// or its PostgreSQL address.
     pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
         let path = self.named()?;
+        if hane_store::postgres_url(&path).is_some() {
+            return Ok(path);
+        }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;

@@ -338,10 +338,12 @@ impl Screen {
         let store = if default_store_path().as_deref() == Some(store) {
             String::new()
         } else {
-            format!(
-                " --store {}",
-                shell_word(&terminal_line(&store.display().to_string()))
-            )
+            // A database's password is never printed: `***` stands in.
+            let named = match hane_store::postgres_url(store) {
+                Some(url) => hane_store::without_password(url),
+                None => store.display().to_string(),
+            };
+            format!(" --store {}", shell_word(&terminal_line(&named)))
         };
         Screen {
             out: std::io::stdout(),

@@ -59,6 +59,12 @@ enum ImageCommand {
 pub(crate) fn store_for(store: &Path) -> ImageStore {
     match std::env::var_os(IMAGES_ENV).filter(|v| !v.is_empty()) {
         Some(dir) => ImageStore::new(PathBuf::from(dir)),
+        // Beside the default store when the store is a database.
+        None if hane_store::postgres_url(store).is_some() => ImageStore::new(
+            crate::session::default_data_dir()
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join("images"),
+        ),
         None => ImageStore::new(
             store
                 .parent()

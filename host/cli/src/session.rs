@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use hane_core::{InputKind, Recorded, SessionEvent, SessionId, ToolCallStatus};
-use hane_store::{SessionInfo, SessionStore, SqliteConfig, SqliteStore, StoreError};
+use hane_store::{PostgresStore, SessionInfo, SessionStore, SqliteConfig, SqliteStore, StoreError};
 use serde_json::json;
 
 use crate::exit;
@@ -17,9 +17,11 @@ use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Args)]
 pub struct SessionArgs {
-    /// The store's file [default: $HANE_STORE, else
-    /// $XDG_DATA_HOME/hane/hane.db, else ~/.local/share/hane/hane.db].
-    #[arg(long, global = true, value_name = "FILE")]
+    /// The store: a SQLite file, or a PostgreSQL database
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE) [default:
+    /// $HANE_STORE, else $XDG_DATA_HOME/hane/hane.db, else
+    /// ~/.local/share/hane/hane.db].
+    #[arg(long, global = true, value_name = "FILE|URL")]
     store: Option<PathBuf>,
     #[command(subcommand)]
     command: SessionCommand,
@@ -68,12 +70,17 @@ pub fn default_store_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("HANE_STORE").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
+    Some(default_data_dir()?.join("hane.db"))
+}
+
+/// `$XDG_DATA_HOME/hane`, else `~/.local/share/hane`.
+pub(crate) fn default_data_dir() -> Option<PathBuf> {
     let data = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
         })?;
-    Some(data.join("hane/hane.db"))
+    Some(data.join("hane"))
 }
 
 pub fn main(args: SessionArgs) -> ExitCode {
@@ -99,7 +106,8 @@ fn run(args: SessionArgs) -> anyhow::Result<()> {
         .store
         .or_else(default_store_path)
         .context("no store: pass --store FILE or set HANE_STORE")?;
-    if !path.exists() {
+    let database = hane_store::postgres_url(&path);
+    if database.is_none() && !path.exists() {
         anyhow::bail!(
             "no store at {}: nothing has been recorded there yet",
             path.display()
@@ -109,14 +117,18 @@ fn run(args: SessionArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let store = SqliteStore::open(&path, &SqliteConfig::new())?;
+        let store: Box<dyn SessionStore> = match database {
+            Some(url) => Box::new(PostgresStore::open(url)?),
+            None => Box::new(SqliteStore::open(&path, &SqliteConfig::new())?),
+        };
+        let store = &*store;
         match args.command {
-            SessionCommand::List { json } => list(&store, json).await,
+            SessionCommand::List { json } => list(store, json).await,
             SessionCommand::Show { id, json: true } => {
-                println!("{}", terminal_json(&export(&store, &id).await?)?);
+                println!("{}", terminal_json(&export(store, &id).await?)?);
                 Ok(())
             }
-            SessionCommand::Show { id, json: false } => show(&store, &id).await,
+            SessionCommand::Show { id, json: false } => show(store, &id).await,
             SessionCommand::Fork { id, at } => {
                 let fork = store.fork(&id, at).await?;
                 eprintln!(
@@ -127,7 +139,7 @@ fn run(args: SessionArgs) -> anyhow::Result<()> {
                 Ok(())
             }
             SessionCommand::Export { id, output } => {
-                let text = terminal_json(&export(&store, &id).await?)? + "\n";
+                let text = terminal_json(&export(store, &id).await?)? + "\n";
                 match output {
                     Some(file) => write_file(&file, &text),
                     None => {
@@ -157,7 +169,7 @@ fn info_json(info: &SessionInfo) -> serde_json::Value {
     })
 }
 
-async fn list(store: &SqliteStore, json: bool) -> anyhow::Result<()> {
+async fn list(store: &dyn SessionStore, json: bool) -> anyhow::Result<()> {
     let sessions = store.list_sessions().await?;
     if json {
         let all: Vec<_> = sessions.iter().map(info_json).collect();
@@ -188,7 +200,7 @@ async fn list(store: &SqliteStore, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn export(store: &SqliteStore, id: &SessionId) -> anyhow::Result<serde_json::Value> {
+async fn export(store: &dyn SessionStore, id: &SessionId) -> anyhow::Result<serde_json::Value> {
     let info = store.session(id).await?;
     let events = store.read(id, 0..u64::MAX).await?;
     let events: Vec<_> = events
@@ -206,7 +218,7 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-async fn show(store: &SqliteStore, id: &SessionId) -> anyhow::Result<()> {
+async fn show(store: &dyn SessionStore, id: &SessionId) -> anyhow::Result<()> {
     let info = store.session(id).await?;
     println!(
         "session {} · {} event{} · created {}",

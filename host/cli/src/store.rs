@@ -38,6 +38,13 @@ pub fn main(args: StoreArgs) -> ExitCode {
     finish((|| {
         // Never made here: a check of a path where nothing is fails.
         let path = args.store.named()?;
+        if let Some(url) = hane_store::postgres_url(&path) {
+            anyhow::bail!(
+                "hane store check reads a SQLite store file; `{}` is a PostgreSQL database, whose \
+                 pages the server checks itself (PostgreSQL's amcheck)",
+                hane_store::without_password(url)
+            );
+        }
         match args.command {
             StoreCommand::Check { json } => {
                 let report = hane_store::check(&path, |body| {

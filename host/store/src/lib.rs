@@ -56,8 +56,17 @@ pub use registry::{
     OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TakenRun,
     TaskRow, TickEnd, TickRow, Usage, UsageDelta,
 };
+pub use sql::postgres::redact as without_password;
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{
     Appended, ForkPoint, NotAStore, OperationRecord, SessionInfo, SessionStore, StoreError,
     StoreFuture,
 };
+
+/// The PostgreSQL address `store` is, if it is one (`postgres://…` or
+/// `postgresql://…`) rather than a file's path: where a store is named by
+/// a path (`--store`, `HANE_STORE`), a database may be named instead.
+pub fn postgres_url(store: &std::path::Path) -> Option<&str> {
+    let text = store.to_str()?;
+    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then_some(text)
+}

@@ -166,7 +166,9 @@ impl std::fmt::Debug for Registry {
 
 impl Registry {
     /// Opens (making or migrating) the registry in the database at `path`,
-    /// the same file a [`crate::SqliteStore`] uses. As there, only a path
+    /// the same file a [`crate::SqliteStore`] uses; a `path` that is a
+    /// PostgreSQL address ([`crate::postgres_url`]) opens that database
+    /// ([`Registry::open_postgres`]). As there, only a path
     /// where nothing is makes a new store ([`Registry::created`]).
     ///
     /// # Errors
@@ -186,6 +188,9 @@ impl Registry {
     ///
     /// As [`Registry::open`].
     pub fn open_with(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
+        if let Some(url) = crate::postgres_url(path.as_ref()) {
+            return Self::open_postgres(url);
+        }
         let path = path.as_ref().to_owned();
         let (conn, created) = schema::open_writer(&path, synchronous)?;
         Ok(Self {

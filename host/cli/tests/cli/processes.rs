@@ -5,6 +5,7 @@
 //! on; a run a killed `hane run` left is ended by the next command that
 //! opens the store. And one day's budget holds across processes: of 100
 //! concurrent starts on two servers, exactly as many as it allows start.
+//! Each test runs on a SQLite file and on a PostgreSQL database.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,18 +26,53 @@ fn input() -> Value {
     json!({"email": "driver@example.com", "subject": "Your van is ready", "body": "Gate 3."})
 }
 
-fn store_with_notify(dir: &Path) -> PathBuf {
-    store_with(dir, &[("notify.yaml", RELEASE)])
+/// The engine a test's store is on.
+#[derive(Clone, Copy)]
+enum Engine {
+    Sqlite,
+    Postgres,
 }
 
-/// A store with a release of `files` active.
-fn store_with(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+/// For each `fn NAME(engine: Engine)` named, a module `NAME` with the
+/// tests `sqlite` and `postgres`.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn sqlite() {
+                    super::$name(super::Engine::Sqlite);
+                }
+
+                #[test]
+                fn postgres() {
+                    super::$name(super::Engine::Postgres);
+                }
+            }
+        )*
+    };
+}
+
+/// A new store on `engine`: a file in `dir`, or a fresh database.
+fn new_store(dir: &Path, engine: Engine) -> PathBuf {
+    match engine {
+        Engine::Sqlite => dir.join("hane.db"),
+        Engine::Postgres => PathBuf::from(hane_test_support::postgres::database().url),
+    }
+}
+
+fn store_with_notify(dir: &Path, engine: Engine) -> PathBuf {
+    store_with(dir, engine, &[("notify.yaml", RELEASE)])
+}
+
+/// A store on `engine` with a release of `files` active.
+fn store_with(dir: &Path, engine: Engine, files: &[(&str, &str)]) -> PathBuf {
     let release = dir.join("release");
     std::fs::create_dir_all(&release).unwrap();
     for (name, text) in files {
         std::fs::write(release.join(name), text).unwrap();
     }
-    let store = dir.join("hane.db");
+    let store = new_store(dir, engine);
     ok(&hane_on(
         &store,
         &["release", "activate", release.to_str().unwrap()],
@@ -88,10 +124,9 @@ fn kill_9(mut child: Child) {
     child.wait().unwrap();
 }
 
-#[test]
-fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on() {
+fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_notify(dir.path());
+    let store = store_with_notify(dir.path(), engine);
     let key = operator_key(&store);
     let env = [("HANE_LEASE", LEASE)];
     let (first, first_addr) = serve_with(&store, &env);
@@ -178,10 +213,9 @@ fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on() {
     kill_9(second);
 }
 
-#[test]
-fn a_run_a_killed_process_left_is_ended_by_the_next_command() {
+fn a_run_a_killed_process_left_is_ended_by_the_next_command(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_notify(dir.path());
+    let store = store_with_notify(dir.path(), engine);
     let child = Command::new(env!("CARGO_BIN_EXE_hane"))
         .args(["run", "notify", "--input", &input().to_string(), "--json"])
         .arg("--store")
@@ -229,16 +263,30 @@ fn a_run_a_killed_process_left_is_ended_by_the_next_command() {
     );
 }
 
-#[test]
-fn a_server_whose_lease_is_lost_stops() {
+fn a_server_whose_lease_is_lost_stops(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with_notify(dir.path());
+    let store = store_with_notify(dir.path(), engine);
     operator_key(&store);
     let (mut server, _) = serve_with(&store, &[("HANE_LEASE", LEASE)]);
     // Its lease taken from it, as another process would once it lapsed.
-    let db = rusqlite::Connection::open(&store).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    let taken = db.execute("DELETE FROM leases", []).unwrap();
+    let taken = match engine {
+        Engine::Sqlite => {
+            let db = rusqlite::Connection::open(&store).unwrap();
+            db.busy_timeout(Duration::from_secs(5)).unwrap();
+            db.execute("DELETE FROM leases", []).unwrap()
+        }
+        Engine::Postgres => {
+            let url = store.to_str().unwrap();
+            let name = url.rsplit('/').next().unwrap();
+            let deleted = hane_test_support::postgres::server()
+                .psql(
+                    name,
+                    "WITH gone AS (DELETE FROM leases RETURNING 1) SELECT count(*) FROM gone",
+                )
+                .unwrap();
+            deleted.trim().parse().unwrap()
+        }
+    };
     assert!(taken >= 1);
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
@@ -273,14 +321,14 @@ spec:
 /// The runs a day allows.
 const RUNS_PER_DAY: usize = 30;
 
-#[test]
-fn two_servers_never_start_more_runs_than_the_days_budget() {
+fn two_servers_never_start_more_runs_than_the_days_budget(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let budget = format!(
         "apiVersion: platform/v1alpha1\nkind: Budget\nmetadata:\n  name: daily\nspec:\n  agentRunsPerDay: {RUNS_PER_DAY}\n"
     );
     let store = store_with(
         dir.path(),
+        engine,
         &[("quick.yaml", QUICK), ("budget.yaml", &budget)],
     );
     let key = operator_key(&store);
@@ -324,3 +372,10 @@ fn two_servers_never_start_more_runs_than_the_days_budget() {
     let runs = json(&hane_on(&store, &["runs", "list", "--json"]));
     assert_eq!(runs.as_array().unwrap().len(), RUNS_PER_DAY);
 }
+
+on_both!(
+    a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on,
+    a_run_a_killed_process_left_is_ended_by_the_next_command,
+    a_server_whose_lease_is_lost_stops,
+    two_servers_never_start_more_runs_than_the_days_budget,
+);

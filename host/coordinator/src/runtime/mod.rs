@@ -451,8 +451,10 @@ pub enum OpenError {
 }
 
 impl AgentRuntime {
-    /// Opens everything a runtime needs on the store at `path`: the
-    /// session store, the registry in the same file, a sandbox, the
+    /// Opens everything a runtime needs on the store at `path` (a SQLite
+    /// file, or a PostgreSQL database when `path` is its address: see
+    /// [`hane_store::postgres_url`]): the session store, the registry in
+    /// the same database, a sandbox, the
     /// configured components, a local operation manager and a
     /// coordinator. A new store is made only where nothing is at `path`
     /// ([`Registry::created`] on [`AgentRuntime::registry`] says so);
@@ -475,7 +477,10 @@ impl AgentRuntime {
         // The registry first, so that its `created` says whether this
         // open made the store.
         let registry = Registry::open_with(path, config.synchronous)?;
-        let store = Arc::new(SqliteStore::open(path, &store_config)?);
+        let store: Arc<dyn hane_store::SessionStore> = match hane_store::postgres_url(path) {
+            Some(url) => Arc::new(hane_store::PostgresStore::open(url)?),
+            None => Arc::new(SqliteStore::open(path, &store_config)?),
+        };
         let lease = Lease::acquire(&registry, config.lease.unwrap_or(crate::DEFAULT_LEASE))?;
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();

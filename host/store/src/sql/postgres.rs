@@ -225,7 +225,7 @@ fn target(config: &postgres::Config) -> String {
 }
 
 /// `url` with any password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://")
         && let Some((credentials, host)) = rest.split_once('@')
         && let Some((user, _password)) = credentials.split_once(':')
