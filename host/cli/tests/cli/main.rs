@@ -12,6 +12,7 @@
 mod agents;
 mod approvals;
 mod ask;
+mod chaos;
 mod chat;
 mod common;
 mod eval;

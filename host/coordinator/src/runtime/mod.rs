@@ -1052,8 +1052,9 @@ impl AgentRuntime {
     /// unsettled are settled ([`Coordinator::abandon`]: a `write` or
     /// `outbound` one that was running becomes `unknown`), its pending
     /// actions are withdrawn, and its session records the end. Each run
-    /// is taken by one process, however many look at once. Returns the
-    /// runs ended.
+    /// is taken by one process, however many look at once. An action a
+    /// dead process was delivering becomes `unknown`. Returns the runs
+    /// ended.
     ///
     /// A process whose own lease lapsed takes nothing.
     ///
@@ -1116,6 +1117,16 @@ impl AgentRuntime {
             }
             tracing::warn!(run = %run.id, from = %from, "a dead process's run was taken over and ended");
             ended.push(run);
+        }
+        // An action a dead process was delivering becomes `unknown` now,
+        // not when some process next starts.
+        match self.inner.actions.recover(false).await {
+            Ok(recovered) if !recovered.unknown.is_empty() => tracing::warn!(
+                actions = recovered.unknown.len(),
+                "actions a dead process was delivering are now unknown"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!("looking for actions a dead process was delivering: {e}"),
         }
         Ok(ended)
     }
