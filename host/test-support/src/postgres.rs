@@ -92,8 +92,18 @@ fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// How a server keeps its commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Nothing synced to disk: for tests, which never outlive the server.
+    Off,
+    /// PostgreSQL's defaults: every commit synced before it is
+    /// acknowledged. For benchmarks.
+    Full,
+}
+
 impl Server {
-    fn start() -> Result<Self> {
+    fn start(durability: Durability) -> Result<Self> {
         let bin = bin()?;
         let dir = tempfile::Builder::new().prefix("hane-pg-").tempdir()?;
         let data = dir.path().join("data");
@@ -129,9 +139,12 @@ impl Server {
             let port = free_port()?;
             // The shell stops the server when our end of its stdin closes:
             // at this process's end, however it ends.
+            let settings = match durability {
+                Durability::Off => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+                Durability::Full => "",
+            };
             let script = format!(
-                "{postgres} -D {data} -p {port} -k {socket} -h 127.0.0.1 \
-                 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+                "{postgres} -D {data} -p {port} -k {socket} -h 127.0.0.1 {settings} \
                  -c max_connections=200 -c logging_collector=off >{log} 2>&1 & \
                  pid=$!; echo started; cat >/dev/null; kill -INT $pid; wait $pid; rm -rf {dir}",
                 postgres = shell_quote(&bin.join("postgres")),
@@ -247,7 +260,18 @@ fn shell_quote(path: &Path) -> String {
 /// When PostgreSQL is not installed or does not start, saying why.
 pub fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| Server::start().unwrap_or_else(|e| panic!("{e:#}")))
+    SERVER.get_or_init(|| Server::start(Durability::Off).unwrap_or_else(|e| panic!("{e:#}")))
+}
+
+/// This process's server that syncs every commit, as PostgreSQL does by
+/// default: what a benchmark of durable writes measures against.
+///
+/// # Panics
+///
+/// As [`server`].
+pub fn durable_server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| Server::start(Durability::Full).unwrap_or_else(|e| panic!("{e:#}")))
 }
 
 /// A new, empty database on this process's server.
