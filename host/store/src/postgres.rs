@@ -44,14 +44,8 @@ impl PostgresStore {
     ///
     /// As [`crate::Registry::open_postgres`].
     pub fn open(url: &str) -> Result<Self, StoreError> {
-        // The client drives a runtime of its own, so it is never called
-        // on a thread that may be driving one.
-        let (engine, created) = std::thread::scope(|s| {
-            s.spawn(|| {
-                crate::schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(StoreError::Database("opening PostgreSQL panicked".into())))
+        let (engine, created) = crate::sql::postgres::off_runtime(|| {
+            crate::schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS)
         })?;
         let target = match &engine {
             Engine::Postgres(pool) => pool.target().to_owned(),

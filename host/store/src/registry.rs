@@ -214,12 +214,8 @@ impl Registry {
     /// never a password), or the database has a newer schema
     /// ([`StoreError::NewerSchema`]).
     pub fn open_postgres(url: &str) -> Result<Self, StoreError> {
-        // The client drives a runtime of its own, so it is never called
-        // on a thread that may be driving one.
-        let (engine, created) = std::thread::scope(|s| {
-            s.spawn(|| schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS))
-                .join()
-                .unwrap_or_else(|_| Err(StoreError::Database("opening PostgreSQL panicked".into())))
+        let (engine, created) = crate::sql::postgres::off_runtime(|| {
+            schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS)
         })?;
         let place = match &engine {
             Engine::Postgres(pool) => PathBuf::from(pool.target()),
@@ -266,11 +262,7 @@ impl Registry {
     ) -> Result<T, StoreError> {
         match &self.engine {
             Engine::Sqlite(_) => self.engine.read(f),
-            Engine::Postgres(_) => std::thread::scope(|s| {
-                s.spawn(|| self.engine.read(f))
-                    .join()
-                    .unwrap_or_else(|_| Err(StoreError::Database("a store thread panicked".into())))
-            }),
+            Engine::Postgres(_) => crate::sql::postgres::off_runtime(|| self.engine.read(f)),
         }
     }
 

@@ -209,6 +209,20 @@ impl Drop for Pool {
     }
 }
 
+/// Runs `f` on a thread of its own and waits for it. The client drives a
+/// runtime of its own, so it is never called on a thread that may be
+/// driving one: a synchronous caller (opening a store, taking a lease)
+/// goes through here.
+pub(crate) fn off_runtime<T: Send>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send,
+) -> Result<T, StoreError> {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Database("a call to PostgreSQL panicked".into())))
+    })
+}
+
 /// `host:port/database` of `config`.
 fn target(config: &postgres::Config) -> String {
     let host = match config.get_hosts().first() {
