@@ -1,10 +1,11 @@
 //! How long the runs of a coordinator that died stay `running`: two
 //! `hane serve` on one store, ten runs started on the first (each waiting
 //! for a person's decision), the first killed with `kill -9`, and the time
-//! until the second has ended all ten, for leases of 1 s and 2 s. The
-//! target is at most twice the lease; before leases such runs stayed
-//! `running` for good. What it measures, the command and the results:
-//! `BENCHMARKS.md`.
+//! until the second has ended all ten, for leases of 1 s and 2 s, on a
+//! SQLite file and on a PostgreSQL database (a server of its default
+//! durability). The target is at most twice the lease; before leases such
+//! runs stayed `running` for good. What it measures, the command and the
+//! results: `BENCHMARKS.md`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,39 +26,41 @@ fn main() {
         .sample_size(10)
         .configure_from_args();
     let dir = tempfile::tempdir().unwrap();
-    let store = store(dir.path());
-    let key = hane(&store, &["keys", "create", "ops", "--role", "operator"]);
     let mut group = c.benchmark_group("takeover");
     group.sampling_mode(SamplingMode::Flat);
     let mut report = Vec::new();
-    for lease in ["1", "2"] {
-        let env = [("HANE_LEASE", lease)];
-        let (mut survivor, at) = serve(&hane_binary(), &store, &env);
-        let mut times = Vec::new();
-        group.bench_function(format!("ten-runs/lease-{lease}s"), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let took = one_death(&store, &env, &key, &at);
-                    times.push(took);
-                    total += took;
-                }
-                total
+    for engine in ["sqlite", "postgres"] {
+        let store = store(dir.path(), engine);
+        let key = hane(&store, &["keys", "create", "ops", "--role", "operator"]);
+        for lease in ["1", "2"] {
+            let env = [("HANE_LEASE", lease)];
+            let (mut survivor, at) = serve(&hane_binary(), &store, &env);
+            let mut times = Vec::new();
+            group.bench_function(format!("ten-runs/{engine}/lease-{lease}s"), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let took = one_death(&store, &env, &key, &at);
+                        times.push(took);
+                        total += took;
+                    }
+                    total
+                });
             });
-        });
-        let _ = survivor.kill();
-        let _ = survivor.wait();
-        times.sort_unstable();
-        report.push((lease, times));
+            let _ = survivor.kill();
+            let _ = survivor.wait();
+            times.sort_unstable();
+            report.push((engine, lease, times));
+        }
     }
     group.finish();
     c.final_summary();
     println!("\nfrom kill -9 to all {RUNS} runs ended by the other coordinator");
-    println!("| lease | runs | p50 | max | target (2 × lease) |");
-    println!("|---|---|---|---|---|");
-    for (lease, times) in report {
+    println!("| store | lease | runs | p50 | max | target (2 × lease) |");
+    println!("|---|---|---|---|---|---|");
+    for (engine, lease, times) in report {
         println!(
-            "| {lease} s | {} | {:.2} s | {:.2} s | {} s |",
+            "| {engine} | {lease} s | {} | {:.2} s | {:.2} s | {} s |",
             times.len(),
             times[times.len() / 2].as_secs_f64(),
             times[times.len() - 1].as_secs_f64(),
@@ -138,12 +141,20 @@ fn hane(store: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
-/// A store with the notify agent (no budget) active.
-fn store(dir: &Path) -> PathBuf {
+/// A store on `engine` with the notify agent (no budget) active.
+fn store(dir: &Path, engine: &str) -> PathBuf {
     let release = dir.join("release");
     std::fs::create_dir_all(&release).unwrap();
     std::fs::write(release.join("notify.yaml"), NOTIFY).unwrap();
-    let store = dir.join("hane.db");
+    let store = match engine {
+        "sqlite" => dir.join("hane.db"),
+        _ => PathBuf::from(
+            hane_test_support::postgres::durable_server()
+                .database()
+                .unwrap()
+                .url,
+        ),
+    };
     hane(&store, &["release", "activate", release.to_str().unwrap()]);
     store
 }

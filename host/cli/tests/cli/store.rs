@@ -199,3 +199,37 @@ fn store_check_makes_no_store() {
     );
     assert!(!store.exists());
 }
+
+/// A PostgreSQL database as the store: made a store once, said in one
+/// line naming server and database; its password never printed; `hane
+/// store check` refuses it by name.
+#[test]
+fn a_postgres_database_is_a_store_and_its_password_is_never_shown() {
+    let db = hane_test_support::postgres::database();
+    // The test server trusts every login, so any password is accepted.
+    let url = db
+        .url
+        .replacen("postgres://hane@", "postgres://hane:s3cret@", 1);
+    let store = Path::new(&url);
+    let server = hane_test_support::postgres::server();
+    let place = format!("127.0.0.1:{}/{}", server.port, db.name);
+
+    let made = hane_on(store, &["runs", "list"]);
+    let said = text(&made.stderr);
+    ok(&made);
+    assert!(
+        said.contains(&format!("hane: created a new store at {place}")),
+        "{said}"
+    );
+    let again = hane_on(store, &["runs", "list"]);
+    ok(&again);
+    assert!(!text(&again.stderr).contains("created"), "made once");
+
+    let check = hane_on(store, &["store", "check"]);
+    let message = failed(&check, 1);
+    assert!(message.contains("is a PostgreSQL database"), "{message}");
+    for output in [&made, &again, &check] {
+        let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        assert!(!all.contains("s3cret"), "{all}");
+    }
+}
