@@ -421,7 +421,7 @@ pub fn demo(args: DemoArgs) -> ExitCode {
         failed |= !demo_outbound(&runtime).await?;
         println!(
             "store: {}\nsee them again with `hane runs list`, `hane runs show RUN` and `hane approvals list`",
-            path.display()
+            runtime.registry().path().display()
         );
         Ok(if failed {
             ExitCode::from(exit::FAILURE)

@@ -126,11 +126,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             Ok(n) => eprintln!("workflow cases: {n} left running go on"),
             Err(e) => eprintln!("workflow cases could not be resumed: {e}"),
         }
+        // The registry names the store as it may be shown: a database by
+        // server and name, never with its password.
+        let store = agents.registry().path().display().to_string();
         match agents.registry().active_number().await? {
-            Some(n) => eprintln!("serving release {n} from {}", path.display()),
+            Some(n) => eprintln!("serving release {n} from {store}"),
             None => eprintln!(
-                "no release is active in {}: runs are refused until `hane release activate DIR`",
-                path.display()
+                "no release is active in {store}: runs are refused until `hane release activate DIR`"
             ),
         }
         // Runs a dead process left live are ended here as soon as its

@@ -232,4 +232,32 @@ fn a_postgres_database_is_a_store_and_its_password_is_never_shown() {
         let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
         assert!(!all.contains("s3cret"), "{all}");
     }
+
+    // `hane serve` names the store it serves as the registry does.
+    crate::common::operator_key(store);
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &url])
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = serve.stderr.take().unwrap();
+    let mut said = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.starts_with("no release is active in") {
+            break;
+        }
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(
+        said.contains(&format!("no release is active in {place}")),
+        "{said}"
+    );
+    assert!(!said.contains("s3cret"), "{said}");
 }
