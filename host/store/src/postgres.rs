@@ -9,14 +9,12 @@
 //! across processes while writes to others go on at once, and the
 //! server's log flush commits them together.
 
-use std::ops::Range;
+use hane_core::{SessionEvent, SessionId};
 
-use hane_core::{InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId};
-
-use crate::query::{self, Fail};
+use crate::query::Fail;
 use crate::sql::{Engine, Query, Sql, args};
 use crate::writer::{self, Prepared};
-use crate::{Appended, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture};
+use crate::{Appended, SessionInfo, SessionStore, StoreError, StoreFuture};
 
 /// The session store on PostgreSQL. Cheap to clone; clones share one pool
 /// of connections.
@@ -44,16 +42,12 @@ impl PostgresStore {
     ///
     /// As [`crate::Registry::open_postgres`].
     pub fn open(url: &str) -> Result<Self, StoreError> {
-        let (engine, created) = crate::sql::postgres::off_runtime(|| {
+        let (pool, created) = crate::sql::postgres::off_runtime(|| {
             crate::schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS)
         })?;
-        let target = match &engine {
-            Engine::Postgres(pool) => pool.target().to_owned(),
-            Engine::Sqlite(_) => String::new(),
-        };
         Ok(Self {
-            engine,
-            target,
+            target: pool.target().to_owned(),
+            engine: Engine::Postgres(pool),
             created,
         })
     }
@@ -134,6 +128,8 @@ fn lock(db: &mut dyn Sql, session: &SessionId) -> Result<(), Fail> {
 }
 
 impl SessionStore for PostgresStore {
+    crate::query::session_reads!();
+
     fn create_session(&self) -> StoreFuture<'_, SessionInfo> {
         Box::pin(self.write_with(
             || "creating a session".into(),
@@ -157,32 +153,6 @@ impl SessionStore for PostgresStore {
         Box::pin(self.append_with(session, events, false))
     }
 
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        range: Range<u64>,
-    ) -> StoreFuture<'a, Vec<Recorded>> {
-        let session = session.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("reading session {id}"),
-            move |db| query::read(db, &session, range),
-        ))
-    }
-
-    fn session<'a>(&'a self, session: &'a SessionId) -> StoreFuture<'a, SessionInfo> {
-        let session = session.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("describing session {id}"),
-            move |db| query::session(db, &session),
-        ))
-    }
-
-    fn list_sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        Box::pin(self.read_with(|| "listing sessions".into(), query::sessions))
-    }
-
     fn fork<'a>(&'a self, session: &'a SessionId, at: u64) -> StoreFuture<'a, SessionInfo> {
         let session = session.clone();
         let id = session.clone();
@@ -193,40 +163,6 @@ impl SessionStore for PostgresStore {
                 let cursor = writer::load_cursor(db, &session)?;
                 writer::fork(db, cursor, &session, at).map(|(info, ..)| info)
             },
-        ))
-    }
-
-    fn input_accepted<'a>(
-        &'a self,
-        session: &'a SessionId,
-        input: &'a InputId,
-    ) -> StoreFuture<'a, bool> {
-        let session = session.clone();
-        let input = input.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("looking up inputs of session {id}"),
-            move |db| query::input_accepted(db, &session, &input),
-        ))
-    }
-
-    fn operations<'a>(
-        &'a self,
-        states: &'a [OperationState],
-    ) -> StoreFuture<'a, Vec<OperationRecord>> {
-        let states = states.to_vec();
-        Box::pin(self.read_with(
-            || "listing operations".into(),
-            move |db| query::operations(db, &states),
-        ))
-    }
-
-    fn operation<'a>(&'a self, id: &'a OperationId) -> StoreFuture<'a, OperationRecord> {
-        let id = id.clone();
-        let op = id.clone();
-        Box::pin(self.read_with(
-            move || format!("reading operation {op}"),
-            move |db| query::operation(db, &id),
         ))
     }
 }

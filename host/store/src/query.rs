@@ -351,3 +351,79 @@ pub(crate) fn operation(db: &mut dyn Sql, id: &OperationId) -> Result<OperationR
         .ok_or_else(|| StoreError::OperationNotFound(id.clone()))?;
     operation_record(found)
 }
+
+/// The reads of [`crate::SessionStore`], written once for both stores:
+/// each is a function of this module run by the store's own `read_with`
+/// (a reader thread of SQLite's, a blocking thread with a pooled
+/// connection of PostgreSQL's), which says what it was `doing` if it
+/// fails. Expanded inside each `impl SessionStore`.
+macro_rules! session_reads {
+    () => {
+        fn read<'a>(
+            &'a self,
+            session: &'a ::hane_core::SessionId,
+            range: ::std::ops::Range<u64>,
+        ) -> $crate::StoreFuture<'a, Vec<::hane_core::Recorded>> {
+            let session = session.clone();
+            let id = session.clone();
+            Box::pin(self.read_with(
+                move || format!("reading session {id}"),
+                move |db| $crate::query::read(db, &session, range),
+            ))
+        }
+
+        fn session<'a>(
+            &'a self,
+            session: &'a ::hane_core::SessionId,
+        ) -> $crate::StoreFuture<'a, $crate::SessionInfo> {
+            let session = session.clone();
+            let id = session.clone();
+            Box::pin(self.read_with(
+                move || format!("describing session {id}"),
+                move |db| $crate::query::session(db, &session),
+            ))
+        }
+
+        fn list_sessions(&self) -> $crate::StoreFuture<'_, Vec<$crate::SessionInfo>> {
+            Box::pin(self.read_with(|| "listing sessions".into(), $crate::query::sessions))
+        }
+
+        fn input_accepted<'a>(
+            &'a self,
+            session: &'a ::hane_core::SessionId,
+            input: &'a ::hane_core::InputId,
+        ) -> $crate::StoreFuture<'a, bool> {
+            let session = session.clone();
+            let input = input.clone();
+            let id = session.clone();
+            Box::pin(self.read_with(
+                move || format!("looking up inputs of session {id}"),
+                move |db| $crate::query::input_accepted(db, &session, &input),
+            ))
+        }
+
+        fn operations<'a>(
+            &'a self,
+            states: &'a [::hane_core::OperationState],
+        ) -> $crate::StoreFuture<'a, Vec<$crate::OperationRecord>> {
+            let states = states.to_vec();
+            Box::pin(self.read_with(
+                || "listing operations".into(),
+                move |db| $crate::query::operations(db, &states),
+            ))
+        }
+
+        fn operation<'a>(
+            &'a self,
+            id: &'a ::hane_core::OperationId,
+        ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
+            let id = id.clone();
+            let op = id.clone();
+            Box::pin(self.read_with(
+                move || format!("reading operation {op}"),
+                move |db| $crate::query::operation(db, &id),
+            ))
+        }
+    };
+}
+pub(crate) use session_reads;

@@ -131,6 +131,18 @@ pub struct ApiKeyInfo {
     pub created_at_ms: u64,
 }
 
+/// A release from a row whose first four columns are its number,
+/// `created_at`, source and summary.
+pub(crate) fn release_info(row: &dyn Row, active: bool) -> Result<ReleaseInfo, SqlError> {
+    Ok(ReleaseInfo {
+        number: row.int(0)? as u64,
+        created_at_ms: row.int(1)? as u64,
+        source: row.text(2)?,
+        summary: row.text(3)?,
+        active,
+    })
+}
+
 /// How `api_keys.groups` holds a key's groups: one per line.
 fn groups_column(groups: Option<&[String]>) -> Option<String> {
     groups.map(|groups| groups.join("\n"))
@@ -214,16 +226,12 @@ impl Registry {
     /// never a password), or the database has a newer schema
     /// ([`StoreError::NewerSchema`]).
     pub fn open_postgres(url: &str) -> Result<Self, StoreError> {
-        let (engine, created) = crate::sql::postgres::off_runtime(|| {
+        let (pool, created) = crate::sql::postgres::off_runtime(|| {
             schema::postgres::open(url, crate::sql::postgres::DEFAULT_CONNECTIONS)
         })?;
-        let place = match &engine {
-            Engine::Postgres(pool) => PathBuf::from(pool.target()),
-            Engine::Sqlite(_) => PathBuf::new(),
-        };
         Ok(Self {
-            engine,
-            path: place,
+            path: PathBuf::from(pool.target()),
+            engine: Engine::Postgres(pool),
             synchronous: Synchronous::Full,
             created,
         })
@@ -314,15 +322,7 @@ impl Registry {
                  FROM releases r LEFT JOIN active_release a ON a.number = r.number
                  ORDER BY r.number",
                 &[],
-                |row| {
-                    Ok(ReleaseInfo {
-                        number: row.int(0)? as u64,
-                        created_at_ms: row.int(1)? as u64,
-                        source: row.text(2)?,
-                        summary: row.text(3)?,
-                        active: row.int(4)? != 0,
-                    })
-                },
+                |row| release_info(row, row.int(4)? != 0),
             )
             .map_err(failed("listing releases"))
         })
@@ -340,18 +340,7 @@ impl Registry {
                 "SELECT r.number, r.created_at, r.source, r.summary, r.body
                  FROM active_release a JOIN releases r ON r.number = a.number",
                 &[],
-                |row| {
-                    Ok((
-                        ReleaseInfo {
-                            number: row.int(0)? as u64,
-                            created_at_ms: row.int(1)? as u64,
-                            source: row.text(2)?,
-                            summary: row.text(3)?,
-                            active: true,
-                        },
-                        row.blob(4)?,
-                    ))
-                },
+                |row| Ok((release_info(row, true)?, row.blob(4)?)),
             )
             .map_err(failed("reading the active release"))
         })
@@ -418,15 +407,7 @@ impl Registry {
             db.row(
                 "SELECT number, created_at, source, summary FROM releases WHERE number = ?1",
                 args![target],
-                |row| {
-                    Ok(ReleaseInfo {
-                        number: row.int(0)? as u64,
-                        created_at_ms: row.int(1)? as u64,
-                        source: row.text(2)?,
-                        summary: row.text(3)?,
-                        active: true,
-                    })
-                },
+                |row| release_info(row, true),
             )
             .map_err(&what)?
             .ok_or_else(|| StoreError::Database("rolling back: the release went away".into()))

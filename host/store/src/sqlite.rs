@@ -1,21 +1,20 @@
 //! [`SqliteStore`]: the session store in one SQLite file.
 
 use std::fmt;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use hane_core::{InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId};
+use hane_core::{SessionEvent, SessionId};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::query::{self, Fail};
+use crate::query::Fail;
 use crate::schema;
 use crate::sql::{Lite, Sql};
 use crate::writer::{Prepared, Reply, Request, Writer};
-use crate::{Appended, OperationRecord, SessionInfo, SessionStore, StoreError, StoreFuture};
+use crate::{Appended, SessionInfo, SessionStore, StoreError, StoreFuture};
 
 /// How hard SQLite works to keep a commit through a crash. In WAL mode:
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -328,6 +327,8 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SessionStore for SqliteStore {
+    crate::query::session_reads!();
+
     fn create_session(&self) -> StoreFuture<'_, SessionInfo> {
         Box::pin(self.write(|reply| Request::Create { reply }))
     }
@@ -348,71 +349,11 @@ impl SessionStore for SqliteStore {
         Box::pin(self.append_synced(session, events, false))
     }
 
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        range: Range<u64>,
-    ) -> StoreFuture<'a, Vec<Recorded>> {
-        let session = session.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("reading session {id}"),
-            move |conn| query::read(conn, &session, range),
-        ))
-    }
-
-    fn session<'a>(&'a self, session: &'a SessionId) -> StoreFuture<'a, SessionInfo> {
-        let session = session.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("describing session {id}"),
-            move |conn| query::session(conn, &session),
-        ))
-    }
-
-    fn list_sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        Box::pin(self.read_with(|| "listing sessions".into(), query::sessions))
-    }
-
     fn fork<'a>(&'a self, session: &'a SessionId, at: u64) -> StoreFuture<'a, SessionInfo> {
         Box::pin(self.write(move |reply| Request::Fork {
             session: session.clone(),
             at,
             reply,
         }))
-    }
-
-    fn input_accepted<'a>(
-        &'a self,
-        session: &'a SessionId,
-        input: &'a InputId,
-    ) -> StoreFuture<'a, bool> {
-        let session = session.clone();
-        let input = input.clone();
-        let id = session.clone();
-        Box::pin(self.read_with(
-            move || format!("looking up inputs of session {id}"),
-            move |conn| query::input_accepted(conn, &session, &input),
-        ))
-    }
-
-    fn operations<'a>(
-        &'a self,
-        states: &'a [OperationState],
-    ) -> StoreFuture<'a, Vec<OperationRecord>> {
-        let states = states.to_vec();
-        Box::pin(self.read_with(
-            || "listing operations".into(),
-            move |conn| query::operations(conn, &states),
-        ))
-    }
-
-    fn operation<'a>(&'a self, id: &'a OperationId) -> StoreFuture<'a, OperationRecord> {
-        let id = id.clone();
-        let op = id.clone();
-        Box::pin(self.read_with(
-            move || format!("reading operation {op}"),
-            move |conn| query::operation(conn, &id),
-        ))
     }
 }

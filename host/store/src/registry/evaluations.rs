@@ -2,7 +2,7 @@
 //! `EvalSuite`, its body sealed by its owner; and releases stored without
 //! being made active, for an evaluation to decide on.
 
-use super::{NewRelease, Registry, ReleaseInfo, insert_release, now_ms, set_active};
+use super::{NewRelease, Registry, ReleaseInfo, insert_release, now_ms, release_info, set_active};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 
@@ -131,18 +131,7 @@ impl Registry {
                  FROM releases r LEFT JOIN active_release a ON a.number = r.number
                  WHERE r.number = ?1",
                 args![number as i64],
-                |row| {
-                    Ok((
-                        ReleaseInfo {
-                            number: row.int(0)? as u64,
-                            created_at_ms: row.int(1)? as u64,
-                            source: row.text(2)?,
-                            summary: row.text(3)?,
-                            active: row.int(4)? != 0,
-                        },
-                        row.blob(5)?,
-                    ))
-                },
+                |row| Ok((release_info(row, row.int(4)? != 0)?, row.blob(5)?)),
             )
             .map_err(failed("reading a release"))
         })
@@ -161,15 +150,7 @@ impl Registry {
                 .row(
                     "SELECT number, created_at, source, summary FROM releases WHERE number = ?1",
                     args![number as i64],
-                    |row| {
-                        Ok(ReleaseInfo {
-                            number: row.int(0)? as u64,
-                            created_at_ms: row.int(1)? as u64,
-                            source: row.text(2)?,
-                            summary: row.text(3)?,
-                            active: true,
-                        })
-                    },
+                    |row| release_info(row, true),
                 )
                 .map_err(failed("activating a release"))?
                 .ok_or_else(|| {

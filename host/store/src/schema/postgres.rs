@@ -2,6 +2,8 @@
 //! `hane_schema`: the same tables and columns as on SQLite (bodies are
 //! `BYTEA`, integers `BIGINT`), so one set of statements serves both.
 
+use std::sync::Arc;
+
 use crate::StoreError;
 use crate::sql::postgres::Pool;
 use crate::sql::{Engine, Query, args, failed};
@@ -191,10 +193,10 @@ pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// The database cannot be reached or refuses the login, or it holds a
 /// newer schema ([`StoreError::NewerSchema`]), or a migration failed (then
 /// nothing changed).
-pub(crate) fn open(url: &str, connections: usize) -> Result<(Engine, bool), StoreError> {
-    let pool = Pool::connect(url, connections)?;
+pub(crate) fn open(url: &str, connections: usize) -> Result<(Arc<Pool>, bool), StoreError> {
+    let pool = Arc::new(Pool::connect(url, connections)?);
     let place = pool.target().to_owned();
-    let engine = Engine::Postgres(std::sync::Arc::new(pool));
+    let engine = Engine::Postgres(pool.clone());
     let created = engine.write(|db| {
         let what = failed("migrating the schema");
         db.execute(
@@ -227,5 +229,5 @@ pub(crate) fn open(url: &str, connections: usize) -> Result<(Engine, bool), Stor
         .map_err(&what)?;
         Ok::<_, StoreError>(found == 0)
     })?;
-    Ok((engine, created))
+    Ok((pool, created))
 }
