@@ -11,6 +11,7 @@
 //!
 //! What it measures, the command and the results: `BENCHMARKS.md`.
 
+mod appends;
 mod examples;
 
 use std::path::{Path, PathBuf};
@@ -19,11 +20,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
-use hane_core::{RunStatus, SessionEvent, SessionId};
+use hane_core::{RunStatus, SessionId};
 use hane_manager::Components;
 use hane_store::{PostgresStore, SessionStore, SqliteConfig, SqliteStore};
 use serde_json::json;
 use tokio::runtime::Runtime;
+
+use appends::concurrent_appends;
 
 /// Concurrent writers, each appending to its own session.
 const WRITERS: [usize; 3] = [1, 16, 256];
@@ -79,14 +82,6 @@ fn sessions(
     }
 }
 
-/// A distinct event of a few dozen bytes, like a run changing state.
-fn event(i: u64) -> SessionEvent {
-    SessionEvent::RunStateChanged {
-        run: "run-1".into(),
-        state: format!("state-{i}"),
-    }
-}
-
 fn appends(
     c: &mut Criterion,
     rt: &Runtime,
@@ -119,35 +114,6 @@ fn appends(
         }
     }
     group.finish();
-}
-
-/// `appends` appends of one event each, shared by one writer task per
-/// session; the time until all were acknowledged.
-async fn concurrent_appends(
-    store: &Arc<dyn SessionStore>,
-    sessions: &[SessionId],
-    appends: u64,
-) -> Duration {
-    let writers = sessions.len() as u64;
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for (w, session) in (0..writers).zip(sessions) {
-        let store = store.clone();
-        let session = session.clone();
-        let n = appends / writers + u64::from(w < appends % writers);
-        set.spawn(async move {
-            for i in 0..n {
-                store
-                    .append(&session, vec![event(i)])
-                    .await
-                    .expect("append");
-            }
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        joined.expect("writer task");
-    }
-    start.elapsed()
 }
 
 /// The examples but their budget, and `run-1`: one `data.find_record`

@@ -4,18 +4,20 @@
 //! open a store and read a long session. What each benchmark measures, the
 //! command and the results: `BENCHMARKS.md`.
 
+mod appends;
 mod latency;
 
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use hane_core::{SessionEvent, SessionId};
+use hane_core::SessionId;
 use hane_store::{SessionStore, SqliteConfig, SqliteStore, Synchronous};
 use tokio::runtime::Runtime;
 
+use appends::{concurrent_appends, event};
 use latency::{LatencyTable, Samples, measuring, time_each};
 
 /// Concurrent writers, each appending to its own session.
@@ -73,14 +75,6 @@ fn open(path: &Path, max_batch: usize) -> SqliteStore {
     SqliteStore::open(path, &config).expect("the store opens")
 }
 
-/// A distinct event of a few dozen bytes, like a run changing state.
-fn event(i: u64) -> SessionEvent {
-    SessionEvent::RunStateChanged {
-        run: "run-1".into(),
-        state: format!("state-{i}"),
-    }
-}
-
 /// (1) Events per second, one event per durable append, from concurrent
 /// writers: group commit against one transaction per append.
 fn appends(c: &mut Criterion, rt: &Runtime, dir: &Path) {
@@ -90,7 +84,8 @@ fn appends(c: &mut Criterion, rt: &Runtime, dir: &Path) {
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10);
     for ((mode, max_batch), round) in MODES.into_iter().zip(ROUND_APPENDS) {
-        let store = open(&dir.join(format!("{mode}.db")), max_batch);
+        let store: Arc<dyn SessionStore> =
+            Arc::new(open(&dir.join(format!("{mode}.db")), max_batch));
         let sessions: Vec<SessionId> = rt.block_on(async {
             let mut sessions = Vec::new();
             for _ in 0..WRITERS[WRITERS.len() - 1] {
@@ -109,36 +104,11 @@ fn appends(c: &mut Criterion, rt: &Runtime, dir: &Path) {
     group.finish();
 }
 
-/// `appends` appends of one event each, shared by one writer task per
-/// session; the time until all were acknowledged.
-async fn concurrent_appends(store: &SqliteStore, sessions: &[SessionId], appends: u64) -> Duration {
-    let writers = sessions.len() as u64;
-    let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for (w, session) in (0..writers).zip(sessions) {
-        let store = store.clone();
-        let session = session.clone();
-        let n = appends / writers + u64::from(w < appends % writers);
-        set.spawn(async move {
-            for i in 0..n {
-                store
-                    .append(&session, vec![event(i)])
-                    .await
-                    .expect("append");
-            }
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        joined.expect("writer task");
-    }
-    start.elapsed()
-}
-
 /// Times [`ROUNDS`] rounds of `round` appends for the printed events/s,
 /// once per mode and number of writers.
 fn record_events_per_second(
     rt: &Runtime,
-    store: &SqliteStore,
+    store: &Arc<dyn SessionStore>,
     sessions: &[SessionId],
     mode: &str,
     round: u64,
