@@ -228,6 +228,9 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
         session: None,
         created_at_ms: now,
         updated_at_ms: now,
+        // As a build before resumable runs stored it.
+        resumable: false,
+        resumed: 0,
     };
     runtime
         .registry()

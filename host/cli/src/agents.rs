@@ -267,6 +267,9 @@ pub fn run(args: RunArgs) -> ExitCode {
             model.record(file.clone());
         }
         let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        // Runs a dead process left that can be resumed go on here, and
+        // this command waits for them before it exits.
+        let resumed = crate::runtime::take_over(&runtime, true).await;
         // A CLI driver's CLI reaches its model and tools only through
         // hane's HTTP server: one runs in this process for the run.
         let _server = serve_for_cli(&runtime, &args.agent).await?;
@@ -277,6 +280,14 @@ pub fn run(args: RunArgs) -> ExitCode {
                 shadow: args.shadow,
             })
             .await?;
+        for other in &resumed {
+            let ended = runtime.wait(&other.id).await?;
+            eprintln!(
+                "hane: run {} (resumed here) ended {}",
+                ended.id,
+                ended.status.as_str()
+            );
+        }
         print_run(&runtime, &run, args.json).await?;
         if let Some(file) = &args.record {
             eprintln!("model calls recorded to {}", file.display());

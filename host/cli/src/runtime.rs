@@ -162,16 +162,38 @@ pub(crate) async fn open_runtime_with(
     let runtime = AgentRuntime::open(path, &config)?;
     note_created(runtime.registry());
     // Runs a dead process left live are ended before anything is listed
-    // or started, so none is shown `running` with nobody running it.
-    match runtime.take_over().await {
-        Ok(ended) if !ended.is_empty() => eprintln!(
-            "hane: {} run(s) left by a stopped process ended (see each run's error)",
-            ended.len()
-        ),
-        Ok(_) => {}
-        Err(e) => eprintln!("hane: the runs of a stopped process could not be taken over: {e}"),
-    }
+    // or started, so none is shown `running` with nobody running it; one
+    // that can be resumed is left to a process that resumes it (`hane
+    // serve`, `hane run`): a short command would not live to finish it.
+    take_over(&runtime, false).await;
     Ok(runtime)
+}
+
+/// Takes over the runs a dead process left live (see
+/// [`AgentRuntime::take_over`]), saying on stderr what it did with them;
+/// the runs resumed here.
+pub(crate) async fn take_over(runtime: &AgentRuntime, resume: bool) -> Vec<hane_core::AgentRun> {
+    match runtime.take_over(resume).await {
+        Ok(taken) => {
+            if !taken.ended.is_empty() {
+                eprintln!(
+                    "hane: {} run(s) left by a stopped process ended (see each run's error)",
+                    taken.ended.len()
+                );
+            }
+            if !taken.resumed.is_empty() {
+                eprintln!(
+                    "hane: {} run(s) left by a stopped process resumed here",
+                    taken.resumed.len()
+                );
+            }
+            taken.resumed
+        }
+        Err(e) => {
+            eprintln!("hane: the runs of a stopped process could not be taken over: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// Opens the registry in the store at `path`, making the store where

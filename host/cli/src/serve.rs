@@ -144,14 +144,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 let mut ticks = tokio::time::interval(agents.lease().ttl() / 2);
                 loop {
                     ticks.tick().await;
-                    match agents.take_over().await {
-                        Ok(ended) if !ended.is_empty() => eprintln!(
-                            "runs: {} left by a stopped process ended (see each run's error)",
-                            ended.len()
-                        ),
-                        Ok(_) => {}
-                        Err(e) => eprintln!("the runs of a stopped process could not be taken over: {e}"),
-                    }
+                    crate::runtime::take_over(&agents, true).await;
                 }
             }
         });

@@ -372,10 +372,32 @@ impl Coordinator {
     ///
     /// The store failed; recovery can be run again.
     pub async fn recover(&self) -> Result<Recovery, CoordinatorError> {
+        self.recover_where(|_| true).await
+    }
+
+    /// As [`Coordinator::recover`], for the operations of `session` only:
+    /// the session of a run another process was running and this one
+    /// takes over. The session must not be live in this process.
+    ///
+    /// # Errors
+    ///
+    /// The store failed; recovery can be run again.
+    pub async fn recover_session(&self, session: &SessionId) -> Result<Recovery, CoordinatorError> {
+        self.recover_where(|operation| operation.session == *session)
+            .await
+    }
+
+    async fn recover_where(
+        &self,
+        wanted: impl Fn(&Operation) -> bool,
+    ) -> Result<Recovery, CoordinatorError> {
         let mut recovery = Recovery::default();
         let records = self.unsettled().await?;
         for record in records {
             let operation = record.operation;
+            if !wanted(&operation) {
+                continue;
+            }
             match (record.state, operation.impact) {
                 (OperationState::Running, Impact::Read) => {
                     let attempt = record.attempts + 1;

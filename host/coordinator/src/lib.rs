@@ -62,6 +62,7 @@ pub use release::{
 };
 pub use runtime::{
     AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RunEvent, RuntimeConfig, StartRun,
+    TakenOver,
 };
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,

@@ -353,6 +353,16 @@ impl AgentRuntime {
                                 return self.save_case(case).await;
                             }
                         }
+                        // A run that can be resumed is, by whichever
+                        // process takes it over (this one among them):
+                        // its end is waited for in the store.
+                        Some(row)
+                            if !row.status.is_final()
+                                && hane_core::open::<hane_core::AgentRun>(&row.body)
+                                    .is_ok_and(|run| run.resumable) =>
+                        {
+                            self.wait_in_store(&run).await?;
+                        }
                         Some(row) if !row.status.is_final() => {
                             fail(
                                 case,

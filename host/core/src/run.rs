@@ -129,6 +129,16 @@ pub struct AgentRun {
     pub created_at_ms: u64,
     /// When it last changed.
     pub updated_at_ms: u64,
+    /// Whether a process that takes the run over from a dead one resumes
+    /// it from its session (its agent's own `scripted` or `llm` driver
+    /// drives it from its input alone) rather than ending it `failed`.
+    /// Runs stored before this field read as not resumable.
+    #[serde(default)]
+    pub resumable: bool,
+    /// How many times a process took the run over from a dead one and
+    /// resumed it.
+    #[serde(default)]
+    pub resumed: u32,
 }
 
 impl crate::Versioned for AgentRun {

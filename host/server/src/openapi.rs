@@ -1088,7 +1088,8 @@ fn components() -> Value {
                 "type": "object",
                 "required": [
                     "id", "agent", "release", "status", "shadow", "input", "result", "error",
-                    "toolCalls", "tokensUsed", "tasks", "session", "createdAtMs", "updatedAtMs"
+                    "toolCalls", "tokensUsed", "tasks", "session", "createdAtMs", "updatedAtMs",
+                    "resumable", "resumed"
                 ],
                 "additionalProperties": false,
                 "properties": {
@@ -1108,7 +1109,16 @@ fn components() -> Value {
                         "description": "The session holding its history"
                     },
                     "createdAtMs": millis,
-                    "updatedAtMs": millis
+                    "updatedAtMs": millis,
+                    "resumable": {
+                        "type": "boolean",
+                        "description": "Whether a process that takes the run over from a dead one resumes it from its session (its agent's own scripted or llm driver drives it from its input alone) rather than ending it failed"
+                    },
+                    "resumed": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "How many times a process took the run over from a dead one and resumed it"
+                    }
                 }
             },
             "RunList": {

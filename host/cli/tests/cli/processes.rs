@@ -1,11 +1,15 @@
 //! Several processes on one store. Runs whose process died are never left
-//! `running`: of two `hane serve`, the one still alive ends the run the
-//! other was running when it was killed (`kill -9`), once the dead one's
-//! lease lapses, and withdraws its pending action, while its own runs go
-//! on; a run a killed `hane run` left is ended by the next command that
-//! opens the store. And one day's budget holds across processes: of 100
-//! concurrent starts on two servers, exactly as many as it allows start.
-//! Each test runs on a SQLite file and on a PostgreSQL database.
+//! `running` for good: of two `hane serve`, the one still alive resumes
+//! the run the other was running when it was killed (`kill -9`), once the
+//! dead one's lease lapses: the run waits for the action it had proposed,
+//! not a new one, and ends once a person decides it, while the
+//! survivor's own runs go on. A run a killed `hane run` left is resumed
+//! by the next `hane serve` (short commands leave it to one), and a run
+//! that cannot be resumed (driven from outside) is ended by the next
+//! command that opens the store. And one day's budget holds across
+//! processes: of 100 concurrent starts on two servers, exactly as many as
+//! it allows start. Each test runs on a SQLite file and on a PostgreSQL
+//! database.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -70,7 +74,9 @@ fn store_with(dir: &Path, engine: Engine, files: &[(&str, &str)]) -> PathBuf {
     let release = dir.join("release");
     std::fs::create_dir_all(&release).unwrap();
     for (name, text) in files {
-        std::fs::write(release.join(name), text).unwrap();
+        let file = release.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
     }
     let store = new_store(dir, engine);
     ok(&hane_on(
@@ -124,7 +130,95 @@ fn kill_9(mut child: Child) {
     child.wait().unwrap();
 }
 
-fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on(engine: Engine) {
+/// The actions run `run` proposed, in any state.
+fn actions_of(store: &Path, run: &str) -> Vec<Value> {
+    json(&hane_on(
+        store,
+        &[
+            "approvals",
+            "list",
+            "--state",
+            "all",
+            "--run",
+            run,
+            "--json",
+        ],
+    ))
+    .as_array()
+    .unwrap()
+    .clone()
+}
+
+fn get_run(addr: &str, key: &str, run: &str) -> Value {
+    let (status, body) = request(addr, "GET", &format!("/v1/agents/runs/{run}"), key, None);
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Waits until `run`, in `store`, was resumed by a process that took it
+/// over: it says so, and its session too. It never stopped `running`
+/// meanwhile.
+fn resumed(store: &Path, run: &str, since: Instant) -> Duration {
+    loop {
+        let shown = json(&hane_on(store, &["runs", "show", run, "--json"]));
+        assert_eq!(shown["status"], "running", "{shown:#}");
+        if shown["resumed"] == 1 {
+            let session = shown["session"].as_str().unwrap();
+            let events = hane_on(store, &["session", "show", session, "--json"]);
+            assert!(
+                String::from_utf8_lossy(&events.stdout).contains("resumed by"),
+                "{}",
+                String::from_utf8_lossy(&events.stdout)
+            );
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(30),
+            "never resumed: {shown:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Rejects `action` through the server at `addr`, then waits until `run`
+/// ends: it must succeed with the action's state, the action it had.
+fn reject_and_end(addr: &str, key: &str, run: &str, action: &Value) -> Value {
+    let id = action["id"].as_str().unwrap();
+    reject_and_end_with(
+        addr,
+        key,
+        run,
+        action,
+        &json!({"status": "rejected", "action": id}),
+    )
+}
+
+/// Rejects `action` through the server at `addr`, then waits until `run`
+/// ends: it must succeed with `result`.
+fn reject_and_end_with(addr: &str, key: &str, run: &str, action: &Value, result: &Value) -> Value {
+    let id = action["id"].as_str().unwrap();
+    let (status, decided) = request(
+        addr,
+        "POST",
+        &format!("/v1/agents/action-requests/{id}/reject"),
+        key,
+        Some(&json!({"digest": action["digest"], "reason": "not today"})),
+    );
+    assert_eq!(status, 200, "{decided:#}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ended = get_run(addr, key, run);
+        if ended["status"] != "running" {
+            assert_eq!(ended["status"], "succeeded", "{ended:#}");
+            assert_eq!(&ended["result"], result, "{ended:#}");
+            return ended;
+        }
+        assert!(Instant::now() < deadline, "never ended: {ended:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn a_killed_servers_run_is_resumed_by_the_other_server_and_its_own_go_on(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_notify(dir.path(), engine);
     let key = operator_key(&store);
@@ -133,87 +227,110 @@ fn a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on(engine: E
     let (second, second_addr) = serve_with(&store, &env);
     let doomed = start_run(&first_addr, &key);
     let survivor = start_run(&second_addr, &key);
-    proposed(&store, &doomed);
+    let had = proposed(&store, &doomed);
     let kept = proposed(&store, &survivor);
+    assert_eq!(
+        get_run(&first_addr, &key, &doomed)["resumable"],
+        true,
+        "a scripted run can be resumed"
+    );
 
     kill_9(first);
-    let killed_at = Instant::now();
-    let ended = loop {
-        let (status, run) = request(
-            &second_addr,
-            "GET",
-            &format!("/v1/agents/runs/{doomed}"),
-            &key,
-            None,
-        );
-        assert_eq!(status, 200, "{run}");
-        if run["status"] != "running" {
-            break run;
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(20),
-            "still running: {run:#}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let took = killed_at.elapsed();
-    assert_eq!(ended["status"], "failed", "{ended:#}");
-    let error = ended["error"].as_str().unwrap();
-    assert!(
-        error.contains("stopped (its lease lapsed)") && error.contains("not resumed"),
-        "{error}"
-    );
+    let took = resumed(&store, &doomed, Instant::now());
     // The lease is 1 s and the survivor looks every half of its own: the
-    // run ends within a few seconds even on a loaded machine.
+    // run is resumed within a few seconds even on a loaded machine.
     assert!(took < Duration::from_secs(10), "took {took:?}");
-    assert!(
-        pending_of(&store, &doomed).is_none(),
-        "the dead run's action is withdrawn"
+    // Resumed, the run waits for the action it had, not for a new one:
+    // its proposal is answered by the ledger, not made again.
+    assert_eq!(pending_of(&store, &doomed).unwrap()["id"], had["id"]);
+    let ended = reject_and_end(&second_addr, &key, &doomed, &had);
+    let tools: Vec<&Value> = ended["toolCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| &call["tool"])
+        .collect();
+    assert_eq!(
+        tools,
+        [&json!("communication.send_email"), &json!("submit_result")],
+        "{ended:#}"
     );
+    let actions = actions_of(&store, &doomed);
+    assert_eq!(actions.len(), 1, "one action, proposed once: {actions:?}");
 
     // The survivor's run was not touched: its action waits for a person,
     // and once decided the run ends on its own.
-    let (status, run) = request(
-        &second_addr,
-        "GET",
-        &format!("/v1/agents/runs/{survivor}"),
-        &key,
-        None,
-    );
-    assert_eq!(
-        (status, &run["status"]),
-        (200, &json!("running")),
-        "{run:#}"
-    );
-    let id = kept["id"].as_str().unwrap();
-    let (status, decided) = request(
-        &second_addr,
-        "POST",
-        &format!("/v1/agents/action-requests/{id}/reject"),
-        &key,
-        Some(&json!({"digest": kept["digest"], "reason": "not today"})),
-    );
-    assert_eq!(status, 200, "{decided:#}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, run) = request(
-            &second_addr,
-            "GET",
-            &format!("/v1/agents/runs/{survivor}"),
-            &key,
-            None,
-        );
-        if run["status"] != "running" {
-            assert_eq!(run["status"], "succeeded", "{run:#}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never ended: {run:#}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_eq!(get_run(&second_addr, &key, &survivor)["status"], "running");
+    reject_and_end(&second_addr, &key, &survivor, &kept);
     kill_9(second);
 }
 
-fn a_run_a_killed_process_left_is_ended_by_the_next_command(engine: Engine) {
+/// An agent of the `llm` driver that proposes an email, with the
+/// recording of its model's two turns.
+const NOTIFY_LLM: [(&str, &str); 2] = [
+    (
+        "notify-llm.yaml",
+        include_str!("../../../../tests/fixtures/notify-llm/notify-llm.yaml"),
+    ),
+    (
+        "recordings/notify-llm.json",
+        include_str!("../../../../tests/fixtures/notify-llm/recordings/notify-llm.json"),
+    ),
+];
+
+/// The events of `run`'s session named `name` (such as `llm_turn`).
+fn session_events(store: &Path, run: &str, name: &str) -> Vec<Value> {
+    let shown = json(&hane_on(store, &["runs", "show", run, "--json"]));
+    let session = shown["session"].as_str().unwrap();
+    json(&hane_on(store, &["session", "show", session, "--json"]))["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["event"].get(name).cloned())
+        .collect()
+}
+
+fn a_killed_servers_llm_run_is_resumed_without_asking_its_model_again(engine: Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), engine, &NOTIFY_LLM);
+    let key = operator_key(&store);
+    let env = [("HANE_LEASE", LEASE)];
+    let (first, first_addr) = serve_with(&store, &env);
+    let (second, second_addr) = serve_with(&store, &env);
+    let (status, run) = request(
+        &first_addr,
+        "POST",
+        "/v1/agents/runs",
+        &key,
+        Some(&json!({"agent": "notify-llm", "input": {"email": "driver@example.com"}})),
+    );
+    assert_eq!(status, 201, "{run}");
+    assert_eq!(run["resumable"], true, "{run:#}");
+    let run = run["id"].as_str().unwrap().to_owned();
+    let had = proposed(&store, &run);
+    // Its first model turn is in its session (written behind the run).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while session_events(&store, &run, "llm_turn").is_empty() {
+        assert!(Instant::now() < deadline, "no model turn recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    kill_9(first);
+    resumed(&store, &run, Instant::now());
+    assert_eq!(pending_of(&store, &run).unwrap()["id"], had["id"]);
+    let ended = reject_and_end_with(&second_addr, &key, &run, &had, &json!({"status": "done"}));
+    // The model was asked twice in all: its first turn was answered from
+    // the session, not sent again, and still counts.
+    let turns = session_events(&store, &run, "llm_turn");
+    let digests: Vec<&Value> = turns.iter().map(|t| &t["request_digest"]).collect();
+    assert_eq!(turns.len(), 2, "{turns:#?}");
+    assert_ne!(digests[0], digests[1]);
+    assert_eq!(ended["tokensUsed"], 300 + 40 + 400 + 20, "{ended:#}");
+    assert_eq!(actions_of(&store, &run).len(), 1);
+    kill_9(second);
+}
+
+fn a_run_a_killed_hane_run_left_is_resumed_by_the_next_that_can(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with_notify(dir.path(), engine);
     let child = Command::new(env!("CARGO_BIN_EXE_hane"))
@@ -236,6 +353,62 @@ fn a_run_a_killed_process_left_is_ended_by_the_next_command(engine: Engine) {
     };
     let run = action["run"].as_str().unwrap().to_owned();
     kill_9(child);
+    // Past the dead process's lease, a short command leaves the run to a
+    // process that resumes it: it would not live to finish it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let listed = hane_on(&store, &["runs", "show", &run, "--json"]);
+    assert_eq!(json(&listed)["status"], "running");
+    let stderr = String::from_utf8_lossy(&listed.stderr).into_owned();
+    assert!(!stderr.contains("left by a stopped process"), "{stderr}");
+    assert_eq!(pending(&store).len(), 1);
+
+    // A server resumes it: the run waits for the action it had.
+    let key = operator_key(&store);
+    let (server, addr) = serve_with(&store, &[("HANE_LEASE", LEASE)]);
+    resumed(&store, &run, Instant::now());
+    assert_eq!(pending_of(&store, &run).unwrap()["id"], action["id"]);
+    reject_and_end(&addr, &key, &run, &action);
+    assert_eq!(actions_of(&store, &run).len(), 1);
+    kill_9(server);
+}
+
+/// An agent driven from outside: a run of it cannot be resumed.
+const ATTACHED: &str = "apiVersion: agents/v1alpha1
+kind: Agent
+metadata:
+  name: outside
+spec:
+  purpose: Be driven by a client that holds the run's token
+  input: { type: object }
+  driver: scripted
+  script:
+    - tool: submit_result
+      input: { status: done }
+  tools: []
+  limits: { maxToolCalls: 4, maxSeconds: 120 }
+  output:
+    type: object
+    required: [status]
+    properties:
+      status: { type: string }
+";
+
+fn a_run_a_killed_process_left_that_cannot_be_resumed_is_ended_by_the_next_command(engine: Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), engine, &[("outside.yaml", ATTACHED)]);
+    let key = operator_key(&store);
+    let (server, addr) = serve_with(&store, &[("HANE_LEASE", LEASE)]);
+    let (status, run) = request(
+        &addr,
+        "POST",
+        "/v1/agents/runs",
+        &key,
+        Some(&json!({"agent": "outside", "input": {}, "attach": true})),
+    );
+    assert_eq!(status, 201, "{run}");
+    assert_eq!(run["resumable"], false, "{run:#}");
+    let run = run["id"].as_str().unwrap().to_owned();
+    kill_9(server);
     // Past the dead process's lease, any command that opens the runtime
     // ends the run before it lists it.
     std::thread::sleep(Duration::from_millis(1500));
@@ -249,11 +422,15 @@ fn a_run_a_killed_process_left_is_ended_by_the_next_command(engine: Engine) {
         .find(|r| r["id"] == run.as_str())
         .unwrap();
     assert_eq!(ended["status"], "failed", "{ended:#}");
+    let error = ended["error"].as_str().unwrap();
+    assert!(
+        error.contains("stopped (its lease lapsed)") && error.contains("not resumed"),
+        "{error}"
+    );
     assert!(
         stderr.contains("1 run(s) left by a stopped process ended"),
         "{stderr}"
     );
-    assert!(pending(&store).is_empty());
     // Nothing more is taken the next time.
     let again = hane_on(&store, &["runs", "list", "--json"]);
     assert!(
@@ -374,8 +551,10 @@ fn two_servers_never_start_more_runs_than_the_days_budget(engine: Engine) {
 }
 
 on_both!(
-    a_killed_servers_run_is_ended_by_the_other_server_and_its_own_go_on,
-    a_run_a_killed_process_left_is_ended_by_the_next_command,
+    a_killed_servers_run_is_resumed_by_the_other_server_and_its_own_go_on,
+    a_killed_servers_llm_run_is_resumed_without_asking_its_model_again,
+    a_run_a_killed_hane_run_left_is_resumed_by_the_next_that_can,
+    a_run_a_killed_process_left_that_cannot_be_resumed_is_ended_by_the_next_command,
     a_server_whose_lease_is_lost_stops,
     two_servers_never_start_more_runs_than_the_days_budget,
 );

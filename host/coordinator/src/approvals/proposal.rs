@@ -249,6 +249,20 @@ impl AgentRuntime {
             Err(refused) => return refused,
         };
         let ledger = &self.inner.actions;
+        // A resumed run's action it had proposed is that one, not another.
+        let had = match self.replayed_action(live, &action).await {
+            Ok(had) => had,
+            Err(diverged) => return diverged,
+        };
+        if let Some(had) = had {
+            if had.state.is_settled() {
+                return action_result(&had);
+            }
+            return match self.wait_action(&run.id, had.id.as_str()).await {
+                Ok(settled) => action_result(&settled),
+                Err(e) => ToolResult::error("failed", e),
+            };
+        }
         if run.shadow {
             return self.record_shadowed(action).await;
         }
@@ -472,7 +486,7 @@ impl AgentRuntime {
     /// escalates.
     ///
     /// Boxed: a review is a run, whose tool calls may propose actions.
-    fn review(
+    pub(crate) fn review(
         &self,
         action: ActionRequest,
         reviewer: String,
@@ -596,7 +610,7 @@ impl AgentRuntime {
                             "the run was cancelled while action {id} waited for a decision"
                         ));
                     }
-                    Some(Stop::LimitExceeded(message) | Stop::LeaseLost(message)) => {
+                    Some(Stop::LimitExceeded(message) | Stop::Failed(message)) => {
                         return Err(format!("{message} while action {id} waited for a decision"));
                     }
                     None => {}

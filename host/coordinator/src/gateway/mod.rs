@@ -28,9 +28,10 @@ pub enum Stop {
     Cancelled,
     /// It went over a limit; the message says which.
     LimitExceeded(String),
-    /// This process's lease on the store lapsed: another process may be
-    /// taking the run over, so this one stops it. The message says so.
-    LeaseLost(String),
+    /// The run cannot go on and ends `failed`; the message says why: this
+    /// process's lease on the store lapsed (another process may be taking
+    /// the run over), or a resumed run took another path than it had.
+    Failed(String),
 }
 
 /// Why a call was refused.
@@ -99,7 +100,7 @@ impl GatewayError {
         match stop {
             Stop::Cancelled => GatewayError::Cancelled(run),
             Stop::LimitExceeded(message) => GatewayError::LimitExceeded { run, message },
-            Stop::LeaseLost(_) => GatewayError::NotRunning(run),
+            Stop::Failed(_) => GatewayError::NotRunning(run),
         }
     }
 }

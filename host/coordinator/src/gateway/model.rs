@@ -179,6 +179,17 @@ impl ToolGateway {
         ))
     }
 
+    /// Counts a model call of `run` answered from its session, not sent
+    /// (a resumed run's turn it had before): its turn and `tokens`, as if
+    /// it had been made now; returns the run's total.
+    pub fn count_replayed_model_call(&self, run: &RunId, tokens: u64) -> Option<u64> {
+        let gate = self.gates().get(run).cloned()?;
+        let mut model = gate.model.lock().unwrap_or_else(|e| e.into_inner());
+        model.turns += 1;
+        model.used = model.used.saturating_add(tokens);
+        Some(model.used)
+    }
+
     /// Counts `tokens` a model call of `run` used outside a hold; returns
     /// the run's total. Counted even when the run was stopped meanwhile:
     /// the tokens were spent.
@@ -255,20 +266,7 @@ impl ToolGateway {
                     e => ModelCallError::Gateway(e),
                 }
             })?;
-        let mut request = call.request;
-        request.model.clone_from(&model.name);
-        if request.temperature.is_none() {
-            request.temperature = model.temperature;
-        }
-        let cap = request
-            .max_output_tokens
-            .map_or(admitted.max_output_tokens, |m| {
-                m.min(admitted.max_output_tokens)
-            });
-        request.max_output_tokens = Some(cap);
-        let digest = hane_core::canonical_sha256(
-            &serde_json::to_value(&request).expect("a request is always JSON"),
-        );
+        let (request, cap, digest) = sent_request(call.request, model, admitted.max_output_tokens);
         let tokenizer = hane_context::Tokenizer::for_model(&model.name);
         let counting = |event: StreamEvent| {
             let text = match &event {
@@ -394,4 +392,24 @@ impl Drop for InFlight {
             self.end(used);
         }
     }
+}
+
+/// `request` as the gateway sends it to `model` with its output capped at
+/// `cap` (or its own cap, if lower): the request, its cap, and the SHA-256
+/// of its canonical JSON that its LLM turn records.
+pub(crate) fn sent_request(
+    mut request: hane_model::ModelRequest,
+    model: &ModelInfo,
+    cap: u64,
+) -> (hane_model::ModelRequest, u64, String) {
+    request.model.clone_from(&model.name);
+    if request.temperature.is_none() {
+        request.temperature = model.temperature;
+    }
+    let cap = request.max_output_tokens.map_or(cap, |m| m.min(cap));
+    request.max_output_tokens = Some(cap);
+    let digest = hane_core::canonical_sha256(
+        &serde_json::to_value(&request).expect("a request is always JSON"),
+    );
+    (request, cap, digest)
 }

@@ -248,6 +248,14 @@ pub struct LoadedAgent {
     pub model: Option<AgentModel>,
 }
 
+impl LoadedAgent {
+    /// Whether it reviews actions: it may call `submit_review`.
+    pub fn reviews(&self) -> bool {
+        self.tools
+            .contains_key(hane_core::ControlTool::SubmitReview.name())
+    }
+}
+
 /// The model an agent calls: the provider's name and the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentModel {

@@ -21,6 +21,7 @@ use tracing::Instrument as _;
 mod events;
 mod journal;
 mod model;
+mod resume;
 
 pub use events::RunEvent;
 pub use model::ModelConfig;
@@ -162,6 +163,22 @@ impl RunError {
     }
 }
 
+/// The runs [`AgentRuntime::take_over`] took from dead processes.
+#[derive(Debug, Clone, Default)]
+pub struct TakenOver {
+    /// Resumed here, as they were when resumed.
+    pub resumed: Vec<AgentRun>,
+    /// Ended `failed`.
+    pub ended: Vec<AgentRun>,
+}
+
+impl TakenOver {
+    /// Whether it took nothing.
+    pub fn is_empty(&self) -> bool {
+        self.resumed.is_empty() && self.ended.is_empty()
+    }
+}
+
 /// A request to start a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartRun {
@@ -239,6 +256,9 @@ pub(crate) struct LiveRun {
     /// What the run does, for followers, when it was started to be
     /// followed.
     pub(crate) events: Option<events::Events>,
+    /// For a run resumed after its process died: what it did before, not
+    /// yet asked for again.
+    pub(crate) replay: Mutex<Option<resume::Replay>>,
 }
 
 impl LiveRun {
@@ -565,7 +585,7 @@ impl AgentRuntime {
             );
             let live: Vec<RunId> = lock(&inner.live).keys().cloned().collect();
             for id in live {
-                inner.gateway.stop(&id, Stop::LeaseLost(message.clone()));
+                inner.gateway.stop(&id, Stop::Failed(message.clone()));
             }
         });
     }
@@ -906,6 +926,18 @@ impl AgentRuntime {
             session: None,
             created_at_ms: now,
             updated_at_ms: now,
+            // Its driver drives it from its input alone: not one driven
+            // from outside or a CLI's, nor a conversation's message, nor
+            // one whose tools reach what a resumed run cannot find again
+            // (the workflow cases it starts) or whose end another run
+            // waits for in its process (a review).
+            resumable: attached.is_none()
+                && cli.is_none()
+                && context.history.is_empty()
+                && matches!(driver, hane_core::Driver::Scripted | hane_core::Driver::Llm)
+                && agent.manifest.spec.workflows.is_empty()
+                && !agent.reviews(),
+            resumed: 0,
         };
         // Counted against the day's budget and stored `queued` in one
         // transaction.
@@ -931,6 +963,7 @@ impl AgentRuntime {
             changes,
             history: context.history,
             events: context.follow.then(events::Events::default),
+            replay: Mutex::new(None),
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
         let runtime = self.clone();
@@ -982,6 +1015,22 @@ impl AgentRuntime {
             }
         }
         self.get(id).await
+    }
+
+    /// Waits until run `id` ended, wherever it runs: in this process as
+    /// [`AgentRuntime::wait`], else by reading the store every half lease.
+    ///
+    /// # Errors
+    ///
+    /// No such run, or the store failed.
+    pub(crate) async fn wait_in_store(&self, id: &RunId) -> Result<AgentRun, RunError> {
+        loop {
+            let run = self.wait(id).await?;
+            if run.status.is_final() {
+                return Ok(run);
+            }
+            tokio::time::sleep(self.inner.lease.ttl() / 2).await;
+        }
     }
 
     /// Run `id` as it is now.
@@ -1047,34 +1096,45 @@ impl AgentRuntime {
     }
 
     /// Takes over the runs whose process died (its lease lapsed or was
-    /// given up) while they were `queued` or `running`, and ends each of
-    /// them `failed`, saying so: the operations its process left
-    /// unsettled are settled ([`Coordinator::abandon`]: a `write` or
-    /// `outbound` one that was running becomes `unknown`), its pending
-    /// actions are withdrawn, and its session records the end. Each run
-    /// is taken by one process, however many look at once. An action a
-    /// dead process was delivering becomes `unknown`. Returns the runs
-    /// ended.
+    /// given up) while they were `queued` or `running`. With `resume`,
+    /// a run that can be resumed ([`AgentRun::resumable`]) is resumed
+    /// here from its session: its driver starts again from its input, and
+    /// what it did before is answered, not done again (a tool call by
+    /// what its operations did: a `read` one left running runs again, a
+    /// `write` or `outbound` one is `unknown`; a model turn by the answer
+    /// recorded; an action or task by the one it had). Every other run is
+    /// ended `failed`, saying so: the operations its process left
+    /// unsettled are settled ([`Coordinator::abandon`]), its pending
+    /// actions are withdrawn, and its session records the end. Without
+    /// `resume` (a short command, which would not live to finish what it
+    /// resumed), runs that can be resumed are left for a process that
+    /// resumes them. Each run is taken by one process, however many look
+    /// at once. An action a dead process was delivering becomes `unknown`,
+    /// and, when a run was taken, an approved one it never attempted is
+    /// delivered now. Returns what was taken.
     ///
     /// A process whose own lease lapsed takes nothing.
     ///
     /// # Errors
     ///
-    /// The store failed; runs taken but not yet ended are taken again by
-    /// the next call of any process once this one's lease lapses.
-    pub async fn take_over(&self) -> Result<Vec<AgentRun>, RunError> {
+    /// The store failed; runs taken but not yet ended or resumed are taken
+    /// again by the next call of any process once this one's lease lapses.
+    pub async fn take_over(&self, resume: bool) -> Result<TakenOver, RunError> {
         let lease = &self.inner.lease;
+        let mut taken_over = TakenOver::default();
         if lease.lapsed() {
-            return Ok(Vec::new());
+            return Ok(taken_over);
         }
         let taken = self
             .inner
             .registry
-            .take_over_runs(lease.holder(), &[RunStatus::Queued, RunStatus::Running])
+            .take_over_runs(lease.holder(), move |row| {
+                resume || !decode(row).is_ok_and(|run| run.resumable)
+            })
             .await?;
-        let mut ended = Vec::with_capacity(taken.len());
+        let any = !taken.is_empty();
         for taken in taken {
-            let mut run = match decode(&taken.run) {
+            let run = match decode(&taken.run) {
                 Ok(run) => run,
                 Err(e) => {
                     tracing::error!(run = %taken.run.id, "a run taken over cannot be read: {e}");
@@ -1085,42 +1145,33 @@ impl AgentRuntime {
                 Some(holder) => format!("`{holder}`"),
                 None => "a process of an older hane".to_owned(),
             };
-            let reason = match run.status {
-                RunStatus::Queued => format!(
-                    "the process that accepted it ({from}) stopped before it started (its lease lapsed): it was never started"
-                ),
-                _ => format!(
-                    "the process running it ({from}) stopped (its lease lapsed): `{}` ended it, not resumed; what it did is in its session, and a write or outbound call it was making is `unknown`",
-                    lease.holder()
-                ),
+            let why_not = if run.resumable && resume {
+                match self.resume(run.clone(), &from).await {
+                    Ok(resumed) => {
+                        taken_over.resumed.push(resumed);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::error!(run = %run.id, "a run taken over cannot be resumed: {e}");
+                        format!("it could not be resumed ({e})")
+                    }
+                }
+            } else {
+                "not resumed".to_owned()
             };
-            if let Some(session) = &run.session {
-                let coordinator = &self.inner.coordinator;
-                coordinator.abandon(session, &reason).await?;
-                coordinator
-                    .commit(
-                        session,
-                        vec![SessionEvent::RunStateChanged {
-                            run: run.id.to_string(),
-                            state: RunStatus::Failed.as_str().to_owned(),
-                        }],
-                    )
-                    .await?;
-            }
-            run.status = RunStatus::Failed;
-            run.error = Some(reason.clone());
-            run.result = None;
-            run.updated_at_ms = now_ms();
-            self.persist(&run).await?;
-            if let Err(e) = self.inner.actions.withdraw_run(&run.id, &reason).await {
-                tracing::error!(run = %run.id, "withdrawing the pending actions of a run taken over: {e}");
-            }
-            tracing::warn!(run = %run.id, from = %from, "a dead process's run was taken over and ended");
-            ended.push(run);
+            taken_over
+                .ended
+                .push(self.end_taken(run, &from, &why_not).await?);
         }
         // An action a dead process was delivering becomes `unknown` now,
-        // not when some process next starts.
-        match self.inner.actions.recover(false).await {
+        // not when some process next starts; one it approved and never
+        // attempted goes out now.
+        let recovered = if any {
+            self.resume_actions().await
+        } else {
+            self.inner.actions.recover(false).await
+        };
+        match recovered {
             Ok(recovered) if !recovered.unknown.is_empty() => tracing::warn!(
                 actions = recovered.unknown.len(),
                 "actions a dead process was delivering are now unknown"
@@ -1128,7 +1179,49 @@ impl AgentRuntime {
             Ok(_) => {}
             Err(e) => tracing::error!("looking for actions a dead process was delivering: {e}"),
         }
-        Ok(ended)
+        Ok(taken_over)
+    }
+
+    /// Ends `run`, taken over from `from`, `failed`: see
+    /// [`AgentRuntime::take_over`]. `why_not` says why it was not resumed.
+    async fn end_taken(
+        &self,
+        mut run: AgentRun,
+        from: &str,
+        why_not: &str,
+    ) -> Result<AgentRun, RunError> {
+        let reason = match run.status {
+            RunStatus::Queued => format!(
+                "the process that accepted it ({from}) stopped before it started (its lease lapsed): it was never started, and {why_not}"
+            ),
+            _ => format!(
+                "the process running it ({from}) stopped (its lease lapsed): `{}` ended it, {why_not}; what it did is in its session, and a write or outbound call it was making is `unknown`",
+                self.inner.lease.holder()
+            ),
+        };
+        if let Some(session) = &run.session {
+            let coordinator = &self.inner.coordinator;
+            coordinator.abandon(session, &reason).await?;
+            coordinator
+                .commit(
+                    session,
+                    vec![SessionEvent::RunStateChanged {
+                        run: run.id.to_string(),
+                        state: RunStatus::Failed.as_str().to_owned(),
+                    }],
+                )
+                .await?;
+        }
+        run.status = RunStatus::Failed;
+        run.error = Some(reason.clone());
+        run.result = None;
+        run.updated_at_ms = now_ms();
+        self.persist(&run).await?;
+        if let Err(e) = self.inner.actions.withdraw_run(&run.id, &reason).await {
+            tracing::error!(run = %run.id, "withdrawing the pending actions of a run taken over: {e}");
+        }
+        tracing::warn!(run = %run.id, from = %from, "a dead process's run was taken over and ended");
+        Ok(run)
     }
 
     /// Cancels run `id`: its next tool call is refused at once and its
@@ -1262,7 +1355,7 @@ impl AgentRuntime {
         let (status, error) = match self.inner.gateway.stopped(&id) {
             Some(Stop::Cancelled) => (RunStatus::Cancelled, Some("cancelled".to_owned())),
             Some(Stop::LimitExceeded(message)) => (RunStatus::LimitExceeded, Some(message)),
-            Some(Stop::LeaseLost(message)) => (RunStatus::Failed, Some(message)),
+            Some(Stop::Failed(message)) => (RunStatus::Failed, Some(message)),
             None => (status, error),
         };
         // Model calls still in flight end now, and what they used counts.
@@ -1340,10 +1433,14 @@ impl AgentRuntime {
         if live.cancelled.load(Ordering::SeqCst) {
             return Err(RunEnd::Gateway(GatewayError::Cancelled(run.id)));
         }
-        let session = self
-            .open_session(&run)
-            .await
-            .map_err(|e| RunEnd::Failed(e.to_string()))?;
+        // A run resumed after its process died has its session already.
+        let session = match &run.session {
+            Some(session) => session.clone(),
+            None => self
+                .open_session(&run)
+                .await
+                .map_err(|e| RunEnd::Failed(e.to_string()))?,
+        };
         *lock(&live.session) = Some(session.clone());
         let _ = live.journal.set(Arc::new(Journal::new(
             self.inner.coordinator.store().clone(),
@@ -1503,7 +1600,7 @@ impl AgentRuntime {
         tokio::select! {
             () = live.result_ready.notified() => Ok(()),
             stop = self.inner.gateway.wait_stopped(run) => Err(match stop {
-                Some(Stop::LeaseLost(message)) => RunEnd::Failed(message),
+                Some(Stop::Failed(message)) => RunEnd::Failed(message),
                 Some(stop) => RunEnd::Gateway(GatewayError::from_stop(run.clone(), stop)),
                 None => RunEnd::Failed("the run's gate closed while it was attached".to_owned()),
             }),
@@ -1539,6 +1636,11 @@ impl AgentRuntime {
                 return Err(e);
             }
         };
+        // A resumed run's call it had made is answered, not made again.
+        if let Some(result) = self.replay_call(&admitted, tool, &input).await? {
+            self.summarize_result(&admitted.run, tool, &result, None, started);
+            return Ok(result);
+        }
         let planned = self.plan_call(&admitted, tool, &input)?;
         let span = tracing::Span::current();
         span.record("run", tracing::field::display(&admitted.run));
@@ -1776,7 +1878,7 @@ fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
 }
 
 /// The text of a panic's payload.
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::resume::Next;
 use super::{AgentRuntime, LiveRun, lock};
 use crate::drivers::cli::{Cli, CliTranscript};
 use crate::drivers::{BoxFuture, ModelCall, ModelCaller, ModelInfo};
@@ -257,6 +258,29 @@ impl AgentRuntime {
                 "run `{run}` has no model"
             )));
         };
+        // A resumed run's turn it had is answered as it was, not sent.
+        let digest =
+            |cap| crate::gateway::model::sent_request(call.request.clone(), &model.info, cap).2;
+        match live.replayed(|r| r.turn(digest)) {
+            Next::Live => {}
+            Next::Diverged(message) => return Err(self.diverged(&run, &message).into()),
+            Next::Had(turn) => {
+                let response: ModelResponse = serde_json::from_str(turn.response.as_str())
+                    .map_err(|e| {
+                        ModelCallError::Unavailable(format!(
+                            "the run's recorded model turn {} does not read: {e}",
+                            turn.turn
+                        ))
+                    })?;
+                let used = self
+                    .inner
+                    .gateway
+                    .count_replayed_model_call(&run, turn.input_tokens + turn.output_tokens)
+                    .unwrap_or(turn.input_tokens + turn.output_tokens);
+                self.amend(&live, |r| r.tokens_used = used);
+                return Ok(response);
+            }
+        }
         let (response, turn) = self
             .inner
             .gateway

@@ -58,6 +58,15 @@ impl AgentRuntime {
                 "summary": format!("shadow run: would create a {kind} task for {assignment}"),
             }));
         }
+        // A resumed run's task it had created is that one, not another.
+        match self.replayed_task(live, kind, &assignment, &title) {
+            Ok(Some(task)) => {
+                self.amend(live, |r| r.tasks.push(task.id.clone()));
+                return task_created(kind, &task.id, &assignment);
+            }
+            Ok(None) => {}
+            Err(diverged) => return diverged,
+        }
         let task = Task {
             id: TaskId::new(),
             run: run.id.clone(),
@@ -71,13 +80,18 @@ impl AgentRuntime {
             return ToolResult::error("failed", format!("the task could not be stored: {e}"));
         }
         self.amend(live, |r| r.tasks.push(task.id.clone()));
-        ToolResult::Output(json!({
-            "task": task.id.to_string(),
-            "assignment": assignment,
-            "shadow": false,
-            "summary": format!("{kind} task {} for {assignment}", task.id),
-        }))
+        task_created(kind, &task.id, &assignment)
     }
+}
+
+/// What a control tool that created task `id` answers.
+fn task_created(kind: &str, id: &TaskId, assignment: &str) -> ToolResult {
+    ToolResult::Output(json!({
+        "task": id.to_string(),
+        "assignment": assignment,
+        "shadow": false,
+        "summary": format!("{kind} task {id} for {assignment}"),
+    }))
 }
 
 /// `submit_result`: the run's result, once it matches the agent's output

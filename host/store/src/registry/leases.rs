@@ -13,7 +13,6 @@ use std::time::Duration;
 use super::{Registry, RunRow, now_ms, run_row};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
-use hane_core::RunStatus;
 
 /// A lease as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,9 +169,10 @@ impl Registry {
             .is_some_and(|lease| lease.is_live(now_ms())))
     }
 
-    /// Takes over, for `holder`, every run with one of `statuses` whose
-    /// holder is dead (no lease, or a lapsed one), in one transaction, so
-    /// of any number of processes looking at once each run goes to one.
+    /// Takes over, for `holder`, every `queued` or `running` run that
+    /// `wanted` accepts and whose holder is dead (no lease, or a lapsed
+    /// one), in one transaction, so of any number of processes looking at
+    /// once each run goes to one.
     /// Lapsed leases that hold nothing more are removed.
     ///
     /// # Errors
@@ -181,10 +181,9 @@ impl Registry {
     pub async fn take_over_runs(
         &self,
         holder: &str,
-        statuses: &[RunStatus],
+        wanted: impl Fn(&RunRow) -> bool + Send + 'static,
     ) -> Result<Vec<TakenRun>, StoreError> {
         let holder = holder.to_owned();
-        let statuses: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
         self.tx("taking over runs", move |db| {
             let what = failed("taking over runs");
             let now = now_ms() as i64;
@@ -212,7 +211,7 @@ impl Registry {
                 .map_err(&what)?;
             let mut runs = Vec::new();
             for (mut run, lease) in found {
-                if !statuses.contains(&run.status.as_str()) {
+                if !wanted(&run) {
                     continue;
                 }
                 db.execute(

@@ -31,6 +31,8 @@ fn agent_run(at: u64) -> AgentRun {
         session: None,
         created_at_ms: at,
         updated_at_ms: at,
+        resumable: true,
+        resumed: 0,
     }
 }
 

@@ -78,7 +78,7 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
     tokio::time::sleep(SHORT * 2).await;
 
     let taken = registry
-        .take_over_runs("me", &[RunStatus::Queued, RunStatus::Running])
+        .take_over_runs("me", |_: &RunRow| true)
         .await
         .unwrap();
     let mut got = ids(&taken);
@@ -109,7 +109,7 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
     // Nothing is left to take, and the lapsed lease, holding nothing
     // live any more, is gone.
     let again = registry
-        .take_over_runs("me", &[RunStatus::Queued, RunStatus::Running])
+        .take_over_runs("me", |_: &RunRow| true)
         .await
         .unwrap();
     assert!(again.is_empty(), "{:?}", ids(&again));
@@ -124,7 +124,7 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
         .unwrap();
     tokio::time::sleep(SHORT * 2).await;
     let running_only = registry
-        .take_over_runs("me", &[RunStatus::Running])
+        .take_over_runs("me", |run: &RunRow| run.status == RunStatus::Running)
         .await
         .unwrap();
     assert!(running_only.is_empty());
@@ -149,7 +149,7 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
         .unwrap();
     tokio::time::sleep(SHORT * 2).await;
     let taken = registry
-        .take_over_runs("new", &[RunStatus::Running])
+        .take_over_runs("new", |run: &RunRow| run.status == RunStatus::Running)
         .await
         .unwrap();
     assert_eq!(ids(&taken), ["r"]);
@@ -203,7 +203,7 @@ async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
             let mut mine = Vec::new();
             for _ in 0..5 {
                 let taken = registry
-                    .take_over_runs(&holder, &[RunStatus::Running])
+                    .take_over_runs(&holder, |run: &RunRow| run.status == RunStatus::Running)
                     .await
                     .unwrap();
                 mine.extend(taken.into_iter().map(|t| (t.run.id, holder.clone())));
