@@ -454,3 +454,106 @@ impl AgentRuntime {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hane_core::{JsonText, Recorded, ToolCall, ToolCallId};
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(tool: &str, input: Value) -> Recorded {
+        Recorded {
+            seq: 0,
+            at_ms: 0,
+            event: SessionEvent::ToolCallRecorded {
+                call: ToolCall {
+                    id: ToolCallId::new(),
+                    tool: tool.to_owned(),
+                    input: JsonText::from_value(&input),
+                },
+                status: ToolCallStatus::Submitted {
+                    operations: Vec::new(),
+                },
+                operations: Vec::new(),
+            },
+        }
+    }
+
+    fn text(value: Value) -> JsonText {
+        JsonText::from_value(&value)
+    }
+
+    #[test]
+    fn recorded_calls_are_answered_in_order_then_the_run_goes_on_live() {
+        let mut replay = recorded(vec![
+            call("data.find_record", json!({"collection": "vehicles"})),
+            call("submit_result", json!({"status": "found"})),
+        ]);
+        assert!(matches!(
+            replay.call("data.find_record", &text(json!({"collection": "vehicles"}))),
+            Next::Had(had) if had.tool == "data.find_record"
+        ));
+        assert!(matches!(
+            replay.call("submit_result", &text(json!({"status": "found"}))),
+            Next::Had(_)
+        ));
+        assert_eq!(replay.answered, 2);
+        assert!(matches!(
+            replay.call("submit_result", &text(json!({"status": "found"}))),
+            Next::Live
+        ));
+    }
+
+    #[test]
+    fn a_call_other_than_the_one_recorded_diverges_and_forgets_the_rest() {
+        let mut replay = recorded(vec![
+            call("data.find_record", json!({"collection": "vehicles"})),
+            call("submit_result", json!({"status": "found"})),
+        ]);
+        let Next::Diverged(message) =
+            replay.call("data.find_record", &text(json!({"collection": "leases"})))
+        else {
+            panic!("a different input is another call");
+        };
+        assert!(
+            message.contains(r#"{"collection":"leases"}"#)
+                && message.contains(r#"{"collection":"vehicles"}"#),
+            "{message}"
+        );
+        // Nothing recorded answers anything after that.
+        assert!(matches!(
+            replay.call("submit_result", &text(json!({"status": "found"}))),
+            Next::Live
+        ));
+    }
+
+    #[test]
+    fn a_model_turn_is_answered_only_for_the_request_it_had() {
+        let turn = |digest: &str| LlmTurn {
+            turn: 1,
+            provider: "p".to_owned(),
+            model: "m".to_owned(),
+            request_digest: digest.to_owned(),
+            response: text(json!({})),
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_tokens: 0,
+            latency_ms: 1,
+            max_output_tokens: 512,
+            context: text(json!({})),
+        };
+        let mut replay = Replay::default();
+        replay.turns.extend([turn("a"), turn("b")]);
+        // The digest is taken with the output cap the turn had.
+        assert!(matches!(
+            replay.turn(|cap| if cap == 512 { "a".to_owned() } else { "x".to_owned() }),
+            Next::Had(had) if had.request_digest == "a"
+        ));
+        assert!(matches!(
+            replay.turn(|_| "c".to_owned()),
+            Next::Diverged(message) if message.contains("digest c") && message.contains("sent b")
+        ));
+        assert!(replay.turns.is_empty());
+    }
+}
