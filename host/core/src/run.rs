@@ -132,7 +132,7 @@ pub struct AgentRun {
     /// Whether a process that takes the run over from a dead one resumes
     /// it from its session (its agent's own `scripted` or `llm` driver
     /// drives it from its input alone) rather than ending it `failed`.
-    /// Runs stored before this field read as not resumable.
+    /// Runs stored before this field (version 1) read as not resumable.
     #[serde(default)]
     pub resumable: bool,
     /// How many times a process took the run over from a dead one and
@@ -143,7 +143,12 @@ pub struct AgentRun {
 
 impl crate::Versioned for AgentRun {
     const KIND: &'static str = "agent-run";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const READS: &'static [u16] = &[1, 2];
+
+    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        crate::v1::upgrade::<crate::v1::AgentRun, _>(version, payload)
+    }
 }
 
 /// A task for people that a run created, such as a handover.

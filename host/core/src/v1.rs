@@ -1,5 +1,9 @@
-//! Version 1 of the stored `operation` and `session-event` items, kept so
-//! items stored by earlier builds still read.
+//! Version 1 of the stored `operation`, `session-event` and `agent-run`
+//! items, kept so items stored by earlier builds still read.
+//!
+//! Version 2 of `agent-run` added whether the run can be resumed and how
+//! often it was; a version 1 run reads as one that cannot be and never
+//! was (its process ran it before runs were resumed).
 //!
 //! Version 2 added the `records` and `documents` grants to [`Policy`] and
 //! their call counts to [`HostCalls`]. Postcard is not self-describing, so
@@ -249,6 +253,47 @@ impl From<SessionEvent> for crate::SessionEvent {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AgentRun {
+    pub(crate) id: crate::RunId,
+    pub(crate) agent: String,
+    pub(crate) release: u64,
+    pub(crate) status: crate::RunStatus,
+    pub(crate) shadow: bool,
+    pub(crate) input: JsonText,
+    pub(crate) result: Option<JsonText>,
+    pub(crate) error: Option<String>,
+    pub(crate) tool_calls: Vec<crate::ToolCallSummary>,
+    pub(crate) tokens_used: u64,
+    pub(crate) tasks: Vec<crate::TaskId>,
+    pub(crate) session: Option<SessionId>,
+    pub(crate) created_at_ms: u64,
+    pub(crate) updated_at_ms: u64,
+}
+
+impl From<AgentRun> for crate::AgentRun {
+    fn from(old: AgentRun) -> Self {
+        crate::AgentRun {
+            id: old.id,
+            agent: old.agent,
+            release: old.release,
+            status: old.status,
+            shadow: old.shadow,
+            input: old.input,
+            result: old.result,
+            error: old.error,
+            tool_calls: old.tool_calls,
+            tokens_used: old.tokens_used,
+            tasks: old.tasks,
+            session: old.session,
+            created_at_ms: old.created_at_ms,
+            updated_at_ms: old.updated_at_ms,
+            resumable: false,
+            resumed: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,5 +420,33 @@ mod tests {
             }
             assert_eq!(read, crate::SessionEvent::from(old));
         }
+    }
+
+    #[test]
+    fn a_version_1_run_reads_as_one_that_cannot_be_resumed() {
+        let old = AgentRun {
+            id: crate::RunId::new(),
+            agent: "notify".into(),
+            release: 3,
+            status: crate::RunStatus::Running,
+            shadow: false,
+            input: JsonText::parse(r#"{"email":"a@example.com"}"#).unwrap(),
+            result: None,
+            error: None,
+            tool_calls: Vec::new(),
+            tokens_used: 12,
+            tasks: Vec::new(),
+            session: Some(SessionId::new()),
+            created_at_ms: 1,
+            updated_at_ms: 2,
+        };
+        let read: crate::AgentRun = open(&sealed_v1(crate::AgentRun::KIND, &old)).unwrap();
+        assert!(!read.resumable);
+        assert_eq!(read.resumed, 0);
+        assert_eq!(
+            (read.id.clone(), read.tokens_used, read.session.clone()),
+            (old.id.clone(), 12, old.session.clone())
+        );
+        assert_eq!(read, crate::AgentRun::from(old));
     }
 }
