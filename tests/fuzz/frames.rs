@@ -49,7 +49,8 @@ fn operation(component: &str, input: &str) -> Operation {
 }
 
 /// Frames a client sends after the handshake: operations to run (one a
-/// builtin the worker holds, one it must ask for), a cancel, components.
+/// builtin the worker holds, one it must ask for, one reading a ledger it
+/// must ask for), a cancel, components, a ledger.
 async fn client_frames() -> Vec<Vec<u8>> {
     let builtin = component_digest(hane_builtins::get("documents.search").unwrap());
     let known = operation(&builtin, r#"{"query": "lease"}"#);
@@ -57,9 +58,24 @@ async fn client_frames() -> Vec<Vec<u8>> {
     let run = |op: &Operation| ClientMessage::Run {
         id: op.id.clone(),
         operation: seal(op).into(),
+        ledger: None,
     };
+    let (ledger, bytes) = hane_manager::protocol::encode_ledger(&hane_core::Ledger::default());
     vec![
         framed(&[run(&known)]).await,
+        framed(&[
+            ClientMessage::Run {
+                id: known.id.clone(),
+                operation: seal(&known).into(),
+                ledger: Some(ledger.clone()),
+            },
+            ClientMessage::Ledger {
+                digest: ledger.clone(),
+                bytes,
+            },
+            ClientMessage::NoLedger { digest: ledger },
+        ])
+        .await,
         framed(&[run(&unknown)]).await,
         framed(&[
             run(&known),
@@ -95,6 +111,9 @@ async fn worker_frames() -> Vec<Vec<u8>> {
             },
             WorkerMessage::NeedComponent {
                 digest: "sha256:00".into(),
+            },
+            WorkerMessage::NeedLedger {
+                digest: "sha256:01".into(),
             },
         ])
         .await,

@@ -146,10 +146,15 @@ pub(crate) async fn open_runtime_with(
     model: ModelConfig,
 ) -> anyhow::Result<AgentRuntime> {
     let mut config = RuntimeConfig::new();
+    let components = builtins();
+    // Operations run on the worker $HANE_WORKER names, else here.
+    if let Some(worker) = crate::worker::worker_from_env(&components).await? {
+        config.operations(Arc::new(worker));
+    }
     config
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
-        .components(builtins())
+        .components(components)
         .lease(hane_coordinator::lease_from_env()?)
         .model(model)
         .cli({

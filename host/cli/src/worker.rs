@@ -56,13 +56,45 @@ fn secret(args: &WorkerArgs) -> anyhow::Result<WorkerSecret> {
     if let Some(file) = &args.secret_file {
         return Ok(WorkerSecret::from_file(file)?);
     }
+    secret_from_env(
+        "the worker needs a shared secret to authenticate its clients: pass --secret-file PATH or set $HANE_WORKER_SECRET",
+    )
+}
+
+/// The secret in $HANE_WORKER_SECRET; `missing` says what to do when it is
+/// not set.
+fn secret_from_env(missing: &str) -> anyhow::Result<WorkerSecret> {
     match std::env::var_os(SECRET_ENV) {
         Some(value) => WorkerSecret::new(value.as_encoded_bytes())
             .with_context(|| format!("${SECRET_ENV} does not hold a usable secret")),
-        None => anyhow::bail!(
-            "the worker needs a shared secret to authenticate its clients: pass --secret-file PATH or set ${SECRET_ENV}"
-        ),
+        None => anyhow::bail!("{missing}"),
     }
+}
+
+/// The environment variable naming the worker a coordinator runs its
+/// operations on.
+const WORKER_ENV: &str = "HANE_WORKER";
+
+/// The worker $HANE_WORKER names (an address as `hane worker --listen`
+/// takes), connected with the secret in $HANE_WORKER_SECRET and sending it
+/// `components` on demand; none when $HANE_WORKER is unset or empty.
+pub(crate) async fn worker_from_env(
+    components: &hane_manager::Components,
+) -> anyhow::Result<Option<hane_manager::ProxyOperationManager>> {
+    let Some(addr) = std::env::var_os(WORKER_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let addr: WorkerAddr = addr
+        .to_str()
+        .with_context(|| format!("${WORKER_ENV} is not UTF-8"))?
+        .parse()
+        .with_context(|| format!("${WORKER_ENV}"))?;
+    let secret = secret_from_env(&format!(
+        "${WORKER_ENV} names a worker, and the secret it shares with its clients is not set: set ${SECRET_ENV}"
+    ))?;
+    let proxy =
+        hane_manager::ProxyOperationManager::connect(addr, secret, components.clone()).await?;
+    Ok(Some(proxy))
 }
 
 fn serve(args: WorkerArgs) -> anyhow::Result<()> {

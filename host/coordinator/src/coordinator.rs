@@ -215,6 +215,11 @@ impl Coordinator {
         }
     }
 
+    /// The operation manager that runs what it dispatches.
+    pub fn manager(&self) -> &Arc<dyn OperationManager> {
+        &self.inner.manager
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.inner.store

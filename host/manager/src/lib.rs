@@ -52,8 +52,10 @@ pub use local::{LocalConfig, LocalOperationManager};
 pub use protocol::{
     MAX_SECRET_FILE_BYTES, PROTOCOL_VERSION, ProtocolError, SecretError, WorkerSecret,
 };
-pub use proxy::{ConnectError, ProxyConfig, ProxyOperationManager};
-pub use worker::{AddrError, DEFAULT_MAX_UNAUTHENTICATED, Worker, WorkerAddr, WorkerListener};
+pub use proxy::{ConnectError, LEDGERS_KEPT, ProxyConfig, ProxyOperationManager};
+pub use worker::{
+    AddrError, DEFAULT_MAX_UNAUTHENTICATED, WORKER_LEDGERS_KEPT, Worker, WorkerAddr, WorkerListener,
+};
 
 use hane_core::{Operation, OperationFailure, OperationId, OperationOutput, Outcome};
 use serde::{Deserialize, Serialize};
@@ -72,6 +74,14 @@ pub trait OperationManager: Send + Sync {
     /// milliseconds. Its ticket then finishes as failed, with outcome
     /// `cancelled`.
     fn cancel(&self, id: &OperationId);
+
+    /// The ledger operations submitted from now on read. A local manager
+    /// shares its sandbox's ([`hane_sandbox::Sandbox::set_ledger`]), so the
+    /// default does nothing; one that runs operations elsewhere sends it
+    /// where they run.
+    fn set_ledger(&self, ledger: &std::sync::Arc<hane_core::Ledger>) {
+        let _ = ledger;
+    }
 }
 
 /// How an operation ended.

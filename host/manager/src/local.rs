@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hane_core::{
-    JsonText, LogLine, Operation, OperationFailure, OperationId, OperationKind, OperationOutput,
-    Outcome, Policy, WasmCall,
+    JsonText, Ledger, LogLine, Operation, OperationFailure, OperationId, OperationKind,
+    OperationOutput, Outcome, Policy, WasmCall,
 };
 use hane_sandbox::{CancelToken, Sandbox};
 use tokio::runtime::Handle;
@@ -161,11 +161,15 @@ impl LocalOperationManager {
     }
 }
 
-impl OperationManager for LocalOperationManager {
-    /// Queues `operation`. It fails at once, without starting, when its
-    /// component is not in the registry, when the queue is full, or when an
-    /// operation with the same id is queued or running here.
-    fn submit(&self, operation: Operation) -> Ticket {
+impl LocalOperationManager {
+    /// As [`OperationManager::submit`], the operation reading `ledger`
+    /// instead of the sandbox's (a worker runs each client's operations on
+    /// the ledger it sent).
+    pub fn submit_reading(&self, operation: Operation, ledger: Arc<Ledger>) -> Ticket {
+        self.queue(operation, Some(ledger))
+    }
+
+    fn queue(&self, operation: Operation, ledger: Option<Arc<Ledger>>) -> Ticket {
         let (ticket, sender) = Ticket::new(operation.id.clone());
         let inner = &self.inner;
         match inner.admit(&operation) {
@@ -179,7 +183,7 @@ impl OperationManager for LocalOperationManager {
                 inner.runtime.spawn(
                     inner
                         .clone()
-                        .run(operation, sender, cancel)
+                        .run(operation, sender, cancel, ledger)
                         .instrument(span),
                 );
             }
@@ -189,6 +193,16 @@ impl OperationManager for LocalOperationManager {
             }
         }
         ticket
+    }
+}
+
+impl OperationManager for LocalOperationManager {
+    /// Queues `operation`. It fails at once, without starting, when its
+    /// component is not in the registry, when the queue is full, or when an
+    /// operation with the same id is queued or running here. It reads the
+    /// sandbox's ledger.
+    fn submit(&self, operation: Operation) -> Ticket {
+        self.queue(operation, None)
     }
 
     fn cancel(&self, id: &OperationId) {
@@ -233,7 +247,13 @@ impl Inner {
         Ok(cancel)
     }
 
-    async fn run(self: Arc<Self>, operation: Operation, ticket: TicketSender, cancel: Arc<Cancel>) {
+    async fn run(
+        self: Arc<Self>,
+        operation: Operation,
+        ticket: TicketSender,
+        cancel: Arc<Cancel>,
+        ledger: Option<Arc<Ledger>>,
+    ) {
         let active = ActiveGuard {
             inner: &self,
             id: &operation.id,
@@ -247,7 +267,7 @@ impl Inner {
         let ending = match &slot {
             Some(_) if !cancel.token.is_cancelled() => {
                 ticket.started();
-                self.execute(&operation, &cancel.token).await
+                self.execute(&operation, &cancel.token, ledger).await
             }
             _ => Ending::failed(Outcome::Cancelled, "cancelled before it started"),
         };
@@ -259,7 +279,12 @@ impl Inner {
         drop(slot);
     }
 
-    async fn execute(&self, operation: &Operation, cancel: &CancelToken) -> Ending {
+    async fn execute(
+        &self,
+        operation: &Operation,
+        cancel: &CancelToken,
+        ledger: Option<Arc<Ledger>>,
+    ) -> Ending {
         let OperationKind::Wasm(call) = &operation.kind else {
             unreachable!("refused at submit");
         };
@@ -267,9 +292,18 @@ impl Inner {
             Ok(loaded) => loaded,
             Err(message) => return Ending::failed(Outcome::HostError, message),
         };
-        let done = loaded
-            .call_with(call.input.as_str(), &call.limits, cancel)
-            .await;
+        let done = match ledger {
+            Some(ledger) => {
+                loaded
+                    .call_reading(call.input.as_str(), &call.limits, cancel, ledger)
+                    .await
+            }
+            None => {
+                loaded
+                    .call_with(call.input.as_str(), &call.limits, cancel)
+                    .await
+            }
+        };
         let logs = done
             .logs
             .into_iter()

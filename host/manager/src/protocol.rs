@@ -50,8 +50,9 @@ use super::Ending;
 /// Version 2: receipts count `records` and `documents` calls (their
 /// postcard layout changed). Version 3: policies grant `actions`, and an
 /// operation's output carries the actions it proposed. Version 4: a
-/// failure carries the guest's own error kind.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// failure carries the guest's own error kind. Version 5: an operation
+/// names the ledger it reads, which travels on demand like components.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The largest frame accepted or sent, in bytes. A frame carries at most one
 /// component, and components with their dependencies compiled in run to
@@ -98,6 +99,12 @@ pub enum WorkerMessage {
         /// `sha256:` digest of the component.
         digest: String,
     },
+    /// The worker does not hold the ledger with this digest; the client
+    /// answers with [`ClientMessage::Ledger`] or [`ClientMessage::NoLedger`].
+    NeedLedger {
+        /// `sha256:` digest of the ledger's encoding.
+        digest: String,
+    },
     /// The operation started.
     Started {
         /// The operation.
@@ -128,6 +135,9 @@ pub enum ClientMessage {
         id: OperationId,
         /// The operation, sealed with `hane_core::seal`.
         operation: Bytes,
+        /// `sha256:` digest of the ledger it reads (see
+        /// [`ClientMessage::Ledger`]); none reads an empty ledger.
+        ledger: Option<String>,
     },
     /// Cancel an operation that is queued or running.
     Cancel {
@@ -147,6 +157,42 @@ pub enum ClientMessage {
         /// `sha256:` digest of the component.
         digest: String,
     },
+    /// A ledger the worker asked for.
+    Ledger {
+        /// `sha256:` digest of `bytes`; the worker checks it.
+        digest: String,
+        /// The ledger, postcard-encoded ([`encode_ledger`]).
+        bytes: Bytes,
+    },
+    /// The client does not have the ledger the worker asked for (any
+    /// more); the operations that read it fail.
+    NoLedger {
+        /// `sha256:` digest of the ledger's encoding.
+        digest: String,
+    },
+}
+
+/// `ledger` as it travels to a worker, and the digest that names it.
+pub fn encode_ledger(ledger: &hane_core::Ledger) -> (String, Bytes) {
+    let bytes = postcard::to_allocvec(ledger).expect("postcard encodes to a Vec");
+    (hane_sandbox::component_digest(&bytes), Bytes::from(bytes))
+}
+
+/// A ledger as [`encode_ledger`] encoded it, once its bytes have the
+/// digest `digest`.
+///
+/// # Errors
+///
+/// Another digest, or bytes that are not a ledger; the message says which.
+pub fn decode_ledger(digest: &str, bytes: &[u8]) -> Result<hane_core::Ledger, String> {
+    let actual = hane_sandbox::component_digest(bytes);
+    if actual != digest {
+        return Err(format!(
+            "the ledger sent for {digest} has the digest {actual}"
+        ));
+    }
+    postcard::from_bytes(bytes)
+        .map_err(|e| format!("the ledger sent for {digest} does not read: {e}"))
 }
 
 /// Why the protocol could not go on.
@@ -456,6 +502,7 @@ fn message_name(message: &WorkerMessage) -> &'static str {
         WorkerMessage::Welcome => "welcome",
         WorkerMessage::Refused { .. } => "refused",
         WorkerMessage::NeedComponent { .. } => "need-component",
+        WorkerMessage::NeedLedger { .. } => "need-ledger",
         WorkerMessage::Started { .. } => "started",
         WorkerMessage::Finished { .. } => "finished",
     }
@@ -468,6 +515,8 @@ fn client_message_name(message: &ClientMessage) -> &'static str {
         ClientMessage::Cancel { .. } => "cancel",
         ClientMessage::Component { .. } => "component",
         ClientMessage::NoComponent { .. } => "no-component",
+        ClientMessage::Ledger { .. } => "ledger",
+        ClientMessage::NoLedger { .. } => "no-ledger",
     }
 }
 
@@ -612,6 +661,27 @@ where
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_ledger_travels_under_its_digest_and_another_digest_is_refused() {
+        let mut ledger = hane_core::Ledger::default();
+        ledger
+            .collections
+            .insert("vehicles".into(), Default::default());
+        let (digest, bytes) = encode_ledger(&ledger);
+        assert_eq!(decode_ledger(&digest, &bytes).unwrap(), ledger);
+        let other = format!("sha256:{}", "0".repeat(64));
+        let refused = decode_ledger(&other, &bytes).unwrap_err();
+        assert!(
+            refused.contains(&other) && refused.contains(&digest),
+            "{refused}"
+        );
+        let (empty, _) = encode_ledger(&hane_core::Ledger::default());
+        assert!(
+            decode_ledger(&empty, &bytes).is_err(),
+            "bytes of another ledger"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -1,19 +1,20 @@
 //! [`ProxyOperationManager`]: runs operations on a `hane worker` in
 //! another process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hane_core::{Operation, OperationId, Outcome};
+use hane_core::{Ledger, Operation, OperationId, Outcome};
 use tokio::sync::mpsc;
 
 use super::protocol::{
     ClientMessage, FrameReader, FrameWriter, HANDSHAKE_TIMEOUT, ProtocolError, WorkerMessage,
-    WorkerSecret, client_handshake,
+    WorkerSecret, client_handshake, encode_ledger,
 };
 use super::worker::{BoxRead, BoxWrite};
-use super::{Components, Ending, OperationManager, Ticket, TicketSender, WorkerAddr};
+use super::{Components, Ending, OperationManager, Ticket, TicketSender, WorkerAddr, lock};
 
 /// Settings of a [`ProxyOperationManager`]. Each method documents its
 /// default.
@@ -78,7 +79,10 @@ pub struct ConnectError {
 /// the operations waiting fail with outcome `host_error` and the reason.
 ///
 /// Components travel on demand: the worker asks for a digest it does not
-/// hold and the proxy sends it from its [`Components`].
+/// hold and the proxy sends it from its [`Components`]. So does the ledger
+/// ([`OperationManager::set_ledger`]): each operation names the one that
+/// was set when it was submitted, and the proxy keeps the last
+/// [`LEDGERS_KEPT`] it was given to answer for them.
 ///
 /// # Examples
 ///
@@ -99,6 +103,38 @@ pub struct ConnectError {
 #[derive(Debug, Clone)]
 pub struct ProxyOperationManager {
     commands: mpsc::UnboundedSender<Command>,
+    ledgers: Arc<Mutex<Ledgers>>,
+}
+
+/// How many ledgers a proxy keeps to send: the one operations read now
+/// and those before it, for operations submitted before it was set.
+pub const LEDGERS_KEPT: usize = 4;
+
+/// The ledgers a proxy was given, newest last, encoded for the wire.
+#[derive(Debug, Default)]
+struct Ledgers {
+    kept: VecDeque<(String, Bytes)>,
+}
+
+impl Ledgers {
+    fn current(&self) -> Option<String> {
+        self.kept.back().map(|(digest, _)| digest.clone())
+    }
+
+    fn get(&self, digest: &str) -> Option<Bytes> {
+        self.kept
+            .iter()
+            .find(|(d, _)| d == digest)
+            .map(|(_, bytes)| bytes.clone())
+    }
+
+    fn set(&mut self, digest: String, bytes: Bytes) {
+        self.kept.retain(|(d, _)| *d != digest);
+        self.kept.push_back((digest, bytes));
+        while self.kept.len() > LEDGERS_KEPT {
+            self.kept.pop_front();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -106,6 +142,7 @@ enum Command {
     Submit {
         id: OperationId,
         sealed: Bytes,
+        ledger: Option<String>,
         ticket: TicketSender,
     },
     Cancel(OperationId),
@@ -144,10 +181,12 @@ impl ProxyOperationManager {
             Err(source) => return Err(ConnectError { addr, source }),
         };
         let (commands, inbox) = mpsc::unbounded_channel();
+        let ledgers = Arc::new(Mutex::new(Ledgers::default()));
         let connection = Connection {
             addr,
             secret,
             components,
+            ledgers: ledgers.clone(),
             config: config.clone(),
             inbox,
             inbox_open: true,
@@ -155,7 +194,7 @@ impl ProxyOperationManager {
             next_seq: 0,
         };
         tokio::spawn(connection.run(link));
-        Ok(Self { commands })
+        Ok(Self { commands, ledgers })
     }
 }
 
@@ -165,6 +204,7 @@ impl OperationManager for ProxyOperationManager {
         let command = Command::Submit {
             id: operation.id.clone(),
             sealed: Bytes::from(hane_core::seal(&operation)),
+            ledger: lock(&self.ledgers).current(),
             ticket: sender,
         };
         if let Err(mpsc::error::SendError(Command::Submit { ticket, .. })) =
@@ -181,6 +221,11 @@ impl OperationManager for ProxyOperationManager {
     fn cancel(&self, id: &OperationId) {
         // A stopped task has no operation left to cancel.
         let _ = self.commands.send(Command::Cancel(id.clone()));
+    }
+
+    fn set_ledger(&self, ledger: &Arc<Ledger>) {
+        let (digest, bytes) = encode_ledger(ledger);
+        lock(&self.ledgers).set(digest, bytes);
     }
 }
 
@@ -219,6 +264,8 @@ struct Flight {
     /// Submission order, kept when operations are sent again.
     seq: u64,
     sealed: Bytes,
+    /// The ledger it reads.
+    ledger: Option<String>,
     ticket: TicketSender,
     /// Written whole to the current connection: the worker may have run
     /// it.
@@ -234,6 +281,7 @@ struct Connection {
     addr: WorkerAddr,
     secret: WorkerSecret,
     components: Components,
+    ledgers: Arc<Mutex<Ledgers>>,
     config: ProxyConfig,
     inbox: mpsc::UnboundedReceiver<Command>,
     /// Whether a [`ProxyOperationManager`] is left to send commands.
@@ -295,8 +343,8 @@ impl Connection {
             tokio::select! {
                 value = &mut until => return value,
                 command = self.inbox.recv(), if self.inbox_open => match command {
-                    Some(Command::Submit { id, sealed, ticket }) => {
-                        self.add(id, sealed, ticket);
+                    Some(Command::Submit { id, sealed, ledger, ticket }) => {
+                        self.add(id, sealed, ledger, ticket);
                     }
                     Some(Command::Cancel(id)) => {
                         if let Some(flight) = self.flights.remove(&id) {
@@ -310,7 +358,13 @@ impl Connection {
     }
 
     /// Tracks a new operation, unless one with its id is in flight.
-    fn add(&mut self, id: OperationId, sealed: Bytes, ticket: TicketSender) -> bool {
+    fn add(
+        &mut self,
+        id: OperationId,
+        sealed: Bytes,
+        ledger: Option<String>,
+        ticket: TicketSender,
+    ) -> bool {
         if self.flights.contains_key(&id) {
             ticket.finish(Ending::failed(
                 Outcome::HostError,
@@ -324,6 +378,7 @@ impl Connection {
             Flight {
                 seq: self.next_seq,
                 sealed,
+                ledger,
                 ticket,
                 sent: false,
                 started: false,
@@ -383,6 +438,7 @@ impl Connection {
         let run = ClientMessage::Run {
             id: id.clone(),
             operation: flight.sealed.clone(),
+            ledger: flight.ledger.clone(),
         };
         writer.send(&run).await?;
         // Only a frame that reached the socket whole can have been run by
@@ -399,8 +455,13 @@ impl Connection {
         writer: &mut FrameWriter<BoxWrite>,
     ) -> Result<(), ProtocolError> {
         match command {
-            Command::Submit { id, sealed, ticket } => {
-                if self.add(id.clone(), sealed, ticket) {
+            Command::Submit {
+                id,
+                sealed,
+                ledger,
+                ticket,
+            } => {
+                if self.add(id.clone(), sealed, ledger, ticket) {
                     self.send_run(&id, writer).await?;
                 }
             }
@@ -435,6 +496,14 @@ impl Connection {
                 let answer = match self.components.get(&digest) {
                     Some(bytes) => ClientMessage::Component { digest, bytes },
                     None => ClientMessage::NoComponent { digest },
+                };
+                writer.send(&answer).await?;
+            }
+            WorkerMessage::NeedLedger { digest } => {
+                let kept = lock(&self.ledgers).get(&digest);
+                let answer = match kept {
+                    Some(bytes) => ClientMessage::Ledger { digest, bytes },
+                    None => ClientMessage::NoLedger { digest },
                 };
                 writer.send(&answer).await?;
             }

@@ -3,7 +3,7 @@
 //!
 //! [`ProxyOperationManager`]: super::ProxyOperationManager
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::io;
 use std::os::unix::fs::FileTypeExt as _;
@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hane_core::{Operation, OperationId, OperationKind, Outcome};
+use hane_core::{Ledger, Operation, OperationId, OperationKind, Outcome};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 use super::protocol::{
     ClientMessage, FrameReader, FrameWriter, ProtocolError, WorkerMessage, WorkerSecret,
-    worker_handshake,
+    decode_ledger, worker_handshake,
 };
 use super::{Ending, LocalOperationManager, OperationManager, Update, component_digest, lock};
 
@@ -261,7 +261,17 @@ pub struct Worker {
     manager: LocalOperationManager,
     secret: WorkerSecret,
     max_unauthenticated: usize,
+    /// The ledgers clients sent, shared by every connection.
+    ledgers: KeptLedgers,
 }
+
+/// Ledgers by digest, newest last.
+type KeptLedgers = Arc<Mutex<VecDeque<(String, Arc<Ledger>)>>>;
+
+/// How many ledgers a worker keeps from its clients (each coordinator's
+/// active release has one): an operation naming another is preceded by a
+/// request for it.
+pub const WORKER_LEDGERS_KEPT: usize = 8;
 
 /// Pause after a failed `accept` (such as too many open files), so the
 /// loop does not spin while the condition lasts.
@@ -282,6 +292,7 @@ impl Worker {
             manager,
             secret,
             max_unauthenticated: DEFAULT_MAX_UNAUTHENTICATED,
+            ledgers: Arc::default(),
         }
     }
 
@@ -347,6 +358,8 @@ impl Worker {
             out,
             in_flight: Arc::default(),
             awaiting: HashMap::new(),
+            ledgers: self.ledgers,
+            awaiting_ledger: HashMap::new(),
         };
         while let Ok(message) = reader.next::<ClientMessage>().await {
             if !client.handle(message).await {
@@ -414,19 +427,39 @@ struct Client {
     /// This client's operations submitted to the manager and not finished.
     in_flight: Arc<Mutex<HashSet<OperationId>>>,
     /// Operations waiting for the client to send their component, by
-    /// digest.
-    awaiting: HashMap<String, Vec<Operation>>,
+    /// digest, with the ledger each reads.
+    awaiting: HashMap<String, Vec<(Operation, Arc<Ledger>)>>,
+    /// The ledgers clients sent ([`Worker`]'s).
+    ledgers: KeptLedgers,
+    /// Operations waiting for the client to send their ledger, by digest.
+    awaiting_ledger: HashMap<String, Vec<Operation>>,
 }
 
 impl Client {
     /// Handles one message; `false` ends the connection.
     async fn handle(&mut self, message: ClientMessage) -> bool {
         match message {
-            ClientMessage::Run { id, operation } => self.run(id, &operation),
+            ClientMessage::Run {
+                id,
+                operation,
+                ledger,
+            } => self.run(id, &operation, ledger),
             ClientMessage::Cancel { id } => self.cancel(&id),
             ClientMessage::Component { digest, bytes } => self.component(digest, bytes).await,
+            ClientMessage::Ledger { digest, bytes } => self.ledger(digest, bytes).await,
+            ClientMessage::NoLedger { digest } => {
+                for operation in self.awaiting_ledger.remove(&digest).unwrap_or_default() {
+                    self.finish(
+                        operation.id,
+                        Ending::failed(
+                            Outcome::HostError,
+                            format!("ledger {digest} is available neither on the worker nor on the client"),
+                        ),
+                    );
+                }
+            }
             ClientMessage::NoComponent { digest } => {
-                for operation in self.awaiting.remove(&digest).unwrap_or_default() {
+                for (operation, _) in self.awaiting.remove(&digest).unwrap_or_default() {
                     self.finish(
                         operation.id,
                         Ending::failed(Outcome::HostError, format!(
@@ -441,7 +474,7 @@ impl Client {
         true
     }
 
-    fn run(&mut self, id: OperationId, sealed: &[u8]) {
+    fn run(&mut self, id: OperationId, sealed: &[u8], ledger: Option<String>) {
         let operation = match hane_core::open::<Operation>(sealed) {
             Ok(operation) if operation.id == id => operation,
             Ok(operation) => {
@@ -458,13 +491,32 @@ impl Client {
                 );
             }
         };
+        let Some(digest) = ledger else {
+            return self.with_ledger(operation, Arc::default());
+        };
+        let kept = lock(&self.ledgers)
+            .iter()
+            .find(|(d, _)| *d == digest)
+            .map(|(_, ledger)| ledger.clone());
+        if let Some(ledger) = kept {
+            return self.with_ledger(operation, ledger);
+        }
+        let waiting = self.awaiting_ledger.entry(digest.clone()).or_default();
+        if waiting.is_empty() {
+            let _ = self.out.send(WorkerMessage::NeedLedger { digest });
+        }
+        waiting.push(operation);
+    }
+
+    /// Runs `operation`, which reads `ledger`, once its component is here.
+    fn with_ledger(&mut self, operation: Operation, ledger: Arc<Ledger>) {
         let digest = match &operation.kind {
             OperationKind::Wasm(call) => &call.component,
             // Not the worker's to judge; the manager refuses what it cannot run.
-            _ => return self.start(operation),
+            _ => return self.start(operation, ledger),
         };
         if self.manager.components().contains(digest) {
-            return self.start(operation);
+            return self.start(operation, ledger);
         }
         let waiting = self.awaiting.entry(digest.clone()).or_default();
         if waiting.is_empty() {
@@ -472,13 +524,56 @@ impl Client {
                 digest: digest.clone(),
             });
         }
-        waiting.push(operation);
+        waiting.push((operation, ledger));
+    }
+
+    async fn ledger(&mut self, digest: String, bytes: Bytes) {
+        // Only ledgers this worker asked for are kept.
+        let Some(waiting) = self.awaiting_ledger.remove(&digest) else {
+            return;
+        };
+        let checked = digest.clone();
+        let decoded = tokio::task::spawn_blocking(move || decode_ledger(&checked, &bytes))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        let ledger = match decoded {
+            Ok(ledger) => Arc::new(ledger),
+            Err(message) => {
+                for operation in waiting {
+                    self.finish(
+                        operation.id,
+                        Ending::failed(Outcome::HostError, message.clone()),
+                    );
+                }
+                return;
+            }
+        };
+        {
+            let mut kept = lock(&self.ledgers);
+            kept.retain(|(d, _)| *d != digest);
+            kept.push_back((digest, ledger.clone()));
+            while kept.len() > WORKER_LEDGERS_KEPT {
+                kept.pop_front();
+            }
+        }
+        for operation in waiting {
+            self.with_ledger(operation, ledger.clone());
+        }
     }
 
     fn cancel(&mut self, id: &OperationId) {
-        for waiting in self.awaiting.values_mut() {
+        for waiting in self.awaiting_ledger.values_mut() {
             if let Some(i) = waiting.iter().position(|op| op.id == *id) {
                 let operation = waiting.remove(i);
+                return self.finish(
+                    operation.id,
+                    Ending::failed(Outcome::Cancelled, "cancelled before it started"),
+                );
+            }
+        }
+        for waiting in self.awaiting.values_mut() {
+            if let Some(i) = waiting.iter().position(|(op, _)| op.id == *id) {
+                let (operation, _) = waiting.remove(i);
                 return self.finish(
                     operation.id,
                     Ending::failed(Outcome::Cancelled, "cancelled before it started"),
@@ -502,7 +597,7 @@ impl Client {
             .await
             .unwrap_or_default();
         if actual != digest {
-            for operation in waiting {
+            for (operation, _) in waiting {
                 self.finish(
                     operation.id,
                     Ending::failed(
@@ -514,15 +609,15 @@ impl Client {
             return;
         }
         self.manager.components().insert(bytes);
-        for operation in waiting {
-            self.start(operation);
+        for (operation, ledger) in waiting {
+            self.start(operation, ledger);
         }
     }
 
-    fn start(&self, operation: Operation) {
+    fn start(&self, operation: Operation, ledger: Arc<Ledger>) {
         let id = operation.id.clone();
         lock(&self.in_flight).insert(id.clone());
-        let mut ticket = self.manager.submit(operation);
+        let mut ticket = self.manager.submit_reading(operation, ledger);
         let out = self.out.clone();
         let in_flight = self.in_flight.clone();
         tokio::spawn(async move {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use hane_core::{Access, HostCalls, Impact, Limits, Outcome, Policy, Receipt};
+use hane_core::{Access, HostCalls, Impact, Ledger, Limits, Outcome, Policy, Receipt};
 use serde_json::Value;
 use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -212,7 +212,25 @@ impl Operation {
     }
 
     /// Like [`Operation::call`], stopping early when `cancel` is cancelled.
+    /// The call reads the sandbox's ledger ([`Sandbox::set_ledger`]) as it
+    /// is when the call starts.
+    ///
+    /// [`Sandbox::set_ledger`]: crate::Sandbox::set_ledger
     pub async fn call_with(&self, input: &str, limits: &Limits, cancel: &CancelToken) -> Call {
+        let ledger = self.inner.sandbox.ledger();
+        self.call_reading(input, limits, cancel, ledger).await
+    }
+
+    /// Like [`Operation::call_with`], reading `ledger` instead of the
+    /// sandbox's: a worker runs each client's operations on the ledger the
+    /// client sent.
+    pub async fn call_reading(
+        &self,
+        input: &str,
+        limits: &Limits,
+        cancel: &CancelToken,
+        ledger: Arc<Ledger>,
+    ) -> Call {
         let start = Instant::now();
         let inner = &*self.inner;
         let mut receipt = self.blank_receipt();
@@ -242,7 +260,7 @@ impl Operation {
         // cancellation are checked at each tick.
         let _ticking = inner.sandbox.inner.ticker.hold();
         let (mut store, stdio) =
-            match new_store(&inner.sandbox, limits, start, cancel, &inner.policy) {
+            match new_store(&inner.sandbox, limits, start, cancel, &inner.policy, ledger) {
                 Ok(s) => s,
                 Err(e) => return finish(receipt, Err(e), vec![]),
             };
@@ -344,6 +362,7 @@ pub(crate) async fn describe(
         Instant::now(),
         &CancelToken::new(),
         &Arc::new(Policy::default()),
+        Arc::new(Ledger::default()),
     )
     .map_err(|e| LoadError::Describe(e.to_string()))?;
     let d = async {
@@ -436,6 +455,7 @@ fn new_store(
     start: Instant,
     cancel: &CancelToken,
     policy: &Arc<Policy>,
+    ledger: Arc<Ledger>,
 ) -> Result<(Store<CallState>, Stdio), CallError> {
     let max_memory = sandbox.inner.config.max_memory;
     if limits.memory > max_memory {
@@ -454,7 +474,6 @@ fn new_store(
     let wasi = wasi_ctx(&stdio, policy, &incidents)?;
 
     // One snapshot of the ledger for the whole call.
-    let ledger = sandbox.ledger();
     let records = RecordsCtxBuilder::new()
         .ledger(ledger.clone())
         .policy(policy.clone())

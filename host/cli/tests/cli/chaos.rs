@@ -1,15 +1,18 @@
-//! Two `hane serve` on one PostgreSQL database, one of them killed with
-//! `kill -9` while runs are live, twenty times over, with a real SMTP
-//! server receiving the emails the runs send (reminders the examples'
-//! policy approves by itself). After every cycle: each run accepted is in
-//! the store and ended, once (its state does not change again); and no
-//! email was sent twice: an action `delivered` has exactly one message, an
-//! `unknown` one at most one, any other none, and no message is of an
-//! action the store does not have.
+//! Two `hane serve` on one PostgreSQL database running their operations on
+//! one `hane worker`, one of the servers killed with `kill -9` while runs
+//! are live, twenty times over (and the worker too, every fifth time),
+//! with a real SMTP server receiving the emails the runs send (reminders
+//! the examples' policy approves by itself). After every cycle: each run
+//! accepted is in the store and ended, once (its state does not change
+//! again); and no email was sent twice: an action `delivered` has exactly
+//! one message, an `unknown` one at most one, any other none, and no
+//! message is of an action the store does not have. The operations ran on
+//! the worker, reading the ledger the servers sent it.
 
 use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hane_test_support::SmtpServer;
@@ -92,11 +95,49 @@ fn mailed(smtp: &SmtpServer) -> HashMap<String, usize> {
     counts
 }
 
-fn serve(store: &Path, smtp: &SmtpServer) -> (Child, String) {
+/// The secret the servers and the worker share.
+const WORKER_SECRET: &str = "the chaos test's worker secret";
+
+fn serve(store: &Path, smtp: &SmtpServer, worker: &str) -> (Child, String) {
     serve_with(
         store,
-        &[("HANE_LEASE", LEASE), ("HANE_SMTP_URL", &smtp.url())],
+        &[
+            ("HANE_LEASE", LEASE),
+            ("HANE_SMTP_URL", &smtp.url()),
+            ("HANE_WORKER", worker),
+            ("HANE_WORKER_SECRET", WORKER_SECRET),
+        ],
     )
+}
+
+/// `hane worker` listening on `listen`, logging what it runs to `log`;
+/// the address it listens on.
+fn worker(listen: &str, log: &Path) -> (Child, String) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["worker", "--listen", listen])
+        .env("HANE_WORKER_SECRET", WORKER_SECRET)
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("RUST_LOG", "hane_manager=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("start hane worker");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("hane worker did not start: {line}"))
+        .to_owned();
+    (child, addr)
 }
 
 #[test]
@@ -104,7 +145,10 @@ fn twenty_kills_of_one_of_two_servers_lose_nothing_and_send_nothing_twice() {
     let smtp = SmtpServer::start(&[]);
     let store = store();
     let key = operator_key(&store);
-    let mut servers = [serve(&store, &smtp), serve(&store, &smtp)];
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("worker.log");
+    let (mut running, at) = worker("127.0.0.1:0", &log);
+    let mut servers = [serve(&store, &smtp, &at), serve(&store, &smtp, &at)];
     let mut ended: HashMap<String, Value> = HashMap::new();
     let mut n = 0;
     for cycle in 0..CYCLES {
@@ -125,8 +169,15 @@ fn twenty_kills_of_one_of_two_servers_lose_nothing_and_send_nothing_twice() {
             .collect();
         // Killed while its runs are live: at once, or a little later.
         std::thread::sleep(Duration::from_millis((cycle as u64 * 7) % 30));
-        let (doomed, _) = std::mem::replace(&mut servers[victim], serve(&store, &smtp));
+        let (doomed, _) = std::mem::replace(&mut servers[victim], serve(&store, &smtp, &at));
         kill_9(doomed);
+        // The worker dies too, now and then, and comes back where it was:
+        // what it was running is lost, a read runs again, a write is
+        // `unknown`.
+        if cycle % 5 == 4 {
+            kill_9(running);
+            running = worker(&at, &log).0;
+        }
         let survivor = servers[1 - victim].1.clone();
         // Every run accepted ends: on its own, or resumed by a live
         // server once the dead one's lease lapsed.
@@ -193,6 +244,14 @@ fn twenty_kills_of_one_of_two_servers_lose_nothing_and_send_nothing_twice() {
     for (server, _) in servers {
         kill_9(server);
     }
+    kill_9(running);
+    // The operations ran on the worker, the ledger's records found there.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let ran = logged.matches("operation succeeded").count();
+    eprintln!("operations the worker ran: {ran}");
+    // Each run that succeeded found its vehicle there once at least.
+    let succeeded = runs.get("succeeded").copied().unwrap_or(0);
+    assert!(ran >= succeeded, "{ran} < {succeeded}: {logged}");
 }
 
 /// No message twice, none of an action the store lacks, one for each

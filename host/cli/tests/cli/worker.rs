@@ -470,6 +470,7 @@ async fn an_operation_of_an_unknown_version_is_refused_by_name() {
         .send_now(&ClientMessage::Run {
             id: id.clone(),
             operation: Bytes::from(sealed),
+            ledger: None,
         })
         .await
         .unwrap();
@@ -763,4 +764,77 @@ async fn half_open_connections_are_capped_and_hold_little_memory() {
         )),
         "{log}"
     );
+}
+
+/// `data.find_record` of a van of the examples' fleet, granted the
+/// `vehicles` collection.
+fn find_vehicle() -> Operation {
+    let digest = component_digest(hane_builtins::get("data.find_record").unwrap());
+    operation(
+        &digest,
+        "data.find_record",
+        r#"{"collection": "vehicles", "match": {"registration": "架空 300 あ 10-02"}}"#,
+        Limits::default(),
+        Policy {
+            records: vec!["vehicles".to_owned()],
+            ..Policy::default()
+        },
+    )
+}
+
+#[tokio::test]
+async fn operations_read_the_ledger_the_client_set_which_travels_on_demand() {
+    let worker = WorkerProcess::start("127.0.0.1:0");
+    let programs = programs();
+    let proxy =
+        ProxyOperationManager::connect(worker.addr.clone(), secret(), programs.components.clone())
+            .await
+            .unwrap();
+    // Before the client sets a ledger, an operation reads an empty one.
+    let Ending::Failed(failure) = proxy.submit(find_vehicle()).ending().await else {
+        panic!("the vehicles collection is not in an empty ledger");
+    };
+    assert!(failure.message.contains("vehicles"), "{failure:?}");
+
+    let ledger =
+        std::sync::Arc::new(hane_core::Ledger::load_dir(&repo().join("examples/ledger")).unwrap());
+    proxy.set_ledger(&ledger);
+    let operation = find_vehicle();
+    let remote = proxy.submit(operation.clone()).ending().await;
+    let Ending::Succeeded(found) = &remote else {
+        panic!("{remote:?}");
+    };
+    assert!(
+        found.output.as_str().contains("Toyota Hiace Van"),
+        "{}",
+        found.output.as_str()
+    );
+    // The same as an operation reading the same ledger here.
+    let local = local_manager(programs.components.clone())
+        .submit_reading(operation, ledger.clone())
+        .ending()
+        .await;
+    assert_eq!(comparable(remote), comparable(local));
+
+    // A second client of the worker with the same ledger, and a later
+    // ledger without the collection: each operation reads the one its
+    // client set when it was submitted.
+    let other =
+        ProxyOperationManager::connect(worker.addr.clone(), secret(), programs.components.clone())
+            .await
+            .unwrap();
+    other.set_ledger(&ledger);
+    assert!(matches!(
+        other.submit(find_vehicle()).ending().await,
+        Ending::Succeeded(_)
+    ));
+    other.set_ledger(&std::sync::Arc::new(hane_core::Ledger::default()));
+    assert!(matches!(
+        other.submit(find_vehicle()).ending().await,
+        Ending::Failed(_)
+    ));
+    assert!(matches!(
+        proxy.submit(find_vehicle()).ending().await,
+        Ending::Succeeded(_)
+    ));
 }

@@ -36,7 +36,7 @@ use crate::lease::Lease;
 use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
 use crate::tools::{self as translate, ToolDefinition, ToolKind, ToolResult};
 use hane_delivery::DeliveryConfig;
-use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager};
+use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager, OperationManager};
 use journal::Journal;
 
 use crate::{Coordinator, CoordinatorConfig, CoordinatorError, Listed, ending_event};
@@ -369,6 +369,7 @@ impl ToolCaller for RunTools<'_> {
 /// | `model` | [`ModelConfig::new`] |
 /// | `cli` | [`CliConfig::new`]: no CLIs and no container runtime, so CLI drivers' runs are refused |
 /// | `lease` | [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) |
+/// | `operations` | a [`LocalOperationManager`] over the sandbox, with `local` and `components` |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
     sandbox: SandboxConfig,
@@ -381,6 +382,17 @@ pub struct RuntimeConfig {
     model: ModelConfig,
     cli: CliConfig,
     lease: Option<Duration>,
+    operations: Option<Operations>,
+}
+
+/// The operation manager a [`RuntimeConfig`] names instead of a local one.
+#[derive(Clone)]
+struct Operations(Arc<dyn OperationManager>);
+
+impl std::fmt::Debug for Operations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Operations(..)")
+    }
 }
 
 impl RuntimeConfig {
@@ -455,6 +467,15 @@ impl RuntimeConfig {
         self.lease = Some(ttl);
         self
     }
+
+    /// Runs operations on `manager` instead of a local operation manager
+    /// over the sandbox: a [`hane_manager::ProxyOperationManager`] runs
+    /// them on a `hane worker`. It is told each release's ledger as the
+    /// release becomes the one runs use.
+    pub fn operations(&mut self, manager: Arc<dyn OperationManager>) -> &mut Self {
+        self.operations = Some(Operations(manager));
+        self
+    }
 }
 
 /// Why [`AgentRuntime::open`] failed.
@@ -504,11 +525,14 @@ impl AgentRuntime {
         let lease = Lease::acquire(&registry, config.lease.unwrap_or(crate::DEFAULT_LEASE))?;
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();
-        let manager = Arc::new(LocalOperationManager::new(
-            sandbox.clone(),
-            components.clone(),
-            &config.local,
-        ));
+        let manager: Arc<dyn OperationManager> = match &config.operations {
+            Some(Operations(manager)) => manager.clone(),
+            None => Arc::new(LocalOperationManager::new(
+                sandbox.clone(),
+                components.clone(),
+                &config.local,
+            )),
+        };
         let coordinator = Coordinator::new(store, manager, &config.coordinator);
         let actions = ExecutionLedger::new(
             registry.clone(),
@@ -733,6 +757,7 @@ impl AgentRuntime {
     async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
         self.install_components(&release).await?;
         self.inner.sandbox.set_ledger(release.ledger.clone());
+        self.inner.coordinator.manager().set_ledger(&release.ledger);
         self.inner
             .actions
             .set_budget(release.budget_for(self.inner.actions.scope()));
