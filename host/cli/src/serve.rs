@@ -39,6 +39,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Runs driven here at once; past it, a new run its agent's own driver
+    /// drives waits queued for whichever `hane serve` on the store has
+    /// room first [default: no limit].
+    #[arg(long, value_name = "N", env = "HANE_MAX_RUNS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_runs: Option<u32>,
 }
 
 impl ServeArgs {
@@ -51,6 +57,10 @@ impl ServeArgs {
         }
     }
 }
+
+/// How often `hane serve` looks for runs queued for any process, besides
+/// whenever one of its own runs ends.
+const QUEUE_LOOK: Duration = Duration::from_millis(250);
 
 /// A duration such as `10s`, `500ms` or `2m`, more than zero.
 fn duration(text: &str) -> Result<Duration, String> {
@@ -148,6 +158,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 }
             }
         });
+        // Runs queued for any process start here while there is room.
+        agents.set_max_runs(args.max_runs.map(|n| n as usize));
+        let queue = tokio::spawn({
+            let agents = agents.clone();
+            async move { agents.serve_queue(QUEUE_LOOK).await }
+        });
         let signalled = stopped()?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -201,6 +217,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = stop_schedules.send(());
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, scheduler).await;
         taking_over.abort();
+        queue.abort();
         // What this process still runs is taken over at once by another,
         // not when its lease would lapse.
         if !lease.lapsed()

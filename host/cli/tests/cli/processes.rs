@@ -372,6 +372,58 @@ fn a_run_a_killed_hane_run_left_is_resumed_by_the_next_that_can(engine: Engine) 
     kill_9(server);
 }
 
+/// Starts a run of `notify` through `addr`; the run as the answer has it.
+fn start_notify(addr: &str, key: &str) -> Value {
+    let (status, run) = request(
+        addr,
+        "POST",
+        "/v1/agents/runs",
+        key,
+        Some(&json!({"agent": "notify", "input": input()})),
+    );
+    assert_eq!(status, 201, "{run}");
+    run
+}
+
+fn runs_past_a_servers_most_wait_queued_for_the_first_with_room(engine: Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_notify(dir.path(), engine);
+    let key = operator_key(&store);
+    let env = [("HANE_LEASE", LEASE), ("HANE_MAX_RUNS", "1")];
+    let (a, a_addr) = serve_with(&store, &env);
+    let first = start_notify(&a_addr, &key);
+    let first_id = first["id"].as_str().unwrap();
+    let first_action = proposed(&store, first_id);
+    // The server is at its most: the next run waits, queued, for anyone.
+    let second = start_notify(&a_addr, &key);
+    assert_eq!(second["status"], "queued", "{second:#}");
+    let second_id = second["id"].as_str().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(get_run(&a_addr, &key, second_id)["status"], "queued");
+    assert!(pending_of(&store, second_id).is_none());
+
+    // A second server with room starts it.
+    let (b, b_addr) = serve_with(&store, &env);
+    let second_action = proposed(&store, second_id);
+    // Both are full now: a third waits until the first ends, and then
+    // starts in the server that had it.
+    let third = start_notify(&b_addr, &key);
+    assert_eq!(third["status"], "queued", "{third:#}");
+    let third_id = third["id"].as_str().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(pending_of(&store, third_id).is_none());
+    reject_and_end(&a_addr, &key, first_id, &first_action);
+    let third_action = proposed(&store, third_id);
+    reject_and_end(&b_addr, &key, second_id, &second_action);
+    reject_and_end(&a_addr, &key, third_id, &third_action);
+    for run in [first_id, second_id, third_id] {
+        assert_eq!(actions_of(&store, run).len(), 1, "{run}");
+        assert_eq!(get_run(&a_addr, &key, run)["resumed"], 0);
+    }
+    kill_9(a);
+    kill_9(b);
+}
+
 /// An agent driven from outside: a run of it cannot be resumed.
 const ATTACHED: &str = "apiVersion: agents/v1alpha1
 kind: Agent
@@ -553,6 +605,7 @@ fn two_servers_never_start_more_runs_than_the_days_budget(engine: Engine) {
 on_both!(
     a_killed_servers_run_is_resumed_by_the_other_server_and_its_own_go_on,
     a_killed_servers_llm_run_is_resumed_without_asking_its_model_again,
+    runs_past_a_servers_most_wait_queued_for_the_first_with_room,
     a_run_a_killed_hane_run_left_is_resumed_by_the_next_that_can,
     a_run_a_killed_process_left_that_cannot_be_resumed_is_ended_by_the_next_command,
     a_server_whose_lease_is_lost_stops,

@@ -292,6 +292,11 @@ pub(crate) struct Inner {
     pub(crate) conversations: crate::conversation::Sending,
     /// Workflow cases being moved on in this process.
     pub(crate) cases: crate::workflow::Driving,
+    /// The most runs this process drives at once before it leaves new
+    /// ones queued for any process; 0 for no limit.
+    pub(crate) max_runs: std::sync::atomic::AtomicUsize,
+    /// Told when a run of this process ends: it may have room again.
+    pub(crate) room: tokio::sync::Notify,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -638,6 +643,8 @@ impl AgentRuntime {
                 cli: CliConfig::default(),
                 conversations: Default::default(),
                 cases: Default::default(),
+                max_runs: std::sync::atomic::AtomicUsize::new(0),
+                room: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -936,7 +943,7 @@ impl AgentRuntime {
             }
         };
         let now = now_ms();
-        let run = AgentRun {
+        let mut run = AgentRun {
             id: context.id.unwrap_or_else(RunId::new),
             agent: request.agent,
             release: release.info.number,
@@ -964,11 +971,22 @@ impl AgentRuntime {
                 && !agent.reviews(),
             resumed: 0,
         };
+        // A process at its most runs leaves a run any process may start
+        // queued for one with room (see `claim_queued`); only a run that
+        // needs nothing of this process can wait so.
+        let queued = run.resumable && self.at_capacity();
+        let mut row = run_row(&run, &self.inner.lease);
+        if queued {
+            row.holder = None;
+        }
         // Counted against the day's budget and stored `queued` in one
         // transaction.
-        let day = self
-            .charge_run(&release, tokens, Some(run_row(&run, &self.inner.lease)))
-            .await?;
+        let day = self.charge_run(&release, tokens, Some(row)).await?;
+        if queued {
+            tracing::info!(run = %run.id, "at its most runs: the run waits queued for a process with room");
+            run.updated_at_ms = now_ms();
+            return Ok(run);
+        }
         let reservation = (tokens > 0).then_some((day, tokens));
         let (changes, _) = watch::channel(run.status);
         let live = Arc::new(LiveRun {
@@ -1171,7 +1189,7 @@ impl AgentRuntime {
                 None => "a process of an older hane".to_owned(),
             };
             let why_not = if run.resumable && resume {
-                match self.resume(run.clone(), &from).await {
+                match self.resume(run.clone(), Some(&from)).await {
                     Ok(resumed) => {
                         taken_over.resumed.push(resumed);
                         continue;
@@ -1209,7 +1227,7 @@ impl AgentRuntime {
 
     /// Ends `run`, taken over from `from`, `failed`: see
     /// [`AgentRuntime::take_over`]. `why_not` says why it was not resumed.
-    async fn end_taken(
+    pub(crate) async fn end_taken(
         &self,
         mut run: AgentRun,
         from: &str,
@@ -1449,6 +1467,7 @@ impl AgentRuntime {
             tracing::error!(run = %id, "withdrawing the run's pending actions: {e}");
         }
         lock(&self.inner.live).remove(&id);
+        self.inner.room.notify_one();
         live.changes.send_replace(run.status);
         live.tell(|| RunEvent::End(Box::new(run)));
     }

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hane_core::{
     ActionRequest, ActionState, DeciderKind, Impact, LlmTurn, Operation, OperationId, Outcome,
@@ -27,6 +27,9 @@ use super::{AgentRun, AgentRuntime, LiveRun, Mutex, RunError, Task, lock, now_ms
 use crate::Dispatched;
 use crate::gateway::{Admitted, GatewayError, Stop};
 use crate::tools::{self as translate, ToolKind, ToolResult};
+
+/// How many queued runs a process without a limit claims at a time.
+const CLAIMED_AT_ONCE: usize = 16;
 
 /// A tool call as the session recorded it.
 pub(crate) struct RecordedCall {
@@ -194,14 +197,19 @@ fn recorded(events: Vec<hane_core::Recorded>) -> Replay {
 
 impl AgentRuntime {
     /// Resumes `run`, which this process took over from `from`, a dead
-    /// one: in this process, from its session (see the module's
-    /// documentation). A run that had not started starts.
+    /// one, or claimed from the queue (`from` is `None`): in this process,
+    /// from its session (see the module's documentation). A run that had
+    /// not started starts.
     ///
     /// # Errors
     ///
     /// Its release or agent cannot be loaded, its model is not available
     /// here, or the store failed; then it is not resumed.
-    pub(crate) async fn resume(&self, mut run: AgentRun, from: &str) -> Result<AgentRun, RunError> {
+    pub(crate) async fn resume(
+        &self,
+        mut run: AgentRun,
+        from: Option<&str>,
+    ) -> Result<AgentRun, RunError> {
         let release = self.release_numbered(run.release).await?;
         let Some(agent) = release.agents.get(&run.agent).cloned() else {
             return Err(RunError::UnknownAgent {
@@ -265,7 +273,9 @@ impl AgentRuntime {
         run.tool_calls.clear();
         run.tasks.clear();
         run.tokens_used = 0;
-        run.resumed += 1;
+        if from.is_some() {
+            run.resumed += 1;
+        }
         run.updated_at_ms = now_ms();
         let tokens = agent.manifest.spec.limits.max_model_tokens;
         let reservation = (agent.manifest.spec.driver != hane_core::Driver::Scripted && tokens > 0)
@@ -291,7 +301,12 @@ impl AgentRuntime {
             replay: Mutex::new(Some(replay)),
         });
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
-        tracing::warn!(run = %run.id, from = %from, "a dead process's run is resumed here");
+        match from {
+            Some(from) => {
+                tracing::warn!(run = %run.id, from = %from, "a dead process's run is resumed here");
+            }
+            None => tracing::info!(run = %run.id, "a queued run starts here"),
+        }
         let runtime = self.clone();
         let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
         let driving = {
@@ -308,6 +323,95 @@ impl AgentRuntime {
             }
         });
         Ok(run)
+    }
+
+    /// Sets the most runs this process drives at once (`None`: no limit,
+    /// the default). At its most, a new run that any process may start
+    /// ([`AgentRun::resumable`]) is stored `queued` for any process, and
+    /// the first with room starts it ([`AgentRuntime::claim_queued`]).
+    pub fn set_max_runs(&self, max: Option<usize>) {
+        self.inner
+            .max_runs
+            .store(max.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Whether this process drives as many runs as it may.
+    pub(crate) fn at_capacity(&self) -> bool {
+        self.room() == 0
+    }
+
+    /// How many more runs this process may drive now.
+    fn room(&self) -> usize {
+        match self.inner.max_runs.load(Ordering::SeqCst) {
+            0 => CLAIMED_AT_ONCE,
+            max => max.saturating_sub(lock(&self.inner.live).len()),
+        }
+    }
+
+    /// Starts here runs queued for any process (oldest first), as many as
+    /// this process has room for; each is claimed by one process however
+    /// many claim at once. Returns the runs started.
+    ///
+    /// A process whose own lease lapsed claims nothing.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn claim_queued(&self) -> Result<Vec<AgentRun>, RunError> {
+        let room = self.room();
+        if room == 0 || self.inner.lease.lapsed() {
+            return Ok(Vec::new());
+        }
+        let claimed = self
+            .inner
+            .registry
+            .claim_queued_runs(self.inner.lease.holder(), room)
+            .await?;
+        let mut started = Vec::with_capacity(claimed.len());
+        for row in claimed {
+            let run = match hane_core::open::<AgentRun>(&row.body) {
+                Ok(run) => run,
+                Err(e) => {
+                    tracing::error!(run = %row.id, "a queued run cannot be read: {e}");
+                    continue;
+                }
+            };
+            // Only an older hane left a run no process held that cannot
+            // be started by another.
+            if !run.resumable {
+                self.end_taken(run, "a process of an older hane", "not resumed")
+                    .await?;
+                continue;
+            }
+            match self.resume(run.clone(), None).await {
+                Ok(run) => started.push(run),
+                Err(e) => {
+                    tracing::error!(run = %run.id, "a queued run cannot start here: {e}");
+                    let why = format!(
+                        "it could not be started by `{}` ({e})",
+                        self.inner.lease.holder()
+                    );
+                    self.end_taken(run, "a process of this store", &why).await?;
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Claims queued runs ([`AgentRuntime::claim_queued`]) whenever this
+    /// process may have room: when one of its runs ends, and every `every`
+    /// (another process may have queued some). Until dropped.
+    pub async fn serve_queue(&self, every: std::time::Duration) {
+        let mut ticks = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = self.inner.room.notified() => {}
+            }
+            if let Err(e) = self.claim_queued().await {
+                tracing::error!("claiming queued runs: {e}");
+            }
+        }
     }
 
     /// Stops run `run`, which took another path than it had when it was

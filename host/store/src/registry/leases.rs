@@ -188,7 +188,8 @@ impl Registry {
             let what = failed("taking over runs");
             let now = now_ms() as i64;
             // `runs_live` covers queued and running, the only states a
-            // run is held in.
+            // run is held in. A run queued for any process (held by none)
+            // waits for one with room (`claim_queued_runs`).
             let found = db
                 .rows(
                     "SELECT r.id, r.agent, r.status, r.created_at, r.updated_at, r.body, r.holder,
@@ -197,6 +198,7 @@ impl Registry {
                      WHERE r.status IN ('queued', 'running')
                        AND (r.holder IS NULL OR l.holder IS NULL OR l.expires_at < ?1)
                        AND r.holder IS DISTINCT FROM ?2
+                       AND NOT (r.status = 'queued' AND r.holder IS NULL)
                      ORDER BY r.created_at, r.id",
                     args![now, &holder],
                     |row| {
@@ -233,6 +235,45 @@ impl Registry {
             )
             .map_err(&what)?;
             Ok(runs)
+        })
+        .await
+    }
+
+    /// Claims for `holder` at most `limit` runs queued for any process
+    /// (`queued`, held by none), oldest first, in one write transaction,
+    /// so of any number of processes claiming at once each run goes to
+    /// one.
+    ///
+    /// # Errors
+    ///
+    /// The database failed; then nothing was claimed.
+    pub async fn claim_queued_runs(
+        &self,
+        holder: &str,
+        limit: usize,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let holder = holder.to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.tx("claiming queued runs", move |db| {
+            let what = failed("claiming queued runs");
+            let mut found = db
+                .rows(
+                    "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs
+                     WHERE status = 'queued' AND holder IS NULL
+                     ORDER BY created_at, id LIMIT ?1",
+                    args![limit],
+                    run_row,
+                )
+                .map_err(&what)?;
+            for run in &mut found {
+                db.execute(
+                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
+                    args![&run.id, &holder],
+                )
+                .map_err(&what)?;
+                run.holder = Some(holder.clone());
+            }
+            Ok(found)
         })
         .await
     }

@@ -224,8 +224,69 @@ async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
     assert_eq!(total, 200);
 }
 
+async fn runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_over(store: Store) {
+    let setup = store.open();
+    for i in 0..120 {
+        let mut row = run(&format!("q{i:03}"), RunStatus::Queued, None);
+        row.created_at_ms = i;
+        setup.put_run(row).await.unwrap();
+    }
+    setup
+        .put_run(run("held", RunStatus::Queued, Some("someone")))
+        .await
+        .unwrap();
+    setup
+        .put_run(run("done", RunStatus::Succeeded, None))
+        .await
+        .unwrap();
+    // Waiting for room is not being left by a dead process.
+    setup.acquire_lease("looker", "h", 1, LONG).unwrap();
+    let taken = setup
+        .take_over_runs("looker", |_: &RunRow| true)
+        .await
+        .unwrap();
+    assert_eq!(ids(&taken), ["held"], "only the run a dead holder held");
+    // Oldest first, at most as many as asked for.
+    let first = setup.claim_queued_runs("looker", 3).await.unwrap();
+    let first: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(first, ["q000", "q001", "q002"]);
+    // Eight processes claiming at once, a few at a time: each run once.
+    let mut claimers = Vec::new();
+    for p in 0..8 {
+        let registry = store.open();
+        let holder = format!("claimer-{p}");
+        claimers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = registry.claim_queued_runs(&holder, 4).await.unwrap();
+                if claimed.is_empty() {
+                    return mine;
+                }
+                mine.extend(claimed.into_iter().map(|r| (r.id, holder.clone())));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    for claimer in claimers {
+        for (id, holder) in claimer.await.unwrap() {
+            assert!(seen.insert(id.clone()), "{id} claimed twice");
+            let stored = setup.run(&id).await.unwrap().unwrap();
+            assert_eq!(stored.holder.as_deref(), Some(holder.as_str()));
+        }
+    }
+    assert_eq!(seen.len(), 117);
+    assert!(
+        setup
+            .claim_queued_runs("looker", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 on_both!(
     a_live_lease_is_renewed_and_a_lapsed_one_never_again,
+    runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_over,
     only_the_live_runs_of_dead_holders_are_taken_over,
     a_lapsed_holder_cannot_write_a_run_taken_from_it,
     each_dead_run_is_taken_by_one_of_many_processes,
