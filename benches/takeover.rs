@@ -1,7 +1,7 @@
-//! How long the runs of a coordinator that died stay `running`: two
+//! How long the runs of a coordinator that died wait for another: two
 //! `hane serve` on one store, ten runs started on the first (each waiting
 //! for a person's decision), the first killed with `kill -9`, and the time
-//! until the second has ended all ten, for leases of 1 s and 2 s, on a
+//! until the second has resumed all ten, for leases of 1 s and 2 s, on a
 //! SQLite file and on a PostgreSQL database (a server of its default
 //! durability). The target is at most twice the lease; before leases such
 //! runs stayed `running` for good. What it measures, the command and the
@@ -55,7 +55,7 @@ fn main() {
     }
     group.finish();
     c.final_summary();
-    println!("\nfrom kill -9 to all {RUNS} runs ended by the other coordinator");
+    println!("\nfrom kill -9 to all {RUNS} runs resumed by the other coordinator");
     println!("| store | lease | runs | p50 | max | target (2 × lease) |");
     println!("|---|---|---|---|---|---|");
     for (engine, lease, times) in report {
@@ -70,7 +70,8 @@ fn main() {
 }
 
 /// Starts a coordinator, gives it [`RUNS`] live runs, kills it, and
-/// times how long until the survivor at `at` has ended them all.
+/// times how long until the survivor at `at` has resumed them all (each
+/// then waits again for its decision, there).
 fn one_death(store: &Path, env: &[(&str, &str)], key: &str, at: &str) -> Duration {
     let (mut doomed, doomed_at) = serve(&hane_binary(), store, env);
     let input = json!({"agent": "notify", "input": {
@@ -111,11 +112,12 @@ fn one_death(store: &Path, env: &[(&str, &str)], key: &str, at: &str) -> Duratio
         live.retain(|run| {
             let (status, got) = request(at, "GET", &format!("/v1/agents/runs/{run}"), key, None);
             assert_eq!(status, 200, "{got}");
-            got["status"] == "running"
+            assert_eq!(got["status"], "running", "{got}");
+            got["resumed"] == 0
         });
         assert!(
             killed.elapsed() < Duration::from_secs(60),
-            "runs left running"
+            "runs not resumed"
         );
         if !live.is_empty() {
             std::thread::sleep(Duration::from_millis(10));

@@ -114,15 +114,7 @@ fn proposed(store: &Path, run: &str) -> Value {
 }
 
 fn start_run(addr: &str, key: &str) -> String {
-    let (status, run) = request(
-        addr,
-        "POST",
-        "/v1/agents/runs",
-        key,
-        Some(&json!({"agent": "notify", "input": input()})),
-    );
-    assert_eq!(status, 201, "{run}");
-    run["id"].as_str().unwrap().to_owned()
+    start_notify(addr, key)["id"].as_str().unwrap().to_owned()
 }
 
 fn kill_9(mut child: Child) {

@@ -262,6 +262,37 @@ pub(crate) struct LiveRun {
 }
 
 impl LiveRun {
+    /// `run` of `agent` from `release`, not yet driven, with nothing
+    /// beside what its driver needs.
+    pub(crate) fn new(
+        run: AgentRun,
+        agent: Arc<LoadedAgent>,
+        release: Arc<LoadedRelease>,
+        reservation: Option<(String, u64)>,
+        model: Option<Arc<model::RunModel>>,
+    ) -> Self {
+        let (changes, _) = watch::channel(run.status);
+        Self {
+            run: Mutex::new(run),
+            agent,
+            release,
+            reservation,
+            model,
+            session: Mutex::new(None),
+            journal: std::sync::OnceLock::new(),
+            cancelled: AtomicBool::new(false),
+            ending: AtomicBool::new(false),
+            submitted: Mutex::new(None),
+            result_ready: tokio::sync::Notify::new(),
+            attached: Mutex::new(None),
+            cli: Mutex::new(None),
+            changes,
+            history: Vec::new(),
+            events: None,
+            replay: Mutex::new(None),
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> AgentRun {
         lock(&self.run).clone()
     }
@@ -988,26 +1019,21 @@ impl AgentRuntime {
             return Ok(run);
         }
         let reservation = (tokens > 0).then_some((day, tokens));
-        let (changes, _) = watch::channel(run.status);
         let live = Arc::new(LiveRun {
-            run: Mutex::new(run.clone()),
-            agent,
-            release,
-            reservation,
-            model,
-            session: Mutex::new(None),
-            journal: std::sync::OnceLock::new(),
-            cancelled: AtomicBool::new(false),
-            ending: AtomicBool::new(false),
-            submitted: Mutex::new(None),
-            result_ready: tokio::sync::Notify::new(),
             attached: Mutex::new(attached),
             cli: Mutex::new(cli),
-            changes,
             history: context.history,
             events: context.follow.then(events::Events::default),
-            replay: Mutex::new(None),
+            ..LiveRun::new(run.clone(), agent, release, reservation, model)
         });
+        self.spawn_drive(live);
+        Ok(run)
+    }
+
+    /// Drives `live` in a task of its own, from now on a run of this
+    /// process.
+    pub(crate) fn spawn_drive(&self, live: Arc<LiveRun>) {
+        let run = live.snapshot();
         lock(&self.inner.live).insert(run.id.clone(), live.clone());
         let runtime = self.clone();
         let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
@@ -1026,7 +1052,6 @@ impl AgentRuntime {
                 runtime.end_after_panic(&live, message).await;
             }
         });
-        Ok(run)
     }
 
     /// Starts a run and waits until it ends.
@@ -1922,7 +1947,7 @@ fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
 }
 
 /// The text of a panic's payload.
-pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use hane_core::{
     ActionRequest, ActionState, DeciderKind, Impact, LlmTurn, Operation, OperationId, Outcome,
@@ -20,10 +20,8 @@ use hane_core::{
 };
 use hane_manager::Ending;
 use serde_json::Value;
-use tokio::sync::watch;
-use tracing::Instrument as _;
 
-use super::{AgentRun, AgentRuntime, LiveRun, Mutex, RunError, Task, lock, now_ms, panic_message};
+use super::{AgentRun, AgentRuntime, LiveRun, RunError, Task, lock, now_ms};
 use crate::Dispatched;
 use crate::gateway::{Admitted, GatewayError, Stop};
 use crate::tools::{self as translate, ToolKind, ToolResult};
@@ -280,48 +278,15 @@ impl AgentRuntime {
         let tokens = agent.manifest.spec.limits.max_model_tokens;
         let reservation = (agent.manifest.spec.driver != hane_core::Driver::Scripted && tokens > 0)
             .then(|| (crate::budget::utc_day(run.created_at_ms), tokens));
-        let (changes, _) = watch::channel(run.status);
-        let live = Arc::new(LiveRun {
-            run: Mutex::new(run.clone()),
-            agent,
-            release,
-            reservation,
-            model,
-            session: Mutex::new(None),
-            journal: std::sync::OnceLock::new(),
-            cancelled: AtomicBool::new(false),
-            ending: AtomicBool::new(false),
-            submitted: Mutex::new(None),
-            result_ready: tokio::sync::Notify::new(),
-            attached: Mutex::new(None),
-            cli: Mutex::new(None),
-            changes,
-            history: Vec::new(),
-            events: None,
-            replay: Mutex::new(Some(replay)),
-        });
-        lock(&self.inner.live).insert(run.id.clone(), live.clone());
+        let live = LiveRun::new(run.clone(), agent, release, reservation, model);
+        *lock(&live.replay) = Some(replay);
         match from {
             Some(from) => {
                 tracing::warn!(run = %run.id, from = %from, "a dead process's run is resumed here");
             }
             None => tracing::info!(run = %run.id, "a queued run starts here"),
         }
-        let runtime = self.clone();
-        let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
-        let driving = {
-            let live = live.clone();
-            tokio::spawn(async move { runtime.drive(live).await }.instrument(span))
-        };
-        let runtime = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = driving.await
-                && e.is_panic()
-            {
-                let message = panic_message(e.into_panic());
-                runtime.end_after_panic(&live, message).await;
-            }
-        });
+        self.spawn_drive(Arc::new(live));
         Ok(run)
     }
 
