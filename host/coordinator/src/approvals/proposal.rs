@@ -275,6 +275,14 @@ impl AgentRuntime {
             Err(e) => return ToolResult::error("failed", e),
         };
         let task = assign(&mut action, &choice, &group);
+        // What led to the action (the model's turn, the call) is stored
+        // before it: a run resumed after a crash finds the action where
+        // its session says it made the call, not a model asked again.
+        if let Some(journal) = live.journal.get()
+            && let Err(e) = journal.flush().await
+        {
+            return ToolResult::error("failed", e);
+        }
         let action = match ledger.propose(action, task).await {
             Ok(action) => action,
             Err(e) => {
