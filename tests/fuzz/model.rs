@@ -6,7 +6,7 @@
 
 use hane_model::serve::{self, SseOut};
 use hane_model::sse::SseParser;
-use hane_model::{ModelResponse, WireOptions, anthropic, chat, responses};
+use hane_model::{Content, ModelResponse, WireOptions, anthropic, chat, responses};
 use serde_json::{Value, json};
 
 use crate::engine::{Shape, Target, fuzz};
@@ -100,6 +100,62 @@ fn serve_all(response: &ModelResponse) {
     let _ = serve::anthropic::response_body(response, "id");
 }
 
+/// What a response read holds, tersely (the engine keeps the first 96
+/// letters of an outcome, and an outcome has three formats' answers): why
+/// it stopped, then a letter for each of its first eight blocks (`t` text,
+/// `e` empty text, `i` image, `r` result, `c` a call followed by `n`
+/// without id, `m` without name, and `o`, `z` or `x` for arguments that
+/// are an object, an empty one or no object; `a` if more follow), then `I`, `O` and `C` for
+/// the counts it has, `M` without a model and `D` without an id. Without
+/// it every answer read would be one outcome, and the corpus would keep
+/// none of the inputs that reach the readers' other paths.
+fn shape(response: &ModelResponse) -> String {
+    let mut shape = format!("{} ", response.stop_reason.as_str());
+    for block in response.content.iter().take(8) {
+        match block {
+            Content::Text { text } if text.is_empty() => shape.push('e'),
+            Content::Text { .. } => shape.push('t'),
+            Content::Image { .. } => shape.push('i'),
+            Content::ToolResult { .. } => shape.push('r'),
+            Content::ToolCall { id, name, input } => {
+                shape.push('c');
+                if id.is_empty() {
+                    shape.push('n');
+                }
+                if name.is_empty() {
+                    shape.push('m');
+                }
+                shape.push(match input {
+                    Value::Object(map) if map.is_empty() => 'z',
+                    Value::Object(_) => 'o',
+                    _ => 'x',
+                });
+            }
+        }
+    }
+    if response.content.len() > 8 {
+        shape.push('a');
+    }
+    shape.push(' ');
+    let usage = response.usage;
+    for (letter, count) in [
+        ('I', usage.input_tokens),
+        ('O', usage.output_tokens),
+        ('C', usage.cached_tokens),
+    ] {
+        if count > 0 {
+            shape.push(letter);
+        }
+    }
+    if response.model.is_empty() {
+        shape.push('M');
+    }
+    if response.request_id.is_none() {
+        shape.push('D');
+    }
+    shape
+}
+
 /// Fuzzes `check` with JSON bodies grown from `seeds`.
 fn fuzz_json(name: &'static str, seeds: Vec<Vec<u8>>, check: impl Fn(&Value) -> String) {
     let target = Target {
@@ -164,7 +220,7 @@ fn model_responses() {
             match parsed {
                 Ok(response) => {
                     serve_all(&response);
-                    outcome.push_str(&format!("{format} ok; "));
+                    outcome.push_str(&format!("{format} ok: {}; ", shape(&response)));
                 }
                 Err(e) => outcome.push_str(&format!("{format}: {e}; ")),
             }
@@ -228,7 +284,7 @@ fn model_streams() {
             match ended.and(finished) {
                 Ok(response) => {
                     serve_all(&response);
-                    outcome.push_str(&format!("{format} ok; "));
+                    outcome.push_str(&format!("{format} ok: {}; ", shape(&response)));
                 }
                 Err(e) => outcome.push_str(&format!("{format}: {e}; ")),
             }
