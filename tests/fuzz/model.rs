@@ -105,10 +105,11 @@ fn serve_all(response: &ModelResponse) {
 /// it stopped, then a letter for each of its first eight blocks (`t` text,
 /// `e` empty text, `i` image, `r` result, `c` a call followed by `n`
 /// without id, `m` without name, and `o`, `z` or `x` for arguments that
-/// are an object, an empty one or no object; `a` if more follow), then `I`, `O` and `C` for
-/// the counts it has, `M` without a model and `D` without an id. Without
-/// it every answer read would be one outcome, and the corpus would keep
-/// none of the inputs that reach the readers' other paths.
+/// are an object, an empty one or no object; `a` if more follow), then
+/// `I`, `O` and `C` for the counts it has, `M` without a model and `D`
+/// without an id. Without it every answer read would be one outcome, and
+/// the corpus would keep none of the inputs that reach the readers' other
+/// paths.
 fn shape(response: &ModelResponse) -> String {
     let mut shape = format!("{} ", response.stop_reason.as_str());
     for block in response.content.iter().take(8) {
@@ -164,6 +165,18 @@ fn said(error: &ModelError) -> String {
     match text.find("): ") {
         Some(end) => text[..=end].to_owned(),
         None => text,
+    }
+}
+
+/// One format's part of an outcome: an answer that read is served back in
+/// every format and told by its `shape`, an error by what it `said`.
+fn answered(format: &str, result: Result<ModelResponse, ModelError>) -> String {
+    match result {
+        Ok(response) => {
+            serve_all(&response);
+            format!("{format} ok: {}; ", shape(&response))
+        }
+        Err(e) => format!("{format}: {}; ", said(&e)),
     }
 }
 
@@ -228,13 +241,7 @@ fn model_responses() {
             ("responses", responses::parse_response(body)),
             ("messages", anthropic::parse_response(body)),
         ] {
-            match parsed {
-                Ok(response) => {
-                    serve_all(&response);
-                    outcome.push_str(&format!("{format} ok: {}; ", shape(&response)));
-                }
-                Err(e) => outcome.push_str(&format!("{format}: {}; ", said(&e))),
-            }
+            outcome.push_str(&answered(format, parsed));
         }
         outcome
     });
@@ -292,13 +299,7 @@ fn model_streams() {
             ("responses", r, responses.finish()),
             ("messages", a, anthropic.finish()),
         ] {
-            match ended.and(finished) {
-                Ok(response) => {
-                    serve_all(&response);
-                    outcome.push_str(&format!("{format} ok: {}; ", shape(&response)));
-                }
-                Err(e) => outcome.push_str(&format!("{format}: {}; ", said(&e))),
-            }
+            outcome.push_str(&answered(format, ended.and(finished)));
         }
         outcome
     });
