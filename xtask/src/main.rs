@@ -1,13 +1,20 @@
 //! `cargo xtask`: the project's own tasks, in Rust, so they run wherever
 //! cargo does.
 //!
-//! - `cargo xtask test [ARGS…]` provisions what the tests need, then runs
-//!   every suite: the host workspace and the built-in operations (a guest
+//! - `cargo xtask test [ARGS…]` checks `ARCHITECTURE.md`'s dependency
+//!   table (as `architecture` below), provisions what the tests need, then
+//!   runs every suite: the host workspace and the built-in operations (a guest
 //!   workspace whose logic is plain Rust, so its unit tests run on the
 //!   host; the guest programs under `tests/guests` are run by the host
 //!   suites). `ARGS` go to each `cargo test`, e.g. `-- --nocapture`.
 //! - `cargo xtask provision` provisions only, then prints the environment
 //!   the tests read, for running one test by hand with plain `cargo test`.
+//! - `cargo xtask architecture` checks the dependency table of
+//!   `ARCHITECTURE.md` (its `## Dependencies` section) against
+//!   `cargo metadata`: each workspace crate's direct normal dependencies on
+//!   other workspace crates, no more and no fewer. `cargo xtask test` runs
+//!   this check first, before provisioning, so a map that drifted from the
+//!   code fails the tests.
 //!
 //! Provisioning is a list of steps. Each is idempotent, keeps what it made
 //! under `target/test-env/`, says what it installs, and is skipped when its
@@ -24,6 +31,8 @@
 //! The guests' `wasm32-wasip2` target is not a step here: the build
 //! script that compiles the guests installs it (`host/builtins/build.rs`),
 //! so that `cargo build` and `cargo run` get it too.
+
+mod architecture;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -51,7 +60,10 @@ fn main() -> ExitCode {
     let task = args.next();
     let rest: Vec<OsString> = args.collect();
     let result = match task.as_ref().and_then(|t| t.to_str()) {
-        Some("test") => provision().and_then(|env| test(&env, &rest)),
+        Some("test") => architecture::check(&Layout::new().root)
+            .and_then(|()| provision())
+            .and_then(|env| test(&env, &rest)),
+        Some("architecture") => architecture::check(&Layout::new().root),
         Some("provision") => provision().map(|env| {
             for (key, value) in &env.vars {
                 println!("{key}={}", value.display());
@@ -59,8 +71,9 @@ fn main() -> ExitCode {
         }),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [ARGS…]   provision what the tests need, then run every suite\n       \
-                 cargo xtask provision         provision only, and print the environment the tests read"
+                "usage: cargo xtask test [ARGS…]   check ARCHITECTURE.md's dependencies, provision what the tests need, then run every suite\n       \
+                 cargo xtask provision         provision only, and print the environment the tests read\n       \
+                 cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata"
             );
             return ExitCode::from(2);
         }
