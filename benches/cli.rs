@@ -90,7 +90,7 @@ fn runtime(rt: &Runtime, dir: &Path) -> AgentRuntime {
         runtime.set_server_address(listener.local_addr().unwrap());
         tokio::spawn(hane_server::serve(
             listener,
-            runtime.clone(),
+            hane_coordinator::Services::new(runtime.clone()),
             std::future::pending(),
         ));
     });

@@ -3,7 +3,7 @@
 //! their results compared with what the cases expect, and the evaluation
 //! stored. Rows, side by side in one run:
 //!
-//! - `evaluation-50/…`: `AgentRuntime::evaluate`, at most eight cases at
+//! - `evaluation-50/…`: `Evaluations::evaluate`, at most eight cases at
 //!   once;
 //! - `one-by-one-50/…`: the same 50 shadow runs started one after another
 //!   with `run_to_end`, each result compared with
@@ -103,9 +103,10 @@ fn main() {
             AgentRuntime::open(&store, &config).unwrap()
         };
         rt.block_on(runtime.activate(&release)).unwrap();
+        let evaluations = hane_coordinator::Evaluations::new(&runtime);
         // Every case passes, or the row measures something else.
         let evaluation = rt
-            .block_on(runtime.evaluate("lease-qa-50", |_| {}))
+            .block_on(evaluations.evaluate("lease-qa-50", |_| {}))
             .unwrap();
         assert_eq!(evaluation.passed as usize, CASES, "{evaluation:#?}");
 
@@ -115,7 +116,7 @@ fn main() {
                 for _ in 0..iters {
                     let start = Instant::now();
                     let evaluation = rt
-                        .block_on(runtime.evaluate("lease-qa-50", |_| {}))
+                        .block_on(evaluations.evaluate("lease-qa-50", |_| {}))
                         .unwrap();
                     let took = start.elapsed();
                     assert_eq!(evaluation.passed as usize, CASES);

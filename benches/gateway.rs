@@ -929,9 +929,13 @@ impl Hane {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        rt.spawn(hane_server::serve(listener, runtime.clone(), async {
-            let _ = stopped.await;
-        }));
+        rt.spawn(hane_server::serve(
+            listener,
+            hane_coordinator::Services::new(runtime.clone()),
+            async {
+                let _ = stopped.await;
+            },
+        ));
         let [plain_token, stream_token] = <[String; 2]>::try_from(tokens).unwrap();
         Self {
             addr,

@@ -156,9 +156,13 @@ fn tools_call(c: &mut Criterion) {
         .unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    hane_rt.spawn(hane_server::serve(listener, runtime.clone(), async {
-        let _ = stopped.await;
-    }));
+    hane_rt.spawn(hane_server::serve(
+        listener,
+        hane_coordinator::Services::new(runtime.clone()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     // The client: one kept-alive connection, on this thread.
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -103,11 +103,12 @@ fn main() {
         config.model(model);
         let hane = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
         hane.activate(&release).await.unwrap();
+        let desk = hane_coordinator::ReceptionDesk::new(&hane);
         let (mut lexical, mut chosen, mut picked, mut valid, mut exact, mut labelled_inputs) =
             (0, 0, 0, 0, 0, 0);
         let mut latency = Vec::new();
         for request in &set {
-            let reception = hane
+            let reception = desk
                 .receive(ReceptionRequest {
                     text: request.text.clone(),
                     dry_run: true,

@@ -387,7 +387,10 @@ async fn a_recipient_that_is_not_one_plain_address_is_refused_at_proposal_and_no
             .items
             .is_empty()
     );
-    let report = runtime.budget().await.unwrap();
+    let report = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(report.budget.as_deref(), Some("daily-budget"));
     assert_eq!(report.usage.external_actions, 0, "{report:#?}");
     assert!(server.messages().is_empty());
@@ -399,7 +402,15 @@ async fn a_recipient_that_is_not_one_plain_address_is_refused_at_proposal_and_no
         .await
         .unwrap();
     assert_eq!(result(&ended)["status"], "delivered", "{ended:#?}");
-    assert_eq!(runtime.budget().await.unwrap().usage.external_actions, 1);
+    assert_eq!(
+        hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap()
+            .usage
+            .external_actions,
+        1
+    );
 }
 
 #[tokio::test]
@@ -542,13 +553,13 @@ async fn a_decider_override_sends_the_very_next_action_to_people() {
     let server = SmtpServer::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path(), smtp_delivery(&server)).await;
-    let refused = runtime
+    let refused = hane_coordinator::Approvals::new(&runtime)
         .add_override("data.find_record", "no", "person:a")
         .await
         .unwrap_err();
     assert!(matches!(refused, ActionError::NotOutbound(_)), "{refused}");
 
-    runtime
+    hane_coordinator::Approvals::new(&runtime)
         .add_override(
             "communication.send_email",
             "reminders under review this week",
@@ -556,7 +567,14 @@ async fn a_decider_override_sends_the_very_next_action_to_people() {
         )
         .await
         .unwrap();
-    assert_eq!(runtime.overrides().await.unwrap().len(), 1);
+    assert_eq!(
+        hane_coordinator::Approvals::new(&runtime)
+            .overrides()
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     let run = runtime
         .start(reminder("shinagawa@fleet.example"))
         .await
@@ -571,13 +589,13 @@ async fn a_decider_override_sends_the_very_next_action_to_people() {
 
     // Removed: the policy decides the next one again.
     assert!(
-        runtime
+        hane_coordinator::Approvals::new(&runtime)
             .remove_override("communication.send_email")
             .await
             .unwrap()
     );
     assert!(
-        !runtime
+        !hane_coordinator::Approvals::new(&runtime)
             .remove_override("communication.send_email")
             .await
             .unwrap()
@@ -947,7 +965,10 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
         refused.to_string().contains("modelTokensPerDay"),
         "{refused}"
     );
-    let report = runtime.budget().await.unwrap();
+    let report = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(report.budget.as_deref(), Some("daily"));
     assert_eq!(report.usage.agent_runs, 0, "a refused run is not counted");
     assert_eq!(report.usage.model_tokens_reserved, 0);
@@ -967,7 +988,10 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
     assert_eq!(executed.state, ActionState::Failed, "no adapter here");
     assert_eq!(executed.attempts.len(), 1);
     runtime.wait(&first.id).await.unwrap();
-    let report = runtime.budget().await.unwrap();
+    let report = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(report.usage.external_actions, 1, "{report:#?}");
     assert!(
         report
@@ -1032,7 +1056,10 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
             "{refused}"
         );
     }
-    let report = runtime.budget().await.unwrap();
+    let report = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(report.usage.model_tokens_reserved, 0, "{report:#?}");
     assert_eq!(report.usage.agent_runs, 0, "{report:#?}");
     assert_eq!(report.limits.agent_runs_per_day, Some(2));
@@ -1054,7 +1081,10 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
     };
     assert_eq!(exceeded.limit, "agentRunsPerDay");
     assert_eq!((exceeded.used, exceeded.limit_value), (2, 2));
-    let report = runtime.budget().await.unwrap();
+    let report = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(report.usage.agent_runs, 2, "a refused run is not counted");
     let alerts: Vec<&str> = report.alerts.iter().map(|a| a.limit.as_str()).collect();
     // Each limit's alert once: tokens when a reservation took 50,000 of
@@ -1392,7 +1422,7 @@ async fn the_time_limit_withdraws_a_pending_action() {
             .detail
             .contains("the run ended limit_exceeded"),
     );
-    let late = runtime
+    let late = hane_coordinator::Approvals::new(&runtime)
         .approve(
             action.id.as_str(),
             &action.digest,
@@ -1471,7 +1501,7 @@ spec:
     assert_eq!(action.decider, DeciderKind::Agent);
     assert_eq!(action.assignment.as_deref(), Some("fleet-desk"));
     let desk = Person::of_groups("key:desk", vec!["fleet-desk".into()]);
-    let refused = runtime
+    let refused = hane_coordinator::Approvals::new(&runtime)
         .approve(action.id.as_str(), &action.digest, desk.clone(), None)
         .await
         .unwrap_err();
@@ -1479,12 +1509,12 @@ spec:
         matches!(refused, ActionError::AwaitingAgent { .. }),
         "{refused}"
     );
-    runtime
+    hane_coordinator::Approvals::new(&runtime)
         .add_override("communication.send_sms", "texts under review", "person:a")
         .await
         .unwrap();
     let lease = Person::of_groups("key:lease", vec!["lease-desk".into()]);
-    let refused = runtime
+    let refused = hane_coordinator::Approvals::new(&runtime)
         .approve(action.id.as_str(), &action.digest, lease, None)
         .await
         .unwrap_err();
@@ -1492,7 +1522,7 @@ spec:
         matches!(&refused, ActionError::NotTheirGroup { assignment: Some(group), .. } if group == "fleet-desk"),
         "{refused}"
     );
-    let approved = runtime
+    let approved = hane_coordinator::Approvals::new(&runtime)
         .approve(action.id.as_str(), &action.digest, desk, None)
         .await
         .unwrap();
@@ -1503,7 +1533,7 @@ spec:
     let action = runtime.actions().get(action.id.as_str()).await.unwrap();
     assert_eq!(action.trail.len(), 1, "{:#?}", action.trail);
     assert_eq!(action.trail[0].kind, DeciderKind::Person);
-    runtime
+    hane_coordinator::Approvals::new(&runtime)
         .remove_override("communication.send_sms")
         .await
         .unwrap();
@@ -1513,7 +1543,7 @@ spec:
     let run = runtime.start(text("+815012340002")).await.unwrap();
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
     assert_eq!(action.decider, DeciderKind::Agent);
-    runtime
+    hane_coordinator::Approvals::new(&runtime)
         .add_override("communication.send_sms", "texts under review", "person:a")
         .await
         .unwrap();
@@ -1574,12 +1604,12 @@ async fn the_claim_checks_the_budget_when_two_actions_passed_the_proposal_check(
         .unwrap();
     let a = action_of(&runtime, &first.id, ActionState::Pending).await;
     let b = action_of(&runtime, &second.id, ActionState::Pending).await;
-    let a = runtime
+    let a = hane_coordinator::Approvals::new(&runtime)
         .approve(a.id.as_str(), &a.digest, Person::anyone("person:a"), None)
         .await
         .unwrap();
     assert_eq!(a.attempts.len(), 1, "the first is attempted");
-    let b = runtime
+    let b = hane_coordinator::Approvals::new(&runtime)
         .approve(b.id.as_str(), &b.digest, Person::anyone("person:a"), None)
         .await
         .unwrap();
@@ -1588,5 +1618,13 @@ async fn the_claim_checks_the_budget_when_two_actions_passed_the_proposal_check(
     assert!(b.outcome.unwrap().detail.contains(
         "not sent: the daily budget `daily` does not allow this: externalActionsPerDay is 1"
     ),);
-    assert_eq!(runtime.budget().await.unwrap().usage.external_actions, 1);
+    assert_eq!(
+        hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap()
+            .usage
+            .external_actions,
+        1
+    );
 }

@@ -145,7 +145,7 @@ pub(crate) async fn serve(runtime: &AgentRuntime) {
     runtime.set_server_address(listener.local_addr().unwrap());
     tokio::spawn(hane_server::serve(
         listener,
-        runtime.clone(),
+        hane_coordinator::Services::new(runtime.clone()),
         std::future::pending(),
     ));
 }

@@ -198,7 +198,8 @@ async fn reply(
     id: &ConversationId,
     text: &str,
 ) -> (hane_core::AgentRun, Vec<RunEvent>) {
-    let sent = runtime.send_message(id, text, None).await.unwrap();
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let sent = services.conversations.send(id, text, None).await.unwrap();
     let mut events = Vec::new();
     if let Some(mut follow) = runtime.follow(&sent.run.id) {
         while let Some(event) = follow.recv().await {
@@ -212,8 +213,10 @@ async fn reply(
 async fn a_later_message_is_answered_from_an_earlier_result() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = chat_runtime(dir.path()).await;
-    let (view, notes) = runtime
-        .create_conversation("fleet-chat", None)
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let (view, notes) = services
+        .conversations
+        .create("fleet-chat", None)
         .await
         .unwrap();
     assert!(notes.is_empty());
@@ -256,12 +259,12 @@ async fn a_later_message_is_answered_from_an_earlier_result() {
         .unwrap()
         .items;
     assert_eq!(listed.len(), 2);
-    let view = runtime.conversation(&id).await.unwrap();
+    let view = services.conversations.get(&id).await.unwrap();
     assert_eq!(view.entries.len(), 2);
 
     // The memory says the same, and a conversation started from it
     // answers the second message the same way.
-    let memory = runtime.memory(&id).await.unwrap();
+    let memory = services.conversations.memory(&id).await.unwrap();
     assert_eq!(memory.messages.len(), 2);
     assert_eq!(
         memory.runs[0].result,
@@ -270,15 +273,17 @@ async fn a_later_message_is_answered_from_an_earlier_result() {
     let mut first_only = memory.to_value();
     first_only["messages"].as_array_mut().unwrap().truncate(1);
     first_only["runs"].as_array_mut().unwrap().truncate(1);
-    let (restored, notes) = runtime
-        .create_conversation("fleet-chat", Some(&first_only))
+    let (restored, notes) = services
+        .conversations
+        .create("fleet-chat", Some(&first_only))
         .await
         .unwrap();
     assert!(notes.is_empty(), "{notes:?}");
     let (again, _) = reply(&runtime, &restored.conversation.id, SECOND).await;
     assert_eq!(again.status, RunStatus::Succeeded, "{again:#?}");
     assert_eq!(
-        runtime
+        services
+            .conversations
             .memory(&restored.conversation.id)
             .await
             .unwrap()
@@ -292,13 +297,15 @@ async fn a_later_message_is_answered_from_an_earlier_result() {
 async fn a_message_while_the_last_one_is_answered_is_refused_and_nothing_is_added() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = chat_runtime(dir.path()).await;
-    let (view, _) = runtime
-        .create_conversation("fleet-chat", None)
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let (view, _) = services
+        .conversations
+        .create("fleet-chat", None)
         .await
         .unwrap();
     let id = view.conversation.id;
-    let sent = runtime.send_message(&id, FIRST, None).await.unwrap();
-    let busy = runtime.send_message(&id, SECOND, None).await;
+    let sent = services.conversations.send(&id, FIRST, None).await.unwrap();
+    let busy = services.conversations.send(&id, SECOND, None).await;
     // The first run may have ended already on a fast machine; if not, the
     // second message is refused, naming the run.
     if let Err(e) = &busy {
@@ -308,22 +315,28 @@ async fn a_message_while_the_last_one_is_answered_is_refused_and_nothing_is_adde
         );
     }
     runtime.wait(&sent.run.id).await.unwrap();
-    let err = runtime.send_message(&id, "  ", None).await.unwrap_err();
+    let err = services
+        .conversations
+        .send(&id, "  ", None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, ConversationError::Invalid { path, .. } if path == "/text"),
         "{err}"
     );
-    let err = runtime
-        .send_message(&id, "hi", Some(json!({"message": 3})))
+    let err = services
+        .conversations
+        .send(&id, "hi", Some(json!({"message": 3})))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("invalid input"), "{err}");
-    let err = runtime
-        .send_message(&ConversationId::new(), "hi", None)
+    let err = services
+        .conversations
+        .send(&ConversationId::new(), "hi", None)
         .await
         .unwrap_err();
     assert!(matches!(err, ConversationError::NotFound(_)), "{err}");
-    let entries = runtime.conversation(&id).await.unwrap().entries.len();
+    let entries = services.conversations.get(&id).await.unwrap().entries.len();
     assert_eq!(entries, if busy.is_ok() { 2 } else { 1 });
 }
 
@@ -339,6 +352,7 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
     let release = release_with(dir.path(), &[("vehicle-check-scripted.yaml", &scripted)]);
     recorded_provider(&release, "replay", Vec::new());
     let runtime = runtime_with(dir.path(), ModelConfig::new());
+    let services = hane_coordinator::Services::new(runtime.clone());
     runtime.activate(&release).await.unwrap();
     // What the model is asked for each message: the agent's input, from
     // the message alone.
@@ -355,8 +369,9 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
             json!({"reason": "no vehicle is named", "missing": ["the registration number"]}),
         ),
     ] {
-        let request = runtime
-            .reception_request(message, Some("vehicle-check-scripted"))
+        let request = services
+            .reception
+            .model_request(message, Some("vehicle-check-scripted"))
             .await
             .unwrap()
             .unwrap();
@@ -368,13 +383,15 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
     }
     recorded_provider(&release, "replay", recorded);
     runtime.activate(&release).await.unwrap();
-    let (view, _) = runtime
-        .create_conversation("vehicle-check-scripted", None)
+    let (view, _) = services
+        .conversations
+        .create("vehicle-check-scripted", None)
         .await
         .unwrap();
     let id = view.conversation.id;
-    let sent = runtime
-        .send_message(&id, FOUND_MESSAGE, None)
+    let sent = services
+        .conversations
+        .send(&id, FOUND_MESSAGE, None)
         .await
         .unwrap();
     let run = runtime.wait(&sent.run.id).await.unwrap();
@@ -382,8 +399,9 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
     assert_eq!(run.input.to_value().unwrap(), json!({"vehicle": FOUND}));
     // A message the model finds nothing in is refused at `/input`, saying
     // what is missing, and nothing is added.
-    let err = runtime
-        .send_message(&id, VAGUE_MESSAGE, None)
+    let err = services
+        .conversations
+        .send(&id, VAGUE_MESSAGE, None)
         .await
         .unwrap_err();
     assert!(
@@ -396,9 +414,12 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
             && said.contains("no vehicle is named; missing: the registration number"),
         "{said}"
     );
-    assert_eq!(runtime.conversation(&id).await.unwrap().entries.len(), 1);
+    assert_eq!(
+        services.conversations.get(&id).await.unwrap().entries.len(),
+        1
+    );
     // Each derivation is kept as a dry run of reception's.
-    let kept = runtime.receptions(0).await.unwrap().items;
+    let kept = services.reception.list(0).await.unwrap().items;
     let statuses: Vec<_> = kept.iter().map(|r| (r.text.as_str(), r.status)).collect();
     assert_eq!(
         statuses,
@@ -407,8 +428,9 @@ async fn an_agent_that_takes_no_message_gets_its_input_derived_by_the_model_or_a
             (FOUND_MESSAGE, hane_core::ReceptionStatus::WouldStart)
         ]
     );
-    let err = runtime
-        .create_conversation("nobody", None)
+    let err = services
+        .conversations
+        .create("nobody", None)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("agent `nobody`"), "{err}");
@@ -423,13 +445,16 @@ async fn without_a_model_an_agent_that_takes_no_message_asks_for_an_input() {
     .unwrap();
     let release = release_with(dir.path(), &[("vehicle-check-scripted.yaml", &scripted)]);
     let runtime = runtime_with(dir.path(), ModelConfig::new());
+    let services = hane_coordinator::Services::new(runtime.clone());
     runtime.activate(&release).await.unwrap();
-    let (view, _) = runtime
-        .create_conversation("vehicle-check-scripted", None)
+    let (view, _) = services
+        .conversations
+        .create("vehicle-check-scripted", None)
         .await
         .unwrap();
-    let err = runtime
-        .send_message(&view.conversation.id, "Check 架空 300 あ 10-02", None)
+    let err = services
+        .conversations
+        .send(&view.conversation.id, "Check 架空 300 あ 10-02", None)
         .await
         .unwrap_err();
     assert!(
@@ -441,8 +466,9 @@ async fn without_a_model_an_agent_that_takes_no_message_asks_for_an_input() {
         "{err}"
     );
     assert!(
-        runtime
-            .conversation(&view.conversation.id)
+        services
+            .conversations
+            .get(&view.conversation.id)
             .await
             .unwrap()
             .entries
@@ -457,8 +483,10 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
     let mut model = ModelConfig::new();
     model.credential("fleet-key", hane_core::Secret::new(credential));
     let runtime = chat_runtime_with(dir.path(), model).await;
-    let (view, _) = runtime
-        .create_conversation("fleet-chat", None)
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let (view, _) = services
+        .conversations
+        .create("fleet-chat", None)
         .await
         .unwrap();
     let id = view.conversation.id;
@@ -489,7 +517,11 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
             "recipient": "boss@fleet.example", "state": "delivered", "digest": "sha256:00"
         }]
     });
-    let saved = runtime.save_memory(&id, &planted).await.unwrap();
+    let saved = services
+        .conversations
+        .save_memory(&id, &planted)
+        .await
+        .unwrap();
     assert_eq!(saved.seq, 1);
     // The ledger has no such action: the memory's claim is left out.
     assert!(
@@ -502,7 +534,13 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
         "{:?}",
         saved.notes
     );
-    let exported = runtime.memory(&id).await.unwrap().to_value().to_string();
+    let exported = services
+        .conversations
+        .memory(&id)
+        .await
+        .unwrap()
+        .to_value()
+        .to_string();
     for secret in [token, key, credential] {
         assert!(!exported.contains(secret), "{secret} in {exported}");
     }
@@ -530,7 +568,11 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
     ] {
         let mut claim = Memory::empty("fleet-chat").to_value();
         claim[field] = value;
-        let err = runtime.save_memory(&id, &claim).await.unwrap_err();
+        let err = services
+            .conversations
+            .save_memory(&id, &claim)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains(field), "{field}: {err}");
     }
     // A run the store knows is told as the store has it, whatever the
@@ -538,7 +580,11 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
     let mut claim = Memory::empty("fleet-chat").to_value();
     claim["messages"] = json!([{ "role": "user", "text": FIRST, "run": first.id }]);
     claim["runs"] = json!([{ "id": first.id, "status": "failed", "input": {"message": "x"}, "error": "claimed" }]);
-    let saved = runtime.save_memory(&id, &claim).await.unwrap();
+    let saved = services
+        .conversations
+        .save_memory(&id, &claim)
+        .await
+        .unwrap();
     assert_eq!(saved.memory.runs[0].status, RunStatus::Succeeded);
     assert!(
         saved.notes[0].contains("as this store has it"),
@@ -553,7 +599,8 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
 
     // A newer memory is refused with the version error; an older one is
     // upgraded.
-    let err = runtime
+    let err = services
+        .conversations
         .save_memory(&id, &json!({"schemaVersion": 3, "agent": "fleet-chat"}))
         .await
         .unwrap_err();
@@ -561,16 +608,16 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
         err.to_string().contains("schemaVersion 3 is newer"),
         "{err}"
     );
-    let saved = runtime
-        .save_memory(
+    let saved = services
+        .conversations.save_memory(
             &id,
             &json!({"schemaVersion": 1, "agent": "fleet-chat", "messages": [{"role": "user", "text": "hello"}]}),
         )
         .await
         .unwrap();
     assert_eq!(saved.memory.schema_version, 2);
-    let err = runtime
-        .save_memory(&id, &json!({"schemaVersion": 2, "agent": "lease-qa", "messages": [], "runs": [], "actions": []}))
+    let err = services
+        .conversations.save_memory(&id, &json!({"schemaVersion": 2, "agent": "lease-qa", "messages": [], "runs": [], "actions": []}))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("agent `lease-qa`"), "{err}");

@@ -36,8 +36,10 @@ fn broken_examples() -> tempfile::TempDir {
 async fn the_example_suite_passes_as_shadow_runs_and_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let mut seen = Vec::new();
-    let evaluation = runtime
+    let evaluation = services
+        .evaluations
         .evaluate("lease-qa-eval", |case| seen.push(case.name.clone()))
         .await
         .unwrap();
@@ -57,16 +59,21 @@ async fn the_example_suite_passes_as_shadow_runs_and_is_stored() {
         // The handover of the missing contract is only recorded.
         assert!(runtime.tasks(&run.id).await.unwrap().items.is_empty());
     }
-    let stored = runtime.evaluation(evaluation.id.as_str()).await.unwrap();
+    let stored = services
+        .evaluations
+        .get(evaluation.id.as_str())
+        .await
+        .unwrap();
     assert_eq!(stored, evaluation);
-    let listed = runtime
-        .evaluations(Some("lease-qa-eval".to_owned()), 0)
+    let listed = services
+        .evaluations
+        .list(Some("lease-qa-eval".to_owned()), 0)
         .await
         .unwrap()
         .items;
     assert_eq!(listed, [evaluation]);
     assert!(matches!(
-        runtime.evaluate("nobody-eval", |_| {}).await,
+        services.evaluations.evaluate("nobody-eval", |_| {}).await,
         Err(EvalError::UnknownSuite { known, .. }) if known == ["lease-qa-eval"]
     ));
 }
@@ -98,6 +105,7 @@ async fn shadow_cases_send_nothing_and_hand_over_nothing() {
     runtime_config.delivery(delivery);
     let dir = tempfile::tempdir().unwrap();
     let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &runtime_config).unwrap();
+    let services = hane_coordinator::Services::new(runtime.clone());
     let release = examples_copy();
     std::fs::write(
         release.path().join("evals/reminder-eval.yaml"),
@@ -105,9 +113,17 @@ async fn shadow_cases_send_nothing_and_hand_over_nothing() {
     )
     .unwrap();
     runtime.activate(release.path()).await.unwrap();
-    let evaluation = runtime.evaluate("reminder-eval", |_| {}).await.unwrap();
+    let evaluation = services
+        .evaluations
+        .evaluate("reminder-eval", |_| {})
+        .await
+        .unwrap();
     assert_eq!(evaluation.passed, 2, "{evaluation:#?}");
-    let handover = runtime.evaluate("lease-qa-eval", |_| {}).await.unwrap();
+    let handover = services
+        .evaluations
+        .evaluate("lease-qa-eval", |_| {})
+        .await
+        .unwrap();
     assert_eq!(handover.passed, 2, "{handover:#?}");
     // Nothing reached the SMTP server; every action is only a record; no
     // person has a task.
@@ -134,11 +150,17 @@ fn case_change(comparison: &hane_core::EvaluationComparison, name: &str) -> Case
 async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
-    let baseline = runtime.evaluate("lease-qa-eval", |_| {}).await.unwrap();
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let baseline = services
+        .evaluations
+        .evaluate("lease-qa-eval", |_| {})
+        .await
+        .unwrap();
 
     let broken = broken_examples();
     let mut progress = Vec::new();
-    let gated = runtime
+    let gated = services
+        .evaluations
         .activate_evaluated(broken.path(), |suite, total, case| {
             progress.push((suite.to_owned(), total, case.name.clone()));
         })
@@ -167,11 +189,16 @@ async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
         json!("C-1001")
     );
     // The active release still answers the right lessee.
-    let again = runtime.evaluate("lease-qa-eval", |_| {}).await.unwrap();
+    let again = services
+        .evaluations
+        .evaluate("lease-qa-eval", |_| {})
+        .await
+        .unwrap();
     assert_eq!((again.passed, again.release), (2, 1));
 
-    let compared = runtime
-        .compare_evaluations(baseline.id.as_str(), candidate.id.as_str())
+    let compared = services
+        .evaluations
+        .compare(baseline.id.as_str(), candidate.id.as_str())
         .await
         .unwrap();
     assert_eq!(
@@ -182,8 +209,9 @@ async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
         case_change(&compared, "Contract not in the ledger"),
         CaseChange::Unchanged
     );
-    let back = runtime
-        .compare_evaluations(candidate.id.as_str(), again.id.as_str())
+    let back = services
+        .evaluations
+        .compare(candidate.id.as_str(), again.id.as_str())
         .await
         .unwrap();
     assert_eq!(
@@ -198,7 +226,8 @@ async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
         "Summarize a vehicle lease contract",
         "Summarize a lease contract of a vehicle",
     );
-    let gated = runtime
+    let gated = services
+        .evaluations
         .activate_evaluated(good.path(), |_, _, _| {})
         .await
         .unwrap();
@@ -212,13 +241,15 @@ async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
 async fn a_candidate_with_another_ledger_is_not_evaluated_before_it_is_active() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let changed = examples_copy();
     replace_in(
         &changed.path().join("ledger/records/vehicles.csv"),
         "Toyota Hiace Van",
         "Toyota HiAce Van",
     );
-    let refused = runtime
+    let refused = services
+        .evaluations
         .activate_evaluated(changed.path(), |_, _, _| {})
         .await
         .unwrap_err();

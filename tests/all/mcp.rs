@@ -412,7 +412,7 @@ async fn an_outbound_call_answers_pending_and_nothing_is_sent_before_a_person_ap
 
     // A person approves exactly that content; it goes out once, and the
     // same call now answers with what became of it.
-    let approved = runtime
+    let approved = hane_coordinator::Approvals::new(&runtime)
         .approve(
             &action_id,
             &action.digest,

@@ -259,7 +259,10 @@ async fn the_llm_vehicle_check_finds_a_vehicle_and_hands_over_an_unknown_one() {
     assert_eq!(missing.tokens_used, 642 + 41 + 735 + 52 + 842 + 30);
 
     // Counted against the day's budget; nothing stays reserved.
-    let budget = runtime.budget().await.unwrap();
+    let budget = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(budget.usage.model_tokens_used, 1522 + 2342);
     assert_eq!(budget.usage.model_tokens_reserved, 0);
 }
@@ -321,7 +324,10 @@ async fn a_run_past_max_model_tokens_ends_limit_exceeded() {
     );
     assert_eq!(run.tokens_used, 5840);
     assert_eq!(runtime.llm_turns(&run.id).await.unwrap().len(), 1);
-    let budget = runtime.budget().await.unwrap();
+    let budget = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(budget.usage.model_tokens_used, 5840);
     assert_eq!(budget.usage.model_tokens_reserved, 0);
 }
@@ -374,7 +380,11 @@ async fn fifty_concurrent_runs_never_spend_past_the_days_model_tokens() {
         succeeded >= 3 && refused > 0,
         "{succeeded} ran, {refused} refused"
     );
-    let usage = runtime.budget().await.unwrap().usage;
+    let usage = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap()
+        .usage;
     assert_eq!(usage.model_tokens_reserved, 0);
     assert_eq!(usage.model_tokens_used, 1370 * succeeded);
     assert!(usage.model_tokens_used <= 10_000, "{usage:?}");
@@ -668,7 +678,10 @@ async fn runs_on_the_local_model(api: &str) {
         );
         assert_eq!(turns.len(), 2, "{turns:#?}");
     }
-    let budget = runtime.budget().await.unwrap();
+    let budget = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(budget.usage.model_tokens_used, counted);
 }
 
@@ -738,7 +751,15 @@ async fn a_missing_credential_refuses_the_run_at_start_naming_the_variable() {
         "agent `remote` cannot call its model: provider `remote` needs the credential `openai-prod`: set HANE_CREDENTIAL_OPENAI_PROD in the environment of the hane process"
     );
     // Nothing was counted for a run that never started.
-    assert_eq!(runtime.budget().await.unwrap().usage.agent_runs, 0);
+    assert_eq!(
+        hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap()
+            .usage
+            .agent_runs,
+        0
+    );
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {

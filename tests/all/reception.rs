@@ -87,11 +87,13 @@ async fn answering(dir: &Path, answers: Vec<(&str, ModelResponse)>) -> (AgentRun
     let release = release_with(dir, &files);
     recorded_provider(&release, "desk", Vec::new());
     let runtime = runtime_with(dir, ModelConfig::new());
+    let services = hane_coordinator::Services::new(runtime.clone());
     runtime.activate(&release).await.unwrap();
     let mut turns = Vec::new();
     for (text, response) in answers {
-        let request = runtime
-            .reception_request(text, None)
+        let request = services
+            .reception
+            .model_request(text, None)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("nothing shortlisted for {text:?}"));
@@ -107,7 +109,9 @@ async fn answering(dir: &Path, answers: Vec<(&str, ModelResponse)>) -> (AgentRun
 
 /// Reception's answer to `text`, with no agent named.
 async fn ask(runtime: &AgentRuntime, text: &str, dry_run: bool) -> hane_core::Reception {
-    runtime
+    let services = hane_coordinator::Services::new(runtime.clone());
+    services
+        .reception
         .receive(ReceptionRequest {
             text: text.to_owned(),
             dry_run,
@@ -118,7 +122,13 @@ async fn ask(runtime: &AgentRuntime, text: &str, dry_run: bool) -> hane_core::Re
 }
 
 async fn tokens_used_today(runtime: &AgentRuntime) -> u64 {
-    let report = serde_json::to_value(runtime.budget().await.unwrap()).unwrap();
+    let report = serde_json::to_value(
+        hane_coordinator::Budgets::new(runtime)
+            .report()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     report["usage"]["modelTokensUsed"].as_u64().unwrap()
 }
 
@@ -137,6 +147,7 @@ async fn a_request_starts_the_agent_it_is_for_with_a_valid_input() {
         )],
     )
     .await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let before = tokens_used_today(&runtime).await;
     let reception = ask(&runtime, &format!("  {text}\n"), false).await;
     assert_eq!(reception.status, ReceptionStatus::Started, "{reception:#?}");
@@ -171,10 +182,10 @@ async fn a_request_starts_the_agent_it_is_for_with_a_valid_input() {
     // Its tokens count against the day, and the answer is stored.
     assert_eq!(tokens_used_today(&runtime).await, before + 320);
     assert_eq!(
-        runtime.reception(reception.id.as_str()).await.unwrap(),
+        services.reception.get(reception.id.as_str()).await.unwrap(),
         reception
     );
-    assert_eq!(runtime.receptions(0).await.unwrap().items, [reception]);
+    assert_eq!(services.reception.list(0).await.unwrap().items, [reception]);
 }
 
 #[tokio::test]
@@ -234,6 +245,7 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
         ],
     )
     .await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let reception = ask(&runtime, vague, false).await;
     assert_eq!(
         reception.status,
@@ -268,13 +280,14 @@ async fn an_input_the_model_could_not_make_valid_is_declined_with_what_is_missin
             .items
             .is_empty()
     );
-    assert_eq!(runtime.receptions(0).await.unwrap().items.len(), 2);
+    assert_eq!(services.reception.list(0).await.unwrap().items.len(), 2);
 }
 
 #[tokio::test]
 async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, _) = answering(dir.path(), Vec::new()).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let before = tokens_used_today(&runtime).await;
     let reception = ask(&runtime, "Bake me a chocolate cake", false).await;
     assert_eq!(reception.status, ReceptionStatus::Declined);
@@ -288,7 +301,8 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
     );
     assert_eq!(tokens_used_today(&runtime).await, before);
     // A request with no words at all is refused as such, and not stored.
-    let err = runtime
+    let err = services
+        .reception
         .receive(ReceptionRequest {
             text: " \n ".to_owned(),
             dry_run: false,
@@ -300,8 +314,11 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
         matches!(&err, ReceptionError::Invalid { path, .. } if path == "/text"),
         "{err:?}"
     );
-    assert_eq!(runtime.receptions(0).await.unwrap().items.len(), 1);
-    let err = runtime.reception("req_00000000000000000000000000").await;
+    assert_eq!(services.reception.list(0).await.unwrap().items.len(), 1);
+    let err = services
+        .reception
+        .get("req_00000000000000000000000000")
+        .await;
     assert!(matches!(err, Err(ReceptionError::NotFound(_))), "{err:?}");
 }
 
@@ -309,8 +326,16 @@ async fn a_request_nothing_fits_is_declined_without_asking_the_model() {
 async fn a_model_answer_that_leaves_the_recording_fails_and_gives_back_its_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, _) = answering(dir.path(), Vec::new()).await;
-    let before = serde_json::to_value(runtime.budget().await.unwrap()).unwrap();
-    let err = runtime
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let before = serde_json::to_value(
+        hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let err = services
+        .reception
         .receive(ReceptionRequest {
             text: "What is the mileage of this vehicle?".to_owned(),
             dry_run: false,
@@ -319,7 +344,13 @@ async fn a_model_answer_that_leaves_the_recording_fails_and_gives_back_its_token
         .await
         .unwrap_err();
     assert!(matches!(err, ReceptionError::Model { .. }), "{err:?}");
-    let after = serde_json::to_value(runtime.budget().await.unwrap()).unwrap();
+    let after = serde_json::to_value(
+        hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(before["usage"], after["usage"]);
 }
 
@@ -345,6 +376,7 @@ async fn reception_on_the_local_model_ends_in_a_valid_answer() {
     let mut model = ModelConfig::new();
     model.credential("llama", Secret::new(server.api_key()));
     let runtime = runtime_with(dir.path(), model);
+    let services = hane_coordinator::Services::new(runtime.clone());
     runtime.activate(&release).await.unwrap();
     let before = tokens_used_today(&runtime).await;
     let reception = ask(
@@ -380,7 +412,7 @@ async fn reception_on_the_local_model_ends_in_a_valid_answer() {
         other => panic!("{other} for a request that is not a dry run: {reception:#?}"),
     }
     assert_eq!(
-        runtime.reception(reception.id.as_str()).await.unwrap(),
+        services.reception.get(reception.id.as_str()).await.unwrap(),
         reception
     );
 }
@@ -400,6 +432,7 @@ struct Labelled {
 async fn the_shortlist_holds_the_right_agent_for_every_labelled_request() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = crate::agents::activated(dir.path()).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
     let set: Vec<Labelled> = serde_json::from_str(
         &std::fs::read_to_string(
             hane_test_support::repository().join("tests/reception/labelled.json"),
@@ -410,8 +443,9 @@ async fn the_shortlist_holds_the_right_agent_for_every_labelled_request() {
     assert!(set.len() >= 40, "{} requests", set.len());
     let mut wrong = Vec::new();
     for labelled in &set {
-        let request = runtime
-            .reception_request(&labelled.text, None)
+        let request = services
+            .reception
+            .model_request(&labelled.text, None)
             .await
             .unwrap();
         let offered: Vec<String> = request

@@ -125,9 +125,13 @@ async fn two_schedulers_on_one_store_start_each_tick_once() {
     .await;
     // A second runtime on the same file, as a second `hane serve` has.
     let second = runtime(dir.path());
+    let (first_services, second_services) = (
+        hane_coordinator::Services::new(first.clone()),
+        hane_coordinator::Services::new(second.clone()),
+    );
     let (mut a, mut b) = (
-        Scheduler::new(first.clone()),
-        Scheduler::new(second.clone()),
+        Scheduler::new(&first_services),
+        Scheduler::new(&second_services),
     );
     assert_ne!(a.id(), b.id());
     // Both see the schedule first just before 00:01.
@@ -177,7 +181,8 @@ async fn a_schedule_first_seen_runs_nothing_from_before() {
         &[],
     )
     .await;
-    let mut scheduler = Scheduler::new(runtime.clone());
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let mut scheduler = Scheduler::new(&services);
     // Seen at 00:30, long after ticks that nobody handled: no backfill.
     assert_eq!(scheduler.pass(T0 + 30 * MINUTE).await, Some(T0 + HOUR));
     assert_eq!(scheduler.pass(T0 + 59 * MINUTE).await, Some(T0 + HOUR));
@@ -215,7 +220,8 @@ async fn missed_ticks_are_skipped_or_run_once_as_the_schedule_says() {
     // Both last ran at 00:00; no process ran them until 03:10.
     handled(&runtime, "hourly-skip", T0).await;
     handled(&runtime, "hourly-once", T0).await;
-    let mut scheduler = Scheduler::new(runtime.clone());
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let mut scheduler = Scheduler::new(&services);
     let back = T0 + 3 * HOUR + 10 * MINUTE;
     assert_eq!(scheduler.pass(back).await, Some(T0 + 4 * HOUR));
 
@@ -258,7 +264,9 @@ async fn missed_ticks_are_skipped_or_run_once_as_the_schedule_says() {
 
     // Nothing more at the same time, from this process or another.
     scheduler.pass(back + SECOND).await;
-    Scheduler::new(runtime.clone()).pass(back + SECOND).await;
+    Scheduler::new(&hane_coordinator::Services::new(runtime.clone()))
+        .pass(back + SECOND)
+        .await;
     assert_eq!(ticks(&runtime, "hourly-skip").await.len(), 2);
     assert_eq!(ticks(&runtime, "hourly-once").await.len(), 3);
     assert_eq!(runs_count(&runtime).await, 1);
@@ -293,7 +301,8 @@ spec:
         &[("budget.yaml", budget)],
     )
     .await;
-    let mut scheduler = Scheduler::new(runtime.clone());
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let mut scheduler = Scheduler::new(&services);
     scheduler.pass(T0 + 30 * MINUTE).await;
     scheduler.pass(T0 + HOUR).await;
     scheduler.pass(T0 + 2 * HOUR).await;
@@ -341,7 +350,8 @@ async fn a_workflow_schedule_starts_a_case_per_tick() {
         ],
     )
     .await;
-    let mut scheduler = Scheduler::new(runtime.clone());
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let mut scheduler = Scheduler::new(&services);
     scheduler.pass(T0 + 30 * MINUTE).await;
     scheduler.pass(T0 + HOUR).await;
     scheduler.pass(T0 + 2 * HOUR).await;
@@ -351,11 +361,20 @@ async fn a_workflow_schedule_starts_a_case_per_tick() {
         assert_eq!(row.outcome, TickOutcome::Started, "{row:?}");
         assert_eq!(row.run, None);
         let id = row.workflow_case.as_deref().unwrap().parse().unwrap();
-        let case = runtime.advance_case(&id).await.unwrap();
+        let case = services.workflows.advance_case(&id).await.unwrap();
         assert_eq!(case.status, hane_core::CaseStatus::Succeeded, "{case:#?}");
         assert_eq!(case.workflow, "lease-inquiry");
     }
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 2);
+    assert_eq!(
+        services
+            .workflows
+            .cases(None, None, 0)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
 }
 
 #[tokio::test]

@@ -24,9 +24,9 @@ const FORMATS: [&str; 3] = ["chat", "responses", "anthropic"];
 async fn serve(runtime: &AgentRuntime) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let runtime = runtime.clone();
+    let services = hane_coordinator::Services::new(runtime.clone());
     tokio::spawn(
-        async move { hane_server::serve(listener, runtime, std::future::pending()).await },
+        async move { hane_server::serve(listener, services, std::future::pending()).await },
     );
     addr
 }
@@ -244,7 +244,10 @@ async fn official_clients_call_a_recorded_model_in_each_format_streamed_and_not(
     let run = runtime.wait(&attached.run.id).await.unwrap();
     assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
     assert_eq!(run.tokens_used, 6 * (40 + 12 + 70 + 9));
-    let budget = runtime.budget().await.unwrap();
+    let budget = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap();
     assert_eq!(budget.usage.model_tokens_used, run.tokens_used);
 }
 
@@ -465,7 +468,10 @@ async fn a_client_that_drops_a_stream_cancels_it_and_its_tokens_still_count() {
         runtime.cancel(&attached.run.id).await.unwrap();
         let run = runtime.wait(&attached.run.id).await.unwrap();
         assert_eq!(run.tokens_used, used, "{format}: {run:#?}");
-        let budget = runtime.budget().await.unwrap();
+        let budget = hane_coordinator::Budgets::new(&runtime)
+            .report()
+            .await
+            .unwrap();
         assert!(budget.usage.model_tokens_used >= used);
     }
 }
@@ -520,7 +526,11 @@ async fn fifty_concurrent_streams_of_runs_never_spend_past_the_days_budget() {
         let ended = runtime.wait(&run.run.id).await.unwrap();
         assert!(ended.tokens_used <= 500, "{ended:#?}");
     }
-    let usage = runtime.budget().await.unwrap().usage;
+    let usage = hane_coordinator::Budgets::new(&runtime)
+        .report()
+        .await
+        .unwrap()
+        .usage;
     assert_eq!(usage.model_tokens_reserved, 0);
     assert_eq!(usage.model_tokens_used, spent);
     assert!(usage.model_tokens_used <= 1500, "{usage:?}");

@@ -43,13 +43,14 @@ async fn lease_qa_runs(runtime: &AgentRuntime) -> usize {
 
 /// A case of `lease-inquiry` for a contract the ledger lacks, moved on to
 /// the leasing desk's task.
-async fn waiting_case(runtime: &AgentRuntime) -> WorkflowCase {
-    let started = runtime
+async fn waiting_case(services: &hane_coordinator::Services) -> WorkflowCase {
+    let started = services
+        .workflows
         .start_case("lease-inquiry", json!({"contract_no": "C-9999"}))
         .await
         .unwrap();
     assert_eq!(started.status, CaseStatus::Running);
-    let case = runtime.advance_case(&started.id).await.unwrap();
+    let case = services.workflows.advance_case(&started.id).await.unwrap();
     assert_eq!(case.status, CaseStatus::Waiting, "{case:#?}");
     case
 }
@@ -58,11 +59,13 @@ async fn waiting_case(runtime: &AgentRuntime) -> WorkflowCase {
 async fn a_case_runs_its_steps_and_skips_what_its_conditions_rule_out() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
-    let started = runtime
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let started = services
+        .workflows
         .start_case("lease-inquiry", json!({"contract_no": "C-1001"}))
         .await
         .unwrap();
-    let case = runtime.advance_case(&started.id).await.unwrap();
+    let case = services.workflows.advance_case(&started.id).await.unwrap();
     assert_eq!(case.status, CaseStatus::Succeeded, "{case:#?}");
     let statuses: Vec<StepStatus> = case.steps.iter().map(|s| s.status).collect();
     assert_eq!(
@@ -78,9 +81,10 @@ async fn a_case_runs_its_steps_and_skips_what_its_conditions_rule_out() {
         run.input.to_value().unwrap(),
         json!({"contract_no": "C-1001"})
     );
-    assert_eq!(runtime.case(&case.id).await.unwrap(), case);
+    assert_eq!(services.workflows.case(&case.id).await.unwrap(), case);
     // Bad input and unknown workflows are refused; nothing is stored.
-    let refused = runtime
+    let refused = services
+        .workflows
         .start_case("lease-inquiry", json!({"contract_no": 7}))
         .await
         .unwrap_err();
@@ -89,10 +93,19 @@ async fn a_case_runs_its_steps_and_skips_what_its_conditions_rule_out() {
         "{refused}"
     );
     assert!(matches!(
-        runtime.start_case("nothing", json!({})).await,
+        services.workflows.start_case("nothing", json!({})).await,
         Err(WorkflowError::UnknownWorkflow { known, .. }) if known == ["lease-inquiry"]
     ));
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 1);
+    assert_eq!(
+        services
+            .workflows
+            .cases(None, None, 0)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -100,7 +113,7 @@ async fn a_waiting_case_goes_on_in_another_runtime_once_its_task_is_done() {
     let dir = tempfile::tempdir().unwrap();
     let case = {
         let first = activated(dir.path()).await;
-        waiting_case(&first).await
+        waiting_case(&hane_coordinator::Services::new(first)).await
     };
     assert_eq!(output(&case, 0)["status"], "handed_over");
     let task = case.steps[1].task.as_ref().unwrap();
@@ -112,36 +125,49 @@ async fn a_waiting_case_goes_on_in_another_runtime_once_its_task_is_done() {
 
     // As after a restart: another runtime on the same store.
     let second = runtime(dir.path());
+    let second_services = hane_coordinator::Services::new(second.clone());
     assert_eq!(
-        second.case(&case.id).await.unwrap().status,
+        second_services
+            .workflows
+            .case(&case.id)
+            .await
+            .unwrap()
+            .status,
         CaseStatus::Waiting
     );
     for (step, wanted) in [
         ("answer", "an agent's run (done)"),
         ("again", "an agent's run (pending)"),
     ] {
-        let refused = second
+        let refused = second_services
+            .workflows
             .complete_task(&case.id, step, json!({}), "desk")
             .await
             .unwrap_err();
         assert!(refused.to_string().contains(wanted), "{refused}");
     }
     assert!(matches!(
-        second
+        second_services
+            .workflows
             .complete_task(&case.id, "desk", json!("C-1002"), "desk")
             .await,
         Err(WorkflowError::InvalidResult)
     ));
     assert!(matches!(
-        second.complete_task(&case.id, "nobody", json!({}), "desk").await,
+        second_services.workflows.complete_task(&case.id, "nobody", json!({}), "desk").await,
         Err(WorkflowError::UnknownStep { known, .. }) if known == ["answer", "desk", "again"]
     ));
-    let completed = second
+    let completed = second_services
+        .workflows
         .complete_task(&case.id, "desk", json!({"contract_no": "C-1002"}), "desk")
         .await
         .unwrap();
     assert_eq!(completed.steps[1].status, StepStatus::Done);
-    let done = second.advance_case(&case.id).await.unwrap();
+    let done = second_services
+        .workflows
+        .advance_case(&case.id)
+        .await
+        .unwrap();
     assert_eq!(done.status, CaseStatus::Succeeded, "{done:#?}");
     assert_eq!(output(&done, 2)["lessee"], "Minato Catering");
     assert_eq!(
@@ -152,18 +178,21 @@ async fn a_waiting_case_goes_on_in_another_runtime_once_its_task_is_done() {
     assert_eq!(lease_qa_runs(&second).await, 2);
 }
 
-/// Stores `case` as it is, as a driver would have.
+/// Stores `case`, stored waiting, as it is, as a driver would have.
 async fn store(runtime: &AgentRuntime, case: &WorkflowCase) {
     runtime
         .registry()
-        .put_case(CaseRow {
-            id: case.id.to_string(),
-            workflow: case.workflow.clone(),
-            status: case.status.as_str().to_owned(),
-            created_at_ms: case.created_at_ms,
-            updated_at_ms: now_ms(),
-            body: hane_core::seal(case),
-        })
+        .update_case(
+            CaseStatus::Waiting,
+            CaseRow {
+                id: case.id.to_string(),
+                workflow: case.workflow.clone(),
+                status: case.status,
+                created_at_ms: case.created_at_ms,
+                updated_at_ms: now_ms(),
+                body: hane_core::seal(case),
+            },
+        )
         .await
         .unwrap();
 }
@@ -184,7 +213,8 @@ fn stopped_at_last_step(case: &WorkflowCase, run: &RunId) -> WorkflowCase {
 async fn a_step_run_recorded_but_never_started_is_started_once() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
-    let case = waiting_case(&runtime).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let case = waiting_case(&services).await;
     let run = RunId::new();
     // Counted before the case is stored stopped: any driver that moves it
     // on from then (the one `start_case` spawned may still be waiting for
@@ -193,8 +223,8 @@ async fn a_step_run_recorded_but_never_started_is_started_once() {
     store(&runtime, &stopped_at_last_step(&case, &run)).await;
     // Two drivers at once, as after a restart with resume_cases: one
     // starts the run, the other finds it done.
-    assert_eq!(runtime.resume_cases().await.unwrap(), 1);
-    let done = runtime.advance_case(&case.id).await.unwrap();
+    assert_eq!(services.workflows.resume_cases().await.unwrap(), 1);
+    let done = services.workflows.advance_case(&case.id).await.unwrap();
     assert_eq!(done.status, CaseStatus::Succeeded, "{done:#?}");
     assert_eq!(done.steps[2].run.as_ref(), Some(&run));
     assert_eq!(output(&done, 2)["lessee"], "Aoba Florists");
@@ -209,7 +239,8 @@ async fn a_step_run_recorded_but_never_started_is_started_once() {
 async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = activated(dir.path()).await;
-    let case = waiting_case(&runtime).await;
+    let services = hane_coordinator::Services::new(runtime.clone());
+    let case = waiting_case(&services).await;
     // The run as the stopped process stored it: started, never ended.
     let run = RunId::new();
     let now = now_ms();
@@ -232,22 +263,28 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
         resumable: false,
         resumed: 0,
     };
-    runtime
-        .registry()
-        .put_run(RunRow {
-            id: run.to_string(),
-            agent: left.agent.clone(),
-            status: left.status,
-            created_at_ms: now,
-            updated_at_ms: now,
-            body: hane_core::seal(&left),
-            holder: Some("stopped-host/1/1".to_owned()),
-        })
+    let row = RunRow {
+        id: run.to_string(),
+        agent: left.agent.clone(),
+        status: RunStatus::Queued,
+        created_at_ms: now,
+        updated_at_ms: now,
+        body: hane_core::seal(&left),
+        holder: Some("stopped-host/1/1".to_owned()),
+    };
+    let registry = runtime.registry();
+    registry.insert_run(row.clone()).await.unwrap();
+    let running = RunRow {
+        status: left.status,
+        ..row
+    };
+    registry
+        .update_run(RunStatus::Queued, running)
         .await
         .unwrap();
     let before = lease_qa_runs(&runtime).await;
     store(&runtime, &stopped_at_last_step(&case, &run)).await;
-    let failed = runtime.advance_case(&case.id).await.unwrap();
+    let failed = services.workflows.advance_case(&case.id).await.unwrap();
     assert_eq!(failed.status, CaseStatus::Failed, "{failed:#?}");
     assert_eq!(failed.steps[2].status, StepStatus::Failed);
     let error = failed.error.as_deref().unwrap();
@@ -307,6 +344,7 @@ async fn start_through(runtime: &AgentRuntime, workflow: &str, shadow: bool) -> 
 async fn an_agent_starts_only_the_workflows_it_lists_and_none_in_a_shadow_run() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = runtime(dir.path());
+    let services = hane_coordinator::Services::new(runtime.clone());
     let release = starter_release();
     runtime.activate(release.path()).await.unwrap();
 
@@ -315,7 +353,7 @@ async fn an_agent_starts_only_the_workflows_it_lists_and_none_in_a_shadow_run() 
     assert_eq!(result["status"], "started", "{run:#?}");
     assert_eq!(result["workflow"], "lease-inquiry");
     let id = result["case"].as_str().unwrap().parse().unwrap();
-    let case = runtime.advance_case(&id).await.unwrap();
+    let case = services.workflows.advance_case(&id).await.unwrap();
     assert_eq!(case.status, CaseStatus::Succeeded);
     assert_eq!(case.started_by.as_ref(), Some(&run.id));
 
@@ -336,7 +374,16 @@ async fn an_agent_starts_only_the_workflows_it_lists_and_none_in_a_shadow_run() 
         "{denied:#?}"
     );
     assert_ne!(denied.status, RunStatus::Succeeded, "{denied:#?}");
-    assert_eq!(runtime.cases(None, None, 0).await.unwrap().items.len(), 1);
+    assert_eq!(
+        services
+            .workflows
+            .cases(None, None, 0)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }
 
 fn refused_errors(

@@ -107,7 +107,7 @@ async fn served(dir: &std::path::Path) -> Served {
         .expect("an attached run");
     let token = attached.token.as_str().to_owned();
     let mut served = Served {
-        router: hane_server::router(runtime.clone()),
+        router: hane_server::router(hane_coordinator::Services::new(runtime.clone())),
         operator,
         token,
         action: String::new(),

@@ -12,7 +12,7 @@ use hane_coordinator::conversation::ConversationError;
 use hane_coordinator::reception::ReceptionRequest;
 
 use crate::terminal::{terminal_json, terminal_line, terminal_text};
-use hane_coordinator::{ActivationError, ModelConfig, RunError, StartRun};
+use hane_coordinator::{ActivationError, ModelConfig, RunError, Services, StartRun};
 use hane_core::RunId;
 use hane_core::{ActionState, Person};
 use hane_core::{AgentRun, LlmTurn, ReceptionStatus, RunStatus, Task};
@@ -219,10 +219,11 @@ pub(crate) fn block_on<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow:
 
 pub fn release(args: ReleaseArgs) -> ExitCode {
     finish(block_on(async {
-        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let services = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let runtime = services.runs.clone();
         match args.command {
             ReleaseCommand::Activate { dir, eval, no_eval } if eval && !no_eval => {
-                return crate::eval::activate_evaluated(&runtime, &dir).await;
+                return crate::eval::activate_evaluated(&services.evaluations, &dir).await;
             }
             ReleaseCommand::Activate { dir, .. } => {
                 let info = runtime.activate(&dir).await?;
@@ -266,13 +267,14 @@ pub fn run(args: RunArgs) -> ExitCode {
         if let Some(file) = &args.record {
             model.record(file.clone());
         }
-        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let services = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let runtime = services.runs.clone();
         // Runs a dead process left that can be resumed go on here, and
         // this command waits for them before it exits.
         let resumed = crate::runtime::take_over(&runtime, true).await;
         // A CLI driver's CLI reaches its model and tools only through
         // hane's HTTP server: one runs in this process for the run.
-        let _server = serve_for_cli(&runtime, &args.agent).await?;
+        let _server = serve_for_cli(&services, &args.agent).await?;
         let run = runtime
             .run_to_end(StartRun {
                 agent: args.agent,
@@ -323,9 +325,10 @@ impl Drop for InProcessServer {
 /// on `127.0.0.1:0` in this process, its address given to the runtime,
 /// until the returned guard is dropped.
 pub(crate) async fn serve_for_cli(
-    runtime: &AgentRuntime,
+    services: &Services,
     agent: &str,
 ) -> anyhow::Result<Option<InProcessServer>> {
+    let runtime = &services.runs;
     let is_cli = match runtime.release().await {
         Ok(release) => release
             .agents
@@ -341,7 +344,7 @@ pub(crate) async fn serve_for_cli(
         .context("listening on 127.0.0.1 for the CLI driver")?;
     runtime.set_server_address(listener.local_addr()?);
     let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
-    let server = hane_server::serve(listener, runtime.clone(), async {
+    let server = hane_server::serve(listener, services.clone(), async {
         let _ = stopping.await;
     });
     tokio::spawn(async move {
@@ -354,7 +357,8 @@ pub(crate) async fn serve_for_cli(
 
 pub fn runs(args: RunsArgs) -> ExitCode {
     finish(block_on(async {
-        let runtime = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let services = crate::runtime::open_runtime(&args.store.path()?).await?;
+        let runtime = services.runs.clone();
         match args.command {
             RunsCommand::List {
                 agent,
@@ -399,7 +403,8 @@ pub fn runs(args: RunsArgs) -> ExitCode {
 pub fn demo(args: DemoArgs) -> ExitCode {
     finish(block_on(async {
         let path = args.store.path()?;
-        let runtime = crate::runtime::open_runtime(&path).await?;
+        let services = crate::runtime::open_runtime(&path).await?;
+        let runtime = services.runs.clone();
         let info = runtime.activate(&args.examples).await.with_context(|| {
             format!(
                 "activating {} (run `hane demo` from the repository's root, or pass --examples DIR)",
@@ -427,8 +432,8 @@ pub fn demo(args: DemoArgs) -> ExitCode {
                 println!();
             }
         }
-        failed |= !demo_reception(&runtime).await?;
-        print_model_budget(&runtime).await?;
+        failed |= !demo_reception(&services).await?;
+        print_model_budget(&services.budgets).await?;
         failed |= !demo_outbound(&runtime).await?;
         println!(
             "store: {}\nsee them again with `hane runs list`, `hane runs show RUN` and `hane approvals list`",
@@ -446,11 +451,13 @@ pub fn demo(args: DemoArgs) -> ExitCode {
 /// agent it is for (the example provider's recording holds the choice),
 /// and one that no agent answers declined without asking the model. True
 /// when both went so.
-async fn demo_reception(runtime: &AgentRuntime) -> anyhow::Result<bool> {
+async fn demo_reception(services: &Services) -> anyhow::Result<bool> {
+    let runtime = &services.runs;
     println!(
         "reception: a request in free text goes to the agent it is for, with an input derived from its words (`hane ask TEXT`):"
     );
-    let reception = runtime
+    let reception = services
+        .reception
         .receive(ReceptionRequest {
             text: "When does the inspection of 架空 300 あ 10-02 expire?".to_owned(),
             dry_run: false,
@@ -467,7 +474,8 @@ async fn demo_reception(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         None => false,
     };
     println!();
-    let declined = runtime
+    let declined = services
+        .reception
         .receive(ReceptionRequest {
             text: "Bake me a chocolate cake".to_owned(),
             dry_run: false,
@@ -548,8 +556,8 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
 
 /// The day's model tokens: used, reserved by runs still going, and what
 /// the Budget leaves.
-async fn print_model_budget(runtime: &AgentRuntime) -> anyhow::Result<()> {
-    let report = runtime.budget().await?;
+async fn print_model_budget(budgets: &hane_coordinator::Budgets) -> anyhow::Result<()> {
+    let report = budgets.report().await?;
     let usage = &report.usage;
     let left = report.limits.model_tokens_per_day.map_or_else(
         || "no daily limit".to_owned(),

@@ -40,10 +40,12 @@ pub struct AskArgs {
 pub fn main(args: AskArgs) -> ExitCode {
     finish(block_on(async {
         let model = ModelConfig::from_vars(std::env::vars());
-        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let services = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let runtime = services.runs.clone();
         if args.show_request {
-            match runtime
-                .reception_request(&args.text, args.agent.as_deref())
+            match services
+                .reception
+                .model_request(&args.text, args.agent.as_deref())
                 .await?
             {
                 Some(request) => println!("{}", terminal_json(&request)?),
@@ -54,10 +56,11 @@ pub fn main(args: AskArgs) -> ExitCode {
         // An agent with a CLI driver reaches its model and tools through
         // hane's HTTP server: one runs in this process while it may start.
         let _server = match any_cli_agent(&runtime).await {
-            Some(agent) => serve_for_cli(&runtime, &agent).await?,
+            Some(agent) => serve_for_cli(&services, &agent).await?,
             None => None,
         };
-        let reception = runtime
+        let reception = services
+            .reception
             .receive(ReceptionRequest {
                 text: args.text,
                 dry_run: args.dry_run,

@@ -1,6 +1,6 @@
 //! `hane chat`: a conversation with an agent at the terminal, in this
 //! process and on the store, like `hane run`. Each line read is a message
-//! of a conversation the store keeps ([`AgentRuntime::send_message`]
+//! of a conversation the store keeps ([`Conversations::send`](hane_coordinator::Conversations::send)
 //! starts an ordinary run with the conversation so far as its context),
 //! and the reply is printed as the run's events come
 //! ([`AgentRuntime::follow`]).
@@ -60,12 +60,13 @@ pub fn main(args: ChatArgs) -> ExitCode {
 
 async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let path = args.store.path()?;
-    let runtime = crate::runtime::open_runtime(&path).await?;
+    let services = crate::runtime::open_runtime(&path).await?;
+    let runtime = services.runs.clone();
     let interactive = std::io::stdin().is_terminal();
     let mut screen = Screen::new(&path);
     let view = match (args.resume, args.agent) {
         (Some(id), _) => {
-            let view = runtime.conversation(&id).await?;
+            let view = services.conversations.get(&id).await?;
             takes_messages(&runtime, &view.conversation.agent).await?;
             screen.history(&view)?;
             view
@@ -74,7 +75,7 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
             // Checked first, so that no conversation is left behind that
             // could never take a message.
             takes_messages(&runtime, &agent).await?;
-            let (view, _) = runtime.create_conversation(&agent, None).await?;
+            let (view, _) = services.conversations.create(&agent, None).await?;
             screen.line(&format!(
                 "conversation {} with {}",
                 view.conversation.id,
@@ -87,7 +88,7 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let id = view.conversation.id;
     // A CLI driver's CLI reaches its model and tools only through hane's
     // HTTP server: one runs in this process while the chat lasts.
-    let _server = serve_for_cli(&runtime, &view.conversation.agent).await?;
+    let _server = serve_for_cli(&services, &view.conversation.agent).await?;
     if interactive {
         screen.line(&format!(
             "type a message and press Enter; {EXIT} or Ctrl-D ends the chat, Ctrl-C during a reply cancels its run"
@@ -125,14 +126,14 @@ async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
             EXIT => break,
             _ => {}
         }
-        match runtime.send_message(&id, &text, None).await {
+        match services.conversations.send(&id, &text, None).await {
             Ok(sent) => reply(&runtime, &mut screen, &sent.run.id, &id).await?,
             // The store or the runtime failed: the next message would too.
             Err(e) if e.kind() == ErrorKind::Internal => return Err(e.into()),
             Err(e) => screen.refused(&e.to_string())?,
         }
     }
-    screen.farewell(&runtime.conversation(&id).await?)?;
+    screen.farewell(&services.conversations.get(&id).await?)?;
     Ok(ExitCode::SUCCESS)
 }
 

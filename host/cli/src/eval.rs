@@ -72,7 +72,8 @@ enum EvalCommand {
 pub fn main(args: EvalArgs) -> ExitCode {
     finish(block_on(async {
         let model = ModelConfig::from_vars(std::env::vars());
-        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let services = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let runtime = services.runs.clone();
         match args.command {
             EvalCommand::Run { suite, json } => {
                 let release = runtime.release().await?;
@@ -83,7 +84,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                     .get(&suite)
                     .map(|s| s.spec.agent.clone());
                 let _server = match agent {
-                    Some(agent) => serve_for_cli(&runtime, &agent).await?,
+                    Some(agent) => serve_for_cli(&services, &agent).await?,
                     None => None,
                 };
                 let total = release
@@ -91,7 +92,10 @@ pub fn main(args: EvalArgs) -> ExitCode {
                     .get(&suite)
                     .map_or(0, |s| s.spec.cases.len());
                 let mut bar = Progress::new(&suite, total, !json);
-                let evaluation = runtime.evaluate(&suite, |case| bar.case(case)).await?;
+                let evaluation = services
+                    .evaluations
+                    .evaluate(&suite, |case| bar.case(case))
+                    .await?;
                 bar.clear();
                 if json {
                     println!("{}", terminal_json(&evaluation)?);
@@ -105,7 +109,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 })
             }
             EvalCommand::Show { id, json } => {
-                let evaluation = runtime.evaluation(&id).await?;
+                let evaluation = services.evaluations.get(&id).await?;
                 if json {
                     println!("{}", terminal_json(&evaluation)?);
                 } else {
@@ -114,7 +118,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             EvalCommand::List { suite, limit, json } => {
-                let listed = runtime.evaluations(suite, limit).await?;
+                let listed = services.evaluations.list(suite, limit).await?;
                 crate::store::note_skipped(("evaluation", "evaluations"), &listed.skipped);
                 if json {
                     println!("{}", terminal_json(&listed.items)?);
@@ -143,7 +147,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             EvalCommand::Compare { a, b, json } => {
-                let comparison = runtime.compare_evaluations(&a, &b).await?;
+                let comparison = services.evaluations.compare(&a, &b).await?;
                 if json {
                     println!("{}", terminal_json(&comparison)?);
                 } else {
@@ -318,11 +322,11 @@ fn print_comparison(c: &EvaluationComparison) {
 /// against its own definitions, a table each, then whether it became
 /// active.
 pub(crate) async fn activate_evaluated(
-    runtime: &hane_coordinator::AgentRuntime,
+    evaluations: &hane_coordinator::Evaluations,
     dir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     let mut bar: Option<Progress> = None;
-    let gated = runtime
+    let gated = evaluations
         .activate_evaluated(dir, |suite, total, case| {
             if bar.as_ref().is_none_or(|b| b.label != *suite) {
                 if let Some(done) = &bar {

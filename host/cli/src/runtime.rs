@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use hane_coordinator::AgentRuntime;
+use hane_coordinator::{AgentRuntime, Services};
 use hane_coordinator::{BudgetScope, CliConfig, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
@@ -133,18 +133,15 @@ pub(crate) fn builtins() -> Components {
     Components::with_builtins(hane_builtins::all())
 }
 
-/// Opens the runtime on the store at `path`, making the store where
+/// Opens the runtime on the store at `path`, with the services around it, making the store where
 /// nothing is (and saying so), with delivery, model credentials and the
 /// budget's scope from the environment.
-pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<AgentRuntime> {
+pub(crate) async fn open_runtime(path: &Path) -> anyhow::Result<Services> {
     open_runtime_with(path, ModelConfig::from_vars(std::env::vars())).await
 }
 
 /// [`open_runtime`] with `model` as the model settings.
-pub(crate) async fn open_runtime_with(
-    path: &Path,
-    model: ModelConfig,
-) -> anyhow::Result<AgentRuntime> {
+pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow::Result<Services> {
     let mut config = RuntimeConfig::new();
     let components = builtins();
     // Operations run on the worker $HANE_WORKER names, else here.
@@ -171,7 +168,8 @@ pub(crate) async fn open_runtime_with(
     // that can be resumed is left to a process that resumes it (`hane
     // serve`, `hane run`): a short command would not live to finish it.
     take_over(&runtime, false).await;
-    Ok(runtime)
+    // Every service around the runtime, composed once for this process.
+    Ok(Services::new(runtime))
 }
 
 /// Takes over the runs a dead process left live (see

@@ -109,10 +109,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let served = runtime.block_on(async {
-        let agents = open_runtime(&path).await?;
+        let services = open_runtime(&path).await?;
+        let agents = services.runs.clone();
         // Approved actions whose approver stopped before sending them go
         // out now, once each.
-        let resuming = agents.clone();
+        let resuming = services.approvals.clone();
         tokio::spawn(async move {
             match resuming.resume_actions().await {
                 Ok(recovered) if !recovered.resumed.is_empty() || !recovered.unknown.is_empty() => {
@@ -131,7 +132,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         // Workflow cases a stopped process left running go on at their
         // step; a step's run is never started twice.
-        match agents.resume_cases().await {
+        match services.workflows.resume_cases().await {
             Ok(0) => {}
             Ok(n) => eprintln!("workflow cases: {n} left running go on"),
             Err(e) => eprintln!("workflow cases could not be resumed: {e}"),
@@ -175,19 +176,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The release's schedules start their runs from here, beside the
         // server, until it stops.
         let (stop_schedules, schedules_stopping) = tokio::sync::oneshot::channel::<()>();
-        let scheduler = tokio::spawn({
-            let agents = agents.clone();
-            async move {
-                agents
-                    .run_schedules(async {
-                        let _ = schedules_stopping.await;
-                    })
-                    .await;
-            }
-        });
+        let scheduler = tokio::spawn(
+            hane_coordinator::schedule::Scheduler::new(&services).run(async {
+                let _ = schedules_stopping.await;
+            }),
+        );
         let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
         let lease = agents.lease().clone();
-        let server = hane_server::serve_with(listener, agents, args.config(), async {
+        let server = hane_server::serve_with(listener, services, args.config(), async {
             let _ = stopping.await;
         });
         tokio::pin!(server);

@@ -85,7 +85,8 @@ enum WorkflowCommand {
 pub fn main(args: WorkflowArgs) -> ExitCode {
     finish(block_on(async {
         let model = ModelConfig::from_vars(std::env::vars());
-        let runtime = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let services = crate::runtime::open_runtime_with(&args.store.path()?, model).await?;
+        let workflows = &services.workflows;
         match args.command {
             WorkflowCommand::Start {
                 workflow,
@@ -93,13 +94,13 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 json,
             } => {
                 let input = read_input(&input)?;
-                let case = runtime.start_case(&workflow, input).await?;
-                let case = runtime.advance_case(&case.id).await?;
+                let case = workflows.start_case(&workflow, input).await?;
+                let case = workflows.advance_case(&case.id).await?;
                 show(&case, json)?;
                 Ok(code(&case))
             }
             WorkflowCommand::Show { case, json } => {
-                show(&runtime.case(&case).await?, json)?;
+                show(&workflows.case(&case).await?, json)?;
                 Ok(ExitCode::SUCCESS)
             }
             WorkflowCommand::List {
@@ -118,7 +119,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                         "--status `{other}`: expected running, waiting, succeeded or failed"
                     ),
                 };
-                let listed = runtime.cases(workflow, status, limit).await?;
+                let listed = workflows.cases(workflow, status, limit).await?;
                 crate::store::note_skipped(("workflow case", "workflow cases"), &listed.skipped);
                 if json {
                     println!("{}", terminal_json(&listed.items)?);
@@ -149,8 +150,8 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 json,
             } => {
                 let result = read_input(&result)?;
-                runtime.complete_task(&case, &step, result, &by).await?;
-                let case = runtime.advance_case(&case).await?;
+                workflows.complete_task(&case, &step, result, &by).await?;
+                let case = workflows.advance_case(&case).await?;
                 show(&case, json)?;
                 Ok(code(&case))
             }
@@ -158,7 +159,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 let ids: Vec<WorkflowCaseId> = match case {
                     Some(id) => vec![id],
                     None => {
-                        let listed = runtime.cases(None, Some(CaseStatus::Running), 0).await?;
+                        let listed = workflows.cases(None, Some(CaseStatus::Running), 0).await?;
                         crate::store::note_skipped(
                             ("workflow case", "workflow cases"),
                             &listed.skipped,
@@ -171,7 +172,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                 }
                 let mut failed = false;
                 for id in ids {
-                    let case = runtime.advance_case(&id).await?;
+                    let case = workflows.advance_case(&id).await?;
                     println!(
                         "{}  {}  {:<9}  {}",
                         case.id,

@@ -5,9 +5,56 @@
 //! the scope, so `GET /v1/agents/budget` always reports the day; limits
 //! and alerts apply only when it has one.
 
-use hane_core::BudgetSpec;
-use hane_store::{AlertRow, RegistryTx, StoreError, Usage, UsageDelta};
+use hane_core::{BudgetSpec, now_ms};
+use hane_store::{AlertRow, Registry, RegistryTx, StoreError, Usage, UsageDelta};
 use serde::Serialize;
+
+use crate::{AgentRuntime, RunError};
+
+/// The day's budget as operators read it. A service over the run kernel:
+/// the runtime charges runs, actions and model tokens as they happen;
+/// this reports what they came to against the active release's Budget.
+#[derive(Debug, Clone)]
+pub struct Budgets {
+    runs: AgentRuntime,
+    registry: Registry,
+    scope: BudgetScope,
+}
+
+impl Budgets {
+    /// The budget of `runs`' project and environment.
+    pub fn new(runs: &AgentRuntime) -> Self {
+        Self {
+            runs: runs.clone(),
+            registry: runs.registry().clone(),
+            scope: runs.actions().scope().clone(),
+        }
+    }
+
+    /// Today's usage of the runtime's project and environment, with the
+    /// active release's Budget for it.
+    ///
+    /// # Errors
+    ///
+    /// The store failed.
+    pub async fn report(&self) -> Result<BudgetReport, RunError> {
+        let scope = self.scope.clone();
+        let budget = match self.runs.release().await {
+            Ok(release) => release.budget_for(&scope),
+            Err(RunError::NoRelease) => None,
+            Err(e) => return Err(e),
+        };
+        let day = utc_day(now_ms());
+        let (usage, alerts) = self.registry.usage(&day, &scope.key()).await?;
+        Ok(BudgetReport::new(
+            day,
+            &scope,
+            budget.as_ref(),
+            usage,
+            alerts,
+        ))
+    }
+}
 
 /// The project and environment a runtime counts against.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! each result compared with what the case expects
 //! ([`hane_core::compare_result`]), the evaluation stored; two evaluations
 //! of a suite compared case by case; and a release activated only when
-//! its suites pass ([`AgentRuntime::activate_evaluated`]).
+//! its suites pass ([`Evaluations::activate_evaluated`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,11 +12,11 @@ use hane_core::{
     CaseOutcome, CaseResult, ErrorKind, EvalCase, EvalSuiteManifest, Evaluation,
     EvaluationComparison, EvaluationId, JsonText, RunStatus, compare_result, now_ms,
 };
-use hane_store::{EvaluationRow, ReleaseInfo, StoreError};
+use hane_store::{EvaluationRow, Registry, ReleaseInfo, StoreError};
 use serde_json::Value;
 
 use crate::Listed;
-use crate::release::{ActivationError, LoadError, LoadedRelease, prepare_dir};
+use crate::release::{ActivationError, LoadError, LoadedRelease};
 use crate::runtime::{AgentRuntime, RunContext, RunError, StartRun};
 
 /// The most cases of one evaluation running at once.
@@ -92,7 +92,7 @@ impl From<LoadError> for EvalError {
     }
 }
 
-/// What a gated activation did ([`AgentRuntime::activate_evaluated`]).
+/// What a gated activation did ([`Evaluations::activate_evaluated`]).
 #[derive(Debug, Clone)]
 pub struct Gated {
     /// The release, stored; active when `activated`.
@@ -104,7 +104,31 @@ pub struct Gated {
     pub activated: bool,
 }
 
-impl AgentRuntime {
+/// Evaluations of a release's suites: each case a shadow run, its result
+/// compared with what the case expects; and a release activated only when
+/// its suites pass. A service over the run kernel: it starts and waits for
+/// runs through [`AgentRuntime`] and keeps evaluations in the registry.
+#[derive(Clone)]
+pub struct Evaluations {
+    runs: AgentRuntime,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for Evaluations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluations").finish_non_exhaustive()
+    }
+}
+
+impl Evaluations {
+    /// Evaluations over the runs of `runs`, kept in its registry.
+    pub fn new(runs: &AgentRuntime) -> Self {
+        Self {
+            runs: runs.clone(),
+            registry: runs.registry().clone(),
+        }
+    }
+
     /// Evaluates suite `suite` of the active release: each case a shadow
     /// run of the suite's agent (at most [`MAX_CONCURRENT_CASES`] at
     /// once), its result compared with the case's `expect`. `progress` is
@@ -119,7 +143,7 @@ impl AgentRuntime {
         suite: &str,
         progress: impl FnMut(&CaseResult) + Send,
     ) -> Result<Evaluation, EvalError> {
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         let Some(manifest) = release.eval_suites.get(suite).cloned() else {
             return Err(EvalError::UnknownSuite {
                 suite: suite.to_owned(),
@@ -143,14 +167,14 @@ impl AgentRuntime {
         let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CASES));
         let mut cases = tokio::task::JoinSet::new();
         for (i, case) in suite.spec.cases.iter().enumerate() {
-            let runtime = self.clone();
+            let evaluations = self.clone();
             let release = release.clone();
             let agent = suite.spec.agent.clone();
             let case = case.clone();
             let permits = permits.clone();
             cases.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                (i, runtime.run_case(release, agent, case).await)
+                (i, evaluations.run_case(release, agent, case).await)
             });
         }
         let mut done: Vec<Option<CaseResult>> = vec![None; suite.spec.cases.len()];
@@ -192,8 +216,7 @@ impl AgentRuntime {
             created_at_ms,
             duration_ms: started.elapsed().as_millis() as u64,
         };
-        self.inner
-            .registry
+        self.registry
             .add_evaluation(EvaluationRow {
                 id: evaluation.id.to_string(),
                 suite: evaluation.suite.clone(),
@@ -222,11 +245,11 @@ impl AgentRuntime {
             release: Some(release),
             ..RunContext::default()
         };
-        let run = match self.start_in(request, context).await {
+        let run = match self.runs.start_in(request, context).await {
             Ok(run) => run,
             Err(e) => return failed_case(&case, format!("the run could not start: {e}")),
         };
-        let run = match self.wait(&run.id).await {
+        let run = match self.runs.wait(&run.id).await {
             Ok(run) => run,
             Err(e) => {
                 let mut failed = failed_case(&case, format!("reading the run: {e}"));
@@ -269,9 +292,9 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// [`EvalError::NotFound`], or the store failed.
-    pub async fn evaluation(&self, id: &str) -> Result<Evaluation, EvalError> {
+    pub async fn get(&self, id: &str) -> Result<Evaluation, EvalError> {
         let row = match id.parse::<EvaluationId>() {
-            Ok(id) => self.inner.registry.evaluation(id.as_str()).await?,
+            Ok(id) => self.registry.evaluation(id.as_str()).await?,
             Err(_) => None,
         };
         let row = row.ok_or_else(|| EvalError::NotFound(id.to_owned()))?;
@@ -285,12 +308,12 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// The store failed.
-    pub async fn evaluations(
+    pub async fn list(
         &self,
         suite: Option<String>,
         limit: u32,
     ) -> Result<Listed<Evaluation>, EvalError> {
-        let rows = self.inner.registry.evaluations(suite, limit).await?;
+        let rows = self.registry.evaluations(suite, limit).await?;
         Ok(Listed::read(
             "evaluation",
             rows,
@@ -305,14 +328,11 @@ impl AgentRuntime {
     ///
     /// Either is not found, they evaluate different suites, or the store
     /// failed.
-    pub async fn compare_evaluations(
-        &self,
-        a: &str,
-        b: &str,
-    ) -> Result<EvaluationComparison, EvalError> {
-        let a = self.evaluation(a).await?;
-        let b = self.evaluation(b).await?;
-        a.compare(&b).map_err(EvalError::DifferentSuites)
+    pub async fn compare(&self, a: &str, b: &str) -> Result<EvaluationComparison, EvalError> {
+        let a = self.get(a).await?;
+        let b = self.get(b).await?;
+        a.compare(&b)
+            .map_err(|e| EvalError::DifferentSuites(e.to_string()))
     }
 
     /// Checks the release in `dir` as [`AgentRuntime::activate`] does,
@@ -334,14 +354,8 @@ impl AgentRuntime {
         dir: &Path,
         mut progress: impl FnMut(&str, usize, &CaseResult) + Send,
     ) -> Result<Gated, EvalError> {
-        let (new, loaded) = prepare_dir(
-            dir,
-            &self.inner.sandbox,
-            &self.inner.components,
-            &self.inner.cli,
-        )
-        .await?;
-        match self.release().await {
+        let (new, loaded) = self.runs.prepare_release(dir).await?;
+        match self.runs.release().await {
             Ok(active) if active.ledger != loaded.ledger && !loaded.eval_suites.is_empty() => {
                 return Err(EvalError::LedgerChanged {
                     dir: dir.display().to_string(),
@@ -351,12 +365,12 @@ impl AgentRuntime {
             Ok(_) | Err(RunError::NoRelease) => {}
             Err(e) => return Err(e.into()),
         }
-        let info = self.inner.registry.store_release(new).await?;
+        let info = self.registry.store_release(new).await?;
         let candidate = Arc::new(LoadedRelease {
             info: info.clone(),
             ..loaded
         });
-        self.install_components(&candidate).await?;
+        self.runs.install_components(&candidate).await?;
         let mut evaluations = Vec::new();
         for suite in candidate.eval_suites.values() {
             let name = suite.metadata.name.clone();
@@ -375,8 +389,8 @@ impl AgentRuntime {
                 activated: false,
             });
         }
-        let release = self.inner.registry.activate_stored(info.number).await?;
-        self.release().await?;
+        let release = self.registry.activate_stored(info.number).await?;
+        self.runs.release().await?;
         Ok(Gated {
             release,
             evaluations,

@@ -6,15 +6,21 @@
 //!   calls with their operations, runs them on an operation manager
 //!   (`hane-manager`) with their state written through the store, and
 //!   after a crash resumes what is safe to resume;
-//! - agents and their runs, one module per part of the platform:
-//!   `release` (a directory of definitions checked and activated as one),
-//!   `gateway` (the Tool Gateway and the RunToken), `tools` (definitions,
-//!   translators, the control tools the host runs), `drivers` (the
-//!   [`Driver`] seam and the scripted driver), `approvals` (proposals,
-//!   deciders and the [`ExecutionLedger`]; delivery through
-//!   `hane-delivery`), `budget` (the day's limits), `schedule` (the runs
-//!   a release's `Schedule`s start, once per tick across processes), and
-//!   `runtime`, the [`AgentRuntime`] façade that starts and drives runs.
+//! - the run kernel, [`AgentRuntime`] (`runtime`): a run's life and
+//!   nothing else — starting it from a release (`release`), driving it
+//!   with its driver (`drivers`: scripted, llm, the CLI drivers), every
+//!   tool call through the Tool Gateway and every model call through the
+//!   Model Gateway (`gateway`), the translators and control tools
+//!   (`tools`), its journal and resume, following, cancelling, and the
+//!   lease under which this process holds its runs (`lease`);
+//! - the services around it, each holding a kernel handle and the store
+//!   parts it needs, with an error type of its own: [`Approvals`]
+//!   (people's decisions and decider overrides, over the
+//!   [`ExecutionLedger`]; an action's proposal and its decider are chosen
+//!   inside the run's tool call, in `approvals` too), [`Budgets`], [`Conversations`], [`ReceptionDesk`],
+//!   [`Evaluations`], [`Workflows`] and the [`schedule::Scheduler`];
+//!   [`Services`] composes them in one place, as the binary, the server
+//!   and the tests use them.
 
 mod approvals;
 mod budget;
@@ -30,14 +36,16 @@ pub mod reception;
 mod release;
 mod runtime;
 pub mod schedule;
+mod services;
 mod tools;
 pub mod workflow;
 
-pub use approvals::{ActionError, ExecutionLedger, Recovered};
+pub use approvals::{ActionError, Approvals, ExecutionLedger, Recovered};
 pub use budget::{
-    ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, ReportAlert, ReportLimits,
+    ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, Budgets, ReportAlert, ReportLimits,
     ReportUsage, utc_day,
 };
+pub use conversation::Conversations;
 pub use coordinator::{
     Abandoned, Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery,
     Settled, ending_event,
@@ -47,6 +55,7 @@ pub use drivers::{
     MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ServerAddress,
     ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
 };
+pub use evaluation::Evaluations;
 pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};
 pub use gateway::{
     Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
@@ -56,6 +65,7 @@ pub use lease::{
     BadLease, DEFAULT_LEASE, LEASE_ENV, Lease, MIN_LEASE, lease_from_env, parse_lease,
 };
 pub use listing::{Listed, Skipped};
+pub use reception::ReceptionDesk;
 pub use release::{
     ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
     ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
@@ -64,7 +74,9 @@ pub use runtime::{
     AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RunEvent, RuntimeConfig, StartRun,
     TakenOver,
 };
+pub use services::Services;
 pub use tools::{
     ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
     format, translate,
 };
+pub use workflow::Workflows;

@@ -33,6 +33,7 @@ use hane_store::TickEnd;
 use tracing::{info, warn};
 
 use crate::runtime::{AgentRuntime, RunError, StartRun};
+use crate::{Services, Workflows};
 
 /// How old a tick may be and still be current: run under `missed: skip`.
 pub const GRACE: Duration = Duration::from_secs(60);
@@ -126,17 +127,21 @@ pub fn due(
 #[derive(Debug)]
 pub struct Scheduler {
     runtime: AgentRuntime,
+    workflows: Workflows,
     id: String,
     /// When this process first saw each schedule of the active release.
     since: BTreeMap<String, u64>,
 }
 
 impl Scheduler {
-    /// A scheduler for `runtime`'s store; its claims carry the runtime's
-    /// lease holder as their id.
-    pub fn new(runtime: AgentRuntime) -> Self {
+    /// A scheduler for the store of `services`' runtime; its claims carry
+    /// the runtime's lease holder as their id. It starts runs through the
+    /// runtime and workflow cases through the workflows service.
+    pub fn new(services: &Services) -> Self {
+        let runtime = services.runs.clone();
         let id = runtime.lease().holder().to_owned();
         Self {
+            workflows: services.workflows.clone(),
             runtime,
             id,
             since: BTreeMap::new(),
@@ -291,7 +296,7 @@ impl Scheduler {
                 })
                 .map_err(|e| e.to_string()),
             Some(ScheduleTarget::Workflow(workflow)) => self
-                .runtime
+                .workflows
                 .start_case(workflow, spec.input.clone())
                 .await
                 .map(|case| TickEnd {
@@ -301,15 +306,6 @@ impl Scheduler {
                 .map_err(|e| e.to_string()),
             None => Err("the schedule names no agent or workflow".to_owned()),
         }
-    }
-}
-
-impl AgentRuntime {
-    /// Starts the runs of the active release's schedules, from this
-    /// process, until `stop` completes: a [`Scheduler`] of its own. `hane
-    /// serve` runs it beside the server.
-    pub async fn run_schedules(&self, stop: impl Future<Output = ()>) {
-        Scheduler::new(self.clone()).run(stop).await;
     }
 }
 

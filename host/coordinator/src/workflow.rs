@@ -1,9 +1,9 @@
 //! Workflow cases: started from the API, the CLI or an agent's
 //! `workflow.start`, kept in the store after every step, and driven step
-//! by step ([`AgentRuntime::advance_case`]): an agent step's run is
+//! by step ([`Workflows::advance_case`]): an agent step's run is
 //! recorded with its id before it starts, so a case resumed after a crash
 //! never starts it twice; a task step waits for a person
-//! ([`AgentRuntime::complete_task`]).
+//! ([`Workflows::complete_task`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,13 +13,14 @@ use hane_core::{
     StepStatus, WorkflowCase, WorkflowCaseId, now_ms,
 };
 use hane_sandbox::describe_violations;
-use hane_store::{CaseRow, StoreError};
+use hane_store::{CaseRow, Registry, StoreError};
 use serde_json::{Value, json};
 
 use crate::Listed;
+use crate::drivers::BoxFuture;
 use crate::release::{LoadedRelease, LoadedWorkflow};
-use crate::runtime::{AgentRuntime, LiveRun, RunContext, RunError, StartRun, lock};
-use crate::tools::ToolResult;
+use crate::runtime::{AgentRuntime, RunContext, RunError, StartRun, lock};
+use crate::tools::{ControlCall, ControlService, ToolResult};
 
 /// Why a case could not be started, read or moved on.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +102,7 @@ impl WorkflowError {
 /// One driver per case in this process: the lock each case's driver
 /// holds while it moves the case on.
 #[derive(Default)]
-pub(crate) struct Driving(Mutex<HashMap<WorkflowCaseId, Arc<tokio::sync::Mutex<()>>>>);
+struct Driving(Mutex<HashMap<WorkflowCaseId, Arc<tokio::sync::Mutex<()>>>>);
 
 impl Driving {
     fn lock_for(&self, id: &WorkflowCaseId) -> Arc<tokio::sync::Mutex<()>> {
@@ -114,7 +115,50 @@ impl Driving {
     }
 }
 
-impl AgentRuntime {
+/// Workflow cases: each step a run of an agent or a task for people,
+/// moved on in order as each ends. A service over the run kernel: it
+/// starts and waits for step runs through [`AgentRuntime`], keeps cases in
+/// the registry, and answers the `workflow.start` and `workflow.get_case`
+/// tools of runs (see [`Services`](crate::Services)).
+#[derive(Clone)]
+pub struct Workflows {
+    runs: AgentRuntime,
+    registry: Registry,
+    /// The cases being moved on in this process.
+    driving: Arc<Driving>,
+}
+
+impl std::fmt::Debug for Workflows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workflows").finish_non_exhaustive()
+    }
+}
+
+impl ControlService for Workflows {
+    fn answer<'a>(&'a self, call: ControlCall<'a>) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            match call.tool {
+                hane_core::ControlTool::WorkflowStart => self.workflow_start(&call).await,
+                hane_core::ControlTool::WorkflowGetCase => self.workflow_get_case(&call).await,
+                tool => ToolResult::error(
+                    "failed",
+                    format!("`{}` is not a workflow tool", tool.name()),
+                ),
+            }
+        })
+    }
+}
+
+impl Workflows {
+    /// Workflow cases over the runs of `runs`, kept in its registry.
+    pub fn new(runs: &AgentRuntime) -> Self {
+        Self {
+            runs: runs.clone(),
+            registry: runs.registry().clone(),
+            driving: Arc::default(),
+        }
+    }
+
     /// Starts a case of workflow `workflow` of the active release with
     /// `input`: stored `running`, then driven in the background.
     ///
@@ -127,7 +171,7 @@ impl AgentRuntime {
         workflow: &str,
         input: Value,
     ) -> Result<WorkflowCase, WorkflowError> {
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         self.start_case_in(&release, workflow, input, None).await
     }
 
@@ -175,7 +219,7 @@ impl AgentRuntime {
             created_at_ms: now,
             updated_at_ms: now,
         };
-        self.save_case(&mut case).await?;
+        self.save_case_from(&mut case, None).await?;
         self.drive_in_background(case.id.clone());
         Ok(case)
     }
@@ -206,13 +250,13 @@ impl AgentRuntime {
     /// No such case, or the store failed. What goes wrong in a step fails
     /// the step and the case, which is returned.
     pub async fn advance_case(&self, id: &WorkflowCaseId) -> Result<WorkflowCase, WorkflowError> {
-        let guard = self.inner.cases.lock_for(id);
+        let guard = self.driving.lock_for(id);
         let _driving = guard.lock().await;
         let mut case = self.read_case(id).await?;
         if case.status.is_final() || case.status == CaseStatus::Waiting {
             return Ok(case);
         }
-        let release = match self.release_numbered(case.release).await {
+        let release = match self.runs.release_numbered(case.release).await {
             Ok(release) => release,
             Err(e) => {
                 case.status = CaseStatus::Failed;
@@ -248,7 +292,7 @@ impl AgentRuntime {
             self.step(&release, &workflow, &mut case, i).await?;
         }
         if case.status.is_final() {
-            self.inner.cases.forget(id);
+            self.driving.forget(id);
         }
         Ok(case)
     }
@@ -333,9 +377,9 @@ impl AgentRuntime {
                     fail(case, i, "it is running but names no run".to_owned());
                     return self.save_case(case).await;
                 };
-                let live = lock(&self.inner.live).contains_key(&run);
+                let live = self.runs.is_live(&run);
                 if !live {
-                    match self.inner.registry.run(run.as_str()).await? {
+                    match self.registry.run(run.as_str()).await? {
                         None => {
                             // Recorded, never started: the process stopped
                             // in between. Started now, once.
@@ -361,7 +405,7 @@ impl AgentRuntime {
                                 && hane_core::open::<hane_core::AgentRun>(&row.body)
                                     .is_ok_and(|run| run.resumable) =>
                         {
-                            self.wait_in_store(&run).await?;
+                            self.runs.wait_in_store(&run).await?;
                         }
                         Some(row) if !row.status.is_final() => {
                             fail(
@@ -377,7 +421,7 @@ impl AgentRuntime {
                         Some(_) => {}
                     }
                 }
-                let ended = self.wait(&run).await?;
+                let ended = self.runs.wait(&run).await?;
                 let step = &mut case.steps[i];
                 step.ended_at_ms = Some(now_ms());
                 match (&ended.result, ended.status) {
@@ -420,7 +464,7 @@ impl AgentRuntime {
             input,
             shadow: false,
         };
-        self.start_in(request, context).await.map(drop)
+        self.runs.start_in(request, context).await.map(drop)
     }
 
     /// A person completes task step `step` of case `id` with `result`
@@ -441,7 +485,7 @@ impl AgentRuntime {
         if !result.is_object() {
             return Err(WorkflowError::InvalidResult);
         }
-        let guard = self.inner.cases.lock_for(id);
+        let guard = self.driving.lock_for(id);
         let driving = guard.lock().await;
         let mut case = self.read_case(id).await?;
         let Some(i) = case.steps.iter().position(|s| s.id == step) else {
@@ -468,8 +512,9 @@ impl AgentRuntime {
         if let Some(task) = &mut found.task {
             task.completed_by = Some(by.to_owned());
         }
+        let from = case.status;
         case.status = CaseStatus::Running;
-        self.save_case(&mut case).await?;
+        self.save_case_from(&mut case, Some(from)).await?;
         drop(driving);
         self.drive_in_background(case.id.clone());
         Ok(case)
@@ -484,9 +529,8 @@ impl AgentRuntime {
     /// The store failed.
     pub async fn resume_cases(&self) -> Result<usize, WorkflowError> {
         let rows = self
-            .inner
             .registry
-            .cases(None, Some(CaseStatus::Running.as_str().to_owned()), 0)
+            .cases(None, Some(CaseStatus::Running), 0)
             .await?;
         for row in &rows {
             match row.id.parse::<WorkflowCaseId>() {
@@ -519,11 +563,7 @@ impl AgentRuntime {
         status: Option<CaseStatus>,
         limit: u32,
     ) -> Result<Listed<WorkflowCase>, WorkflowError> {
-        let rows = self
-            .inner
-            .registry
-            .cases(workflow, status.map(|s| s.as_str().to_owned()), limit)
-            .await?;
+        let rows = self.registry.cases(workflow, status, limit).await?;
         Ok(Listed::read(
             "workflow case",
             rows,
@@ -534,7 +574,6 @@ impl AgentRuntime {
 
     async fn read_case(&self, id: &WorkflowCaseId) -> Result<WorkflowCase, WorkflowError> {
         let row = self
-            .inner
             .registry
             .case(id.as_str())
             .await?
@@ -542,35 +581,51 @@ impl AgentRuntime {
         open_case(&row)
     }
 
-    /// Stores `case` as it is now, its `updated_at_ms` set to now.
+    /// Stores `case` as it is now, its `updated_at_ms` set to now, as its
+    /// driver moves it on: from `running` in the store, the only status a
+    /// case is driven in ([`Workflows::advance_case`] returns a case in
+    /// any other at once, and stops at a step that leaves it so).
     async fn save_case(&self, case: &mut WorkflowCase) -> Result<(), WorkflowError> {
+        self.save_case_from(case, Some(CaseStatus::Running)).await
+    }
+
+    /// Stores `case` as it is now, its `updated_at_ms` set to now, moving
+    /// it in the store from status `from`; `None` for a new case.
+    async fn save_case_from(
+        &self,
+        case: &mut WorkflowCase,
+        from: Option<CaseStatus>,
+    ) -> Result<(), WorkflowError> {
         case.updated_at_ms = now_ms();
-        self.inner
-            .registry
-            .put_case(CaseRow {
-                id: case.id.to_string(),
-                workflow: case.workflow.clone(),
-                status: case.status.as_str().to_owned(),
-                created_at_ms: case.created_at_ms,
-                updated_at_ms: case.updated_at_ms,
-                body: hane_core::seal(&*case),
-            })
-            .await?;
+        let row = CaseRow {
+            id: case.id.to_string(),
+            workflow: case.workflow.clone(),
+            status: case.status,
+            created_at_ms: case.created_at_ms,
+            updated_at_ms: case.updated_at_ms,
+            body: hane_core::seal(&*case),
+        };
+        let registry = &self.registry;
+        match from {
+            None => registry.insert_case(row).await?,
+            Some(from) => registry.update_case(from, row).await?,
+        }
         Ok(())
     }
 
     /// `workflow.start`: a case of a workflow the agent lists in its
     /// `workflows`, in the run's release; in a shadow run only what would
     /// start.
-    pub(crate) async fn workflow_start(&self, live: &LiveRun, input: &Value) -> ToolResult {
+    async fn workflow_start(&self, call: &ControlCall<'_>) -> ToolResult {
+        let input = call.input;
         let name = input["workflow"].as_str().unwrap_or_default();
-        let spec = &live.agent.manifest.spec;
+        let spec = &call.agent.manifest.spec;
         if !spec.workflows.iter().any(|w| w == name) {
             return ToolResult::error(
                 "denied",
                 format!(
                     "agent `{}` may start only the workflows in its spec.workflows: {}",
-                    live.agent.manifest.metadata.name,
+                    call.agent.manifest.metadata.name,
                     if spec.workflows.is_empty() {
                         "none".to_owned()
                     } else {
@@ -579,7 +634,7 @@ impl AgentRuntime {
                 ),
             );
         }
-        let run = live.snapshot();
+        let run = &call.run;
         let case_input = input.get("input").cloned().unwrap_or_else(|| json!({}));
         if run.shadow {
             return ToolResult::Output(json!({
@@ -590,7 +645,7 @@ impl AgentRuntime {
             }));
         }
         match self
-            .start_case_in(&live.release, name, case_input, Some(run.id))
+            .start_case_in(call.release, name, case_input, Some(run.id.clone()))
             .await
         {
             Ok(case) => ToolResult::Output(json!({
@@ -607,9 +662,10 @@ impl AgentRuntime {
 
     /// `workflow.get_case`: a case of a workflow the agent lists in its
     /// `workflows`: its status and each step's status and output.
-    pub(crate) async fn workflow_get_case(&self, live: &LiveRun, input: &Value) -> ToolResult {
+    async fn workflow_get_case(&self, call: &ControlCall<'_>) -> ToolResult {
+        let input = call.input;
         let given = input["case"].as_str().unwrap_or_default();
-        let spec = &live.agent.manifest.spec;
+        let spec = &call.agent.manifest.spec;
         let not_found = || {
             ToolResult::error(
                 "not_found",

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::manifest::Source;
+use crate::manifest::{FieldProblem, Source};
 use crate::script::{ScriptStep, check_script};
 use crate::{ControlTool, Duration, ManifestError, Metadata};
 
@@ -342,7 +342,7 @@ pub struct CliProfile {
 
 /// An image is named by its digest, so that what a release runs is fixed
 /// by the release: `sha256:` and 64 lowercase hex digits.
-fn check_image_digest(image: &str) -> Result<(), String> {
+fn check_image_digest(image: &str) -> Result<(), FieldProblem> {
     let digits = image.strip_prefix("sha256:").unwrap_or_default();
     if digits.len() == 64
         && digits
@@ -351,9 +351,7 @@ fn check_image_digest(image: &str) -> Result<(), String> {
     {
         Ok(())
     } else {
-        Err(format!(
-            "`{image}` is not an image digest: expected `sha256:` and 64 lowercase hex digits, as `hane image build PROFILE` prints"
-        ))
+        Err(FieldProblem::ImageDigest(image.to_owned()))
     }
 }
 
@@ -421,9 +419,9 @@ impl AgentSpec {
     /// The purpose, and input and output schemas for objects; a result has a status.
     fn check_schemas(&self, source: &Source<'_>) -> Result<(), ManifestError> {
         let fail = |field: &str, message: String| source.error(field, message);
-        not_blank(&self.purpose).map_err(|m| fail("spec.purpose", m))?;
+        not_blank(&self.purpose).map_err(|m| fail("spec.purpose", m.to_string()))?;
         for (i, example) in self.examples.iter().enumerate() {
-            not_blank(example).map_err(|m| fail(&format!("spec.examples[{i}]"), m))?;
+            not_blank(example).map_err(|m| fail(&format!("spec.examples[{i}]"), m.to_string()))?;
         }
         check_object_schema(&self.input, "spec.input").map_err(|(f, m)| fail(&f, m))?;
         check_object_schema(&self.output, "spec.output").map_err(|(f, m)| fail(&f, m))?;
@@ -476,8 +474,10 @@ impl AgentSpec {
                     ),
                 ));
             }
-            not_blank(&profile.cli_version).map_err(|m| fail("spec.cliProfile.cliVersion", m))?;
-            check_image_digest(&profile.image).map_err(|m| fail("spec.cliProfile.image", m))?;
+            not_blank(&profile.cli_version)
+                .map_err(|m| fail("spec.cliProfile.cliVersion", m.to_string()))?;
+            check_image_digest(&profile.image)
+                .map_err(|m| fail("spec.cliProfile.image", m.to_string()))?;
         }
         Ok(())
     }
@@ -488,7 +488,7 @@ impl AgentSpec {
         let mut seen = BTreeMap::new();
         for (i, tool) in self.tools.iter().enumerate() {
             let field = format!("spec.tools[{i}]");
-            check_tool_name(tool).map_err(|m| fail(&field, m))?;
+            check_tool_name(tool).map_err(|m| fail(&field, m.to_string()))?;
             if let Some(j) = seen.insert(tool.as_str(), i) {
                 return Err(fail(
                     &field,
@@ -526,7 +526,7 @@ impl AgentSpec {
         for (i, exposure) in self.tool_exposures.iter().enumerate() {
             let field = format!("spec.toolExposures[{i}]");
             let tool = &exposure.tool;
-            check_tool_name(tool).map_err(|m| fail(&format!("{field}.tool"), m))?;
+            check_tool_name(tool).map_err(|m| fail(&format!("{field}.tool"), m.to_string()))?;
             if let Some(j) = seen.insert(tool.as_str(), i) {
                 return Err(fail(
                     &format!("{field}.tool"),
@@ -545,7 +545,8 @@ impl AgentSpec {
                     format!("`{tool}` is not in spec.tools, so the agent could not call it"),
                 ));
             }
-            not_blank(&exposure.operation).map_err(|m| fail(&format!("{field}.operation"), m))?;
+            not_blank(&exposure.operation)
+                .map_err(|m| fail(&format!("{field}.operation"), m.to_string()))?;
         }
         Ok(())
     }
@@ -573,18 +574,19 @@ impl AgentSpec {
                 (&approval.assignment, "spec.approval.assignment"),
             ] {
                 if let Some(value) = value {
-                    not_blank(value).map_err(|m| fail(field, m))?;
+                    not_blank(value).map_err(|m| fail(field, m.to_string()))?;
                 }
             }
         }
         if let Some(handover) = &self.handover {
-            not_blank(&handover.assignment).map_err(|m| fail("spec.handover.assignment", m))?;
+            not_blank(&handover.assignment)
+                .map_err(|m| fail("spec.handover.assignment", m.to_string()))?;
         }
 
         let mut seen = BTreeMap::new();
         for (i, workflow) in self.workflows.iter().enumerate() {
             let field = format!("spec.workflows[{i}]");
-            not_blank(workflow).map_err(|m| fail(&field, m))?;
+            not_blank(workflow).map_err(|m| fail(&field, m.to_string()))?;
             if let Some(j) = seen.insert(workflow.as_str(), i) {
                 return Err(fail(
                     &field,
@@ -601,7 +603,8 @@ impl AgentSpec {
         let mut seen = BTreeMap::new();
         for (i, connection) in self.connections.iter().enumerate() {
             let field = format!("spec.connections[{i}]");
-            not_blank(&connection.name).map_err(|m| fail(&format!("{field}.name"), m))?;
+            not_blank(&connection.name)
+                .map_err(|m| fail(&format!("{field}.name"), m.to_string()))?;
             if let Some(j) = seen.insert(connection.name.as_str(), i) {
                 return Err(fail(
                     &format!("{field}.name"),
@@ -622,7 +625,8 @@ impl AgentSpec {
                 ));
             }
             if let Some(credential) = &connection.credential {
-                not_blank(credential).map_err(|m| fail(&format!("{field}.credential"), m))?;
+                not_blank(credential)
+                    .map_err(|m| fail(&format!("{field}.credential"), m.to_string()))?;
             }
         }
         Ok(())
@@ -688,9 +692,10 @@ impl EvalSuiteManifest {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(AGENTS_API_VERSION, "EvalSuite")?;
         let fail = |field: &str, message: String| source.error(field, message);
-        check_dns_name(&manifest.metadata.name).map_err(|m| fail("metadata.name", m))?;
+        check_dns_name(&manifest.metadata.name)
+            .map_err(|m| fail("metadata.name", m.to_string()))?;
         let spec = &manifest.spec;
-        check_dns_name(&spec.agent).map_err(|m| fail("spec.agent", m))?;
+        check_dns_name(&spec.agent).map_err(|m| fail("spec.agent", m.to_string()))?;
         if !(0.0..=1.0).contains(&spec.pass_rate) {
             return Err(fail(
                 "spec.passRate",
@@ -709,7 +714,7 @@ impl EvalSuiteManifest {
         let mut seen = BTreeMap::new();
         for (i, case) in spec.cases.iter().enumerate() {
             let field = format!("spec.cases[{i}]");
-            not_blank(&case.name).map_err(|m| fail(&format!("{field}.name"), m))?;
+            not_blank(&case.name).map_err(|m| fail(&format!("{field}.name"), m.to_string()))?;
             if let Some(j) = seen.insert(case.name.as_str(), i) {
                 return Err(fail(
                     &format!("{field}.name"),
@@ -738,7 +743,7 @@ fn is_host_tool(tool: &str) -> bool {
 
 /// DNS-label names for agents, suites, decider policies and budgets:
 /// `a-z`, `0-9` and `-`, 1 to 63 characters, starting with a letter.
-pub(crate) fn check_dns_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_dns_name(name: &str) -> Result<(), FieldProblem> {
     let valid = (1..=63).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -747,14 +752,12 @@ pub(crate) fn check_dns_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "expected 1 to 63 lowercase letters, digits and `-`, starting with a letter, found `{name}`"
-        ))
+        Err(FieldProblem::DnsName(name.to_owned()))
     }
 }
 
 /// Tool names: `a-z`, `0-9`, `_` and `.`.
-fn check_tool_name(name: &str) -> Result<(), String> {
+fn check_tool_name(name: &str) -> Result<(), FieldProblem> {
     let valid = !name.is_empty()
         && name
             .chars()
@@ -762,15 +765,13 @@ fn check_tool_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "expected a tool name of lowercase letters, digits, `_` and `.`, found `{name}`"
-        ))
+        Err(FieldProblem::ToolName(name.to_owned()))
     }
 }
 
-pub(crate) fn not_blank(value: &str) -> Result<(), String> {
+pub(crate) fn not_blank(value: &str) -> Result<(), FieldProblem> {
     if value.trim().is_empty() {
-        Err("must not be empty".to_owned())
+        Err(FieldProblem::Blank)
     } else {
         Ok(())
     }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{ActionId, JsonText, RunId, TaskId, Versioned};
+use crate::{ActionId, JsonText, Lifecycle, RunId, TaskId, Versioned};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -14,7 +14,8 @@ use sha2::{Digest as _, Sha256};
 /// `pending → approved → executing → delivered | failed | unknown`, or
 /// `pending → rejected`; `shadowed` for what a shadow run would have sent.
 /// `unknown` is final for the run; a person may reconcile it to
-/// `delivered` or `failed`.
+/// `delivered` or `failed`. Every transition is in
+/// [`Lifecycle::TRANSITIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionState {
@@ -95,6 +96,47 @@ impl FromStr for ActionState {
             .into_iter()
             .find(|state| state.as_str() == s)
             .ok_or_else(|| UnknownActionState(s.to_owned()))
+    }
+}
+
+impl Lifecycle for ActionState {
+    const KIND: &'static str = "action";
+    const ALL: &'static [Self] = &ActionState::ALL;
+    /// Proposed for a decider, or decided by a policy as it was proposed,
+    /// or a shadow run's record.
+    const INITIAL: &'static [Self] = &[
+        ActionState::Pending,
+        ActionState::Approved,
+        ActionState::Rejected,
+        ActionState::Shadowed,
+    ];
+    const TRANSITIONS: &'static [(Self, Self)] = {
+        use ActionState::*;
+        &[
+            // A review agent escalates it: people decide it, with a task.
+            (Pending, Pending),
+            // A decider approves it.
+            (Pending, Approved),
+            // A decider rejects it, or it is withdrawn: its run stopped.
+            (Pending, Rejected),
+            // Claimed for delivery, the attempt recorded.
+            (Approved, Executing),
+            // Not sent: the day's budget has no action left.
+            (Approved, Failed),
+            // The adapter's answer, or recovery's when its deliverer died.
+            (Executing, Delivered),
+            (Executing, Failed),
+            (Executing, Unknown),
+            // A person reconciles it, or its deliverer, taken for dead,
+            // records what the adapter said after all.
+            (Unknown, Delivered),
+            (Unknown, Failed),
+            (Unknown, Unknown),
+        ]
+    };
+
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 

@@ -118,9 +118,11 @@ impl BudgetManifest {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(PLATFORM_API_VERSION, "Budget")?;
         let fail = |field: &str, message: String| source.error(field, message);
-        check_dns_name(&manifest.metadata.name).map_err(|m| fail("metadata.name", m))?;
-        not_blank(&manifest.spec.project).map_err(|m| fail("spec.project", m))?;
-        not_blank(&manifest.spec.environment).map_err(|m| fail("spec.environment", m))?;
+        check_dns_name(&manifest.metadata.name)
+            .map_err(|m| fail("metadata.name", m.to_string()))?;
+        not_blank(&manifest.spec.project).map_err(|m| fail("spec.project", m.to_string()))?;
+        not_blank(&manifest.spec.environment)
+            .map_err(|m| fail("spec.environment", m.to_string()))?;
         Ok(manifest)
     }
 }

@@ -427,7 +427,7 @@ fn check_models(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>
 pub fn resolve_model<'a>(
     wanted: Option<&str>,
     providers: &[&'a ModelProviderManifest],
-) -> Result<(&'a ModelProviderManifest, &'a crate::ProviderModel), String> {
+) -> Result<(&'a ModelProviderManifest, &'a crate::ProviderModel), UnresolvedModel> {
     let served = || {
         let all: Vec<String> = providers
             .iter()
@@ -454,10 +454,7 @@ pub fn resolve_model<'a>(
             });
         return match default {
             Some(p) => Ok((p, &p.spec.models[0])),
-            None => Err(format!(
-                "the agent names no `model` and the bundle has no default provider (`default: true`); {}",
-                served()
-            )),
+            None => Err(UnresolvedModel::NoDefault { served: served() }),
         };
     };
     let found: Vec<_> = match wanted.split_once('/') {
@@ -471,14 +468,49 @@ pub fn resolve_model<'a>(
             .filter_map(|p| p.model(wanted).map(|m| (*p, m)))
             .collect(),
     };
+    let wanted = wanted.to_owned();
     match found.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("no ModelProvider serves `{wanted}`; {}", served())),
-        _ => Err(format!(
-            "several providers serve `{wanted}`; name one as `PROVIDER/{wanted}`: {}",
-            served()
-        )),
+        [] => Err(UnresolvedModel::NotServed {
+            wanted,
+            served: served(),
+        }),
+        _ => Err(UnresolvedModel::Ambiguous {
+            wanted,
+            served: served(),
+        }),
     }
+}
+
+/// Why an agent's model does not resolve among a bundle's providers
+/// ([`resolve_model`]); each says what the providers serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnresolvedModel {
+    /// No model is named, and no provider is the default.
+    #[error(
+        "the agent names no `model` and the bundle has no default provider (`default: true`); {served}"
+    )]
+    NoDefault {
+        /// What the providers serve, in words.
+        served: String,
+    },
+    /// No provider serves the model named.
+    #[error("no ModelProvider serves `{wanted}`; {served}")]
+    NotServed {
+        /// The model named.
+        wanted: String,
+        /// What the providers serve, in words.
+        served: String,
+    },
+    /// Several providers serve the model named.
+    #[error("several providers serve `{wanted}`; name one as `PROVIDER/{wanted}`: {served}")]
+    Ambiguous {
+        /// The model named.
+        wanted: String,
+        /// What the providers serve, in words.
+        served: String,
+    },
 }
 
 /// Each definition's document, by kind and name.
@@ -767,7 +799,9 @@ mod tests {
         let remote = provider("remote", true, &["large", "shared"]);
         let both = [&local, &remote];
         let names = |wanted: Option<&str>, providers: &[&ModelProviderManifest]| {
-            resolve_model(wanted, providers).map(|(p, m)| format!("{}/{}", p.metadata.name, m.name))
+            resolve_model(wanted, providers)
+                .map(|(p, m)| format!("{}/{}", p.metadata.name, m.name))
+                .map_err(|e| e.to_string())
         };
         assert_eq!(names(Some("small"), &both).unwrap(), "local/small");
         assert_eq!(

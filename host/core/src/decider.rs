@@ -251,7 +251,7 @@ impl DeciderPolicySpec {
         for (i, rule) in self.rules.iter().enumerate() {
             let field = format!("spec.rules[{i}]");
             if let Some(name) = &rule.name {
-                not_blank(name).map_err(|m| fail(&format!("{field}.name"), m))?;
+                not_blank(name).map_err(|m| fail(&format!("{field}.name"), m.to_string()))?;
                 if let Some(j) = names.insert(name.as_str(), i) {
                     return Err(fail(
                         &format!("{field}.name"),
@@ -261,7 +261,8 @@ impl DeciderPolicySpec {
             }
             rule.check_tools(&field).map_err(|(f, m)| fail(&f, m))?;
             if let Some(recipient) = &rule.recipient {
-                not_blank(recipient).map_err(|m| fail(&format!("{field}.recipient"), m))?;
+                not_blank(recipient)
+                    .map_err(|m| fail(&format!("{field}.recipient"), m.to_string()))?;
             }
             for key in rule.content.keys() {
                 not_blank(key).map_err(|m| {
@@ -275,10 +276,12 @@ impl DeciderPolicySpec {
         for (field, decider) in self.deciders() {
             match decider {
                 Decider::Person(person) => {
-                    not_blank(person).map_err(|m| fail(&format!("{field}.person"), m))?;
+                    not_blank(person)
+                        .map_err(|m| fail(&format!("{field}.person"), m.to_string()))?;
                 }
                 Decider::Agent(agent) => {
-                    check_dns_name(agent).map_err(|m| fail(&format!("{field}.agent"), m))?;
+                    check_dns_name(agent)
+                        .map_err(|m| fail(&format!("{field}.agent"), m.to_string()))?;
                 }
                 Decider::Policy(_) => {}
             }
@@ -317,7 +320,7 @@ impl DeciderRule {
         let mut seen = BTreeMap::new();
         for (i, tool) in self.tools.iter().enumerate() {
             let field = format!("{rule}.tools[{i}]");
-            not_blank(tool).map_err(|m| (field.clone(), m))?;
+            not_blank(tool).map_err(|m| (field.clone(), m.to_string()))?;
             if tool != ANY_TOOL && !OUTBOUND_TOOLS.contains(&tool.as_str()) {
                 return Err((
                     field,

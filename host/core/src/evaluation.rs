@@ -146,13 +146,15 @@ impl Evaluation {
     ///
     /// # Errors
     ///
-    /// The two are evaluations of different suites.
-    pub fn compare(&self, later: &Evaluation) -> Result<EvaluationComparison, String> {
+    /// [`DifferentSuites`]: the two are evaluations of different suites.
+    pub fn compare(&self, later: &Evaluation) -> Result<EvaluationComparison, DifferentSuites> {
         if self.suite != later.suite {
-            return Err(format!(
-                "{} evaluates suite `{}` and {} suite `{}`: only evaluations of one suite compare",
-                self.id, self.suite, later.id, later.suite
-            ));
+            return Err(DifferentSuites {
+                earlier: self.id.clone(),
+                earlier_suite: self.suite.clone(),
+                later: later.id.clone(),
+                later_suite: later.suite.clone(),
+            });
         }
         let mut cases = Vec::new();
         for a in &self.cases {
@@ -192,6 +194,22 @@ impl Evaluation {
             cases,
         })
     }
+}
+
+/// Two evaluations that do not compare: they are of different suites.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{earlier} evaluates suite `{earlier_suite}` and {later} suite `{later_suite}`: only evaluations of one suite compare"
+)]
+pub struct DifferentSuites {
+    /// The earlier evaluation.
+    pub earlier: EvaluationId,
+    /// Its suite.
+    pub earlier_suite: String,
+    /// The later evaluation.
+    pub later: EvaluationId,
+    /// Its suite.
+    pub later_suite: String,
 }
 
 /// What became of a case from one evaluation to the next.
@@ -497,7 +515,8 @@ mod tests {
         assert_eq!(c.regressed().count(), 1);
         let mut other = b.clone();
         other.suite = "t".to_owned();
-        assert!(a.compare(&other).unwrap_err().contains("suite `t`"));
+        let refused = a.compare(&other).unwrap_err();
+        assert!(refused.to_string().contains("suite `t`"), "{refused}");
     }
 
     #[test]

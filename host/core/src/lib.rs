@@ -55,6 +55,7 @@ mod ids;
 mod input;
 mod json;
 pub mod ledger;
+mod lifecycle;
 mod manifest;
 mod operation;
 mod policy;
@@ -89,7 +90,7 @@ pub use approval::{
 pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, MAX_MANIFEST_BYTES, SourcedDefinition,
-    read_bundle_dir, resolve_model,
+    UnresolvedModel, read_bundle_dir, resolve_model,
 };
 pub use conversation::{Conversation, ConversationEntry};
 pub use credential::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var, credential_key};
@@ -99,7 +100,7 @@ pub use decider::{
 pub use envelope::{EnvelopeError, Versioned, open, seal};
 pub use error_kind::ErrorKind;
 pub use evaluation::{
-    CaseChange, CaseComparison, CaseOutcome, CaseResult, Difference, Evaluation,
+    CaseChange, CaseComparison, CaseOutcome, CaseResult, Difference, DifferentSuites, Evaluation,
     EvaluationComparison, compare_result,
 };
 pub use event::{CliOutput, LlmTurn, Recorded, SessionEvent, ToolCall, ToolCallStatus};
@@ -114,6 +115,7 @@ pub use ids::{
 pub use input::{Control, Input, InputKind};
 pub use json::JsonText;
 pub use ledger::{Ledger, LedgerError, QueryError};
+pub use lifecycle::{IllegalTransition, Lifecycle, UnknownState};
 pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
 };
@@ -128,7 +130,7 @@ pub use provider::{
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
 pub use reception::{Reception, ReceptionCandidate, ReceptionModelCall, ReceptionStatus};
-pub use run::{AgentRun, RunStatus, Task, ToolCallSummary, UnknownRunStatus};
+pub use run::{AgentRun, RunStatus, Task, TaskState, ToolCallSummary, UnknownRunStatus};
 pub use schedule::{
     Cadence, CadenceError, DEFAULT_TIME_ZONE, Missed, ScheduleManifest, ScheduleSpec,
     ScheduleTarget, TickOutcome, UnknownTickOutcome,

@@ -47,6 +47,50 @@ impl fmt::Display for ManifestError {
 
 impl std::error::Error for ManifestError {}
 
+/// What is wrong with one field's value, as a [`ManifestError`] says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FieldProblem {
+    /// Empty or only spaces.
+    #[error("must not be empty")]
+    Blank,
+    /// Not a DNS label.
+    #[error(
+        "expected 1 to 63 lowercase letters, digits and `-`, starting with a letter, found `{0}`"
+    )]
+    DnsName(String),
+    /// Not a tool's name.
+    #[error("expected a tool name of lowercase letters, digits, `_` and `.`, found `{0}`")]
+    ToolName(String),
+    /// Not an image digest.
+    #[error(
+        "`{0}` is not an image digest: expected `sha256:` and 64 lowercase hex digits, as `hane image build PROFILE` prints"
+    )]
+    ImageDigest(String),
+    /// A URL of another scheme than HTTP's.
+    #[error("expected a URL starting with `http://` or `https://`, found `{0}`")]
+    UrlScheme(String),
+    /// A URL without a host, or with credentials.
+    #[error("expected a URL with a host and no credentials in it, found `{0}`")]
+    UrlHost(String),
+    /// A URL with a query, a fragment or spaces.
+    #[error("expected a URL without query, fragment or spaces, found `{0}`")]
+    UrlExtras(String),
+    /// Not a credential's name.
+    #[error(
+        "expected a credential name of letters, digits, `-`, `_` and `.` (at most 64), found `{0}`"
+    )]
+    CredentialName(String),
+    /// `steps` with no step id after it.
+    #[error("a step id must follow `steps`")]
+    NoStepId,
+    /// A step id that does not start with a letter.
+    #[error("step id `{0}` must start with a letter")]
+    StepIdStart(String),
+    /// A step id with other characters than a step id's.
+    #[error("step id `{0}` may hold only letters, digits, `_` and `-`")]
+    StepIdChars(String),
+}
+
 /// `metadata` of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

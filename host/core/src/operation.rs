@@ -6,7 +6,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Impact, JsonText, Limits, OperationId, Outcome, Policy, Receipt, SessionId, ToolCallId,
+    Impact, JsonText, Lifecycle, Limits, OperationId, Outcome, Policy, Receipt, SessionId,
+    ToolCallId,
 };
 
 /// Work produced by a tool call, to be run by an operation manager, here or
@@ -91,7 +92,7 @@ impl crate::Versioned for Operation {
 
 /// Where an operation is. `pending → running → succeeded | failed |
 /// unknown`; a `read` operation found running after a crash goes to
-/// `running` again.
+/// `running` again. Every transition is in [`Lifecycle::TRANSITIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationState {
@@ -157,6 +158,30 @@ impl FromStr for OperationState {
             .into_iter()
             .find(|state| state.as_str() == s)
             .ok_or_else(|| UnknownOperationState(s.to_owned()))
+    }
+}
+
+impl Lifecycle for OperationState {
+    const KIND: &'static str = "operation";
+    const ALL: &'static [Self] = &OperationState::ALL;
+    const INITIAL: &'static [Self] = &[OperationState::Pending];
+    const TRANSITIONS: &'static [(Self, Self)] = {
+        use OperationState::*;
+        &[
+            (Pending, Running),
+            // Cancelled before it started.
+            (Pending, Failed),
+            // Run again after a crash: a `read` operation only, which the
+            // store checks by the operation's impact.
+            (Running, Running),
+            (Running, Succeeded),
+            (Running, Failed),
+            (Running, Unknown),
+        ]
+    };
+
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{check_dns_name, not_blank};
-use crate::manifest::Source;
+use crate::manifest::{FieldProblem, Source};
 use crate::{Duration, ManifestError, Metadata, PLATFORM_API_VERSION};
 
 /// The default of `spec.timeout`: a whole model call, retries included in
@@ -169,7 +169,8 @@ impl ModelProviderManifest {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(PLATFORM_API_VERSION, "ModelProvider")?;
         let fail = |field: &str, message: String| source.error(field, message);
-        check_dns_name(&manifest.metadata.name).map_err(|m| fail("metadata.name", m))?;
+        check_dns_name(&manifest.metadata.name)
+            .map_err(|m| fail("metadata.name", m.to_string()))?;
         let spec = &manifest.spec;
         match (spec.api, &spec.base_url, &spec.recording) {
             (ModelApi::Recorded, Some(_), _) => {
@@ -185,7 +186,7 @@ impl ModelProviderManifest {
                 ));
             }
             (ModelApi::Recorded, None, Some(recording)) => {
-                not_blank(recording).map_err(|m| fail("spec.recording", m))?;
+                not_blank(recording).map_err(|m| fail("spec.recording", m.to_string()))?;
             }
             (api, _, Some(_)) => {
                 return Err(fail(
@@ -199,10 +200,13 @@ impl ModelProviderManifest {
                     format!("an `{api}` provider needs the URL it is served at"),
                 ));
             }
-            (_, Some(url), None) => check_base_url(url).map_err(|m| fail("spec.baseUrl", m))?,
+            (_, Some(url), None) => {
+                check_base_url(url).map_err(|m| fail("spec.baseUrl", m.to_string()))?
+            }
         }
         if let Some(credential) = &spec.credential {
-            check_credential_name(credential).map_err(|m| fail("spec.credential", m))?;
+            check_credential_name(credential)
+                .map_err(|m| fail("spec.credential", m.to_string()))?;
         }
         if spec.timeout.0.is_zero() {
             return Err(fail("spec.timeout", "must be more than 0s".to_owned()));
@@ -224,7 +228,7 @@ impl ModelProviderManifest {
         let mut seen = BTreeSet::new();
         for (i, model) in spec.models.iter().enumerate() {
             let at = |field: &str| format!("spec.models[{i}].{field}");
-            not_blank(&model.name).map_err(|m| fail(&at("name"), m))?;
+            not_blank(&model.name).map_err(|m| fail(&at("name"), m.to_string()))?;
             if !seen.insert(model.name.as_str()) {
                 return Err(fail(
                     &at("name"),
@@ -254,29 +258,23 @@ impl ModelProviderManifest {
 }
 
 /// `http://` or `https://`, a host, no query or fragment.
-fn check_base_url(url: &str) -> Result<(), String> {
+fn check_base_url(url: &str) -> Result<(), FieldProblem> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| {
-            format!("expected a URL starting with `http://` or `https://`, found `{url}`")
-        })?;
+        .ok_or_else(|| FieldProblem::UrlScheme(url.to_owned()))?;
     let host = rest.split('/').next().unwrap_or_default();
     if host.is_empty() || host.contains('@') {
-        return Err(format!(
-            "expected a URL with a host and no credentials in it, found `{url}`"
-        ));
+        return Err(FieldProblem::UrlHost(url.to_owned()));
     }
     if url.contains(['?', '#', ' ']) {
-        return Err(format!(
-            "expected a URL without query, fragment or spaces, found `{url}`"
-        ));
+        return Err(FieldProblem::UrlExtras(url.to_owned()));
     }
     Ok(())
 }
 
 /// Credential names: what `HANE_CREDENTIAL_<NAME>` can be made of.
-fn check_credential_name(name: &str) -> Result<(), String> {
+fn check_credential_name(name: &str) -> Result<(), FieldProblem> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name
@@ -285,9 +283,7 @@ fn check_credential_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "expected a credential name of letters, digits, `-`, `_` and `.` (at most 64), found `{name}`"
-        ))
+        Err(FieldProblem::CredentialName(name.to_owned()))
     }
 }
 

@@ -3,11 +3,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{JsonText, RunId, SessionId, TaskId};
+use crate::{JsonText, Lifecycle, RunId, SessionId, TaskId, UnknownState};
 use serde::{Deserialize, Serialize};
 
 /// Where a run is. It starts `queued`, then `running`, and ends in one of
-/// the other four.
+/// the other four; its transitions are [`Lifecycle::TRANSITIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
@@ -75,6 +75,81 @@ impl FromStr for RunStatus {
             .into_iter()
             .find(|status| status.as_str() == s)
             .ok_or_else(|| UnknownRunStatus(s.to_owned()))
+    }
+}
+
+impl Lifecycle for RunStatus {
+    const KIND: &'static str = "run";
+    const ALL: &'static [Self] = &RunStatus::ALL;
+    const INITIAL: &'static [Self] = &[RunStatus::Queued];
+    const TRANSITIONS: &'static [(Self, Self)] = {
+        use RunStatus::*;
+        &[
+            // A process starts it.
+            (Queued, Running),
+            // It never started: its session could not be made or its
+            // store write failed, or a process that took it over from a
+            // dead one (or claimed it from the queue) could not start it.
+            (Queued, Failed),
+            // Cancelled before it started.
+            (Queued, Cancelled),
+            // A process that took it over from a dead one resumes it.
+            (Running, Running),
+            (Running, Succeeded),
+            (Running, Failed),
+            (Running, Cancelled),
+            (Running, LimitExceeded),
+        ]
+    };
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+/// Where a task for people is: [`Lifecycle::TRANSITIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Waiting for a person.
+    Open,
+    /// Nothing more to do: the action it asked a decision on was decided
+    /// or withdrawn.
+    Done,
+}
+
+impl TaskState {
+    /// The state as stored, such as `open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Open => "open",
+            TaskState::Done => "done",
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TaskState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::lifecycle::parse(s)
+    }
+}
+
+impl Lifecycle for TaskState {
+    const KIND: &'static str = "task";
+    const ALL: &'static [Self] = &[TaskState::Open, TaskState::Done];
+    const INITIAL: &'static [Self] = &[TaskState::Open];
+    const TRANSITIONS: &'static [(Self, Self)] = &[(TaskState::Open, TaskState::Done)];
+
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 

@@ -192,13 +192,16 @@ impl ScheduleManifest {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(AGENTS_API_VERSION, "Schedule")?;
         let fail = |field: &str, message: String| source.error(field, message);
-        check_dns_name(&manifest.metadata.name).map_err(|m| fail("metadata.name", m))?;
+        check_dns_name(&manifest.metadata.name)
+            .map_err(|m| fail("metadata.name", m.to_string()))?;
         let spec = &manifest.spec;
         spec.cadence().map_err(|e| fail(e.field(), e.to_string()))?;
         match (&spec.agent, &spec.workflow) {
-            (Some(agent), None) => check_dns_name(agent).map_err(|m| fail("spec.agent", m))?,
+            (Some(agent), None) => {
+                check_dns_name(agent).map_err(|m| fail("spec.agent", m.to_string()))?
+            }
             (None, Some(workflow)) => {
-                check_dns_name(workflow).map_err(|m| fail("spec.workflow", m))?;
+                check_dns_name(workflow).map_err(|m| fail("spec.workflow", m.to_string()))?;
             }
             (Some(_), Some(_)) => {
                 return Err(fail(

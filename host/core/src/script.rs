@@ -28,6 +28,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::agent::{SUBMIT_RESULT, SUBMIT_REVIEW};
+use crate::manifest::FieldProblem;
 
 /// The most bytes one rendered step input may hold (1 MiB), counted as
 /// compact JSON. A template can name a large tool output many times; this
@@ -200,7 +201,7 @@ impl FromStr for ValuePath {
             Some("input") => {}
             Some("steps") => {
                 let id = segments.next().unwrap_or_default();
-                check_step_id(id).map_err(|reason| invalid(&reason))?;
+                check_step_id(id).map_err(|reason| invalid(&reason.to_string()))?;
             }
             _ => return Err(invalid("it must start with `input` or `steps`")),
         }
@@ -240,17 +241,13 @@ impl<'de> Deserialize<'de> for ValuePath {
 
 /// Step ids: a letter, then letters, digits, `_` or `-`; no dots, since
 /// they are segments of paths.
-pub(crate) fn check_step_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_step_id(id: &str) -> Result<(), FieldProblem> {
     let mut chars = id.chars();
     match chars.next() {
-        None => Err("a step id must follow `steps`".to_owned()),
-        Some(c) if !c.is_ascii_alphabetic() => {
-            Err(format!("step id `{id}` must start with a letter"))
-        }
+        None => Err(FieldProblem::NoStepId),
+        Some(c) if !c.is_ascii_alphabetic() => Err(FieldProblem::StepIdStart(id.to_owned())),
         _ if chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => Ok(()),
-        _ => Err(format!(
-            "step id `{id}` may hold only letters, digits, `_` and `-`"
-        )),
+        _ => Err(FieldProblem::StepIdChars(id.to_owned())),
     }
 }
 
@@ -383,7 +380,7 @@ pub fn check_script(steps: &[ScriptStep]) -> Result<(), ScriptError> {
         }
         check_templates(i, &step.input, &refers)?;
         if let Some(id) = &step.id {
-            check_step_id(id).map_err(|m| fail("id", m))?;
+            check_step_id(id).map_err(|m| fail("id", m.to_string()))?;
             if let Some(j) = ids.insert(id, i) {
                 return Err(fail("id", format!("step {j} already has id `{id}`")));
             }

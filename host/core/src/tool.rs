@@ -30,7 +30,7 @@ pub struct ToolDefinition {
 }
 
 /// The tools the host runs itself, for every agent that may call them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ControlTool {
     /// Ends the run with a result valid against the agent's output schema.
     SubmitResult,

@@ -31,7 +31,7 @@ use crate::manifest::{ManifestError, Metadata, Source};
 use crate::script::{
     Condition, ScriptError, ValuePath, check_reference, check_step_id, check_templates,
 };
-use crate::{JsonText, RunId, WorkflowCaseId};
+use crate::{JsonText, Lifecycle, RunId, UnknownState, WorkflowCaseId};
 
 /// The most steps a workflow may have.
 pub const MAX_WORKFLOW_STEPS: usize = 50;
@@ -142,9 +142,10 @@ impl WorkflowManifest {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(AGENTS_API_VERSION, "Workflow")?;
         let fail = |field: &str, message: String| source.error(field, message);
-        check_dns_name(&manifest.metadata.name).map_err(|m| fail("metadata.name", m))?;
+        check_dns_name(&manifest.metadata.name)
+            .map_err(|m| fail("metadata.name", m.to_string()))?;
         let spec = &manifest.spec;
-        not_blank(&spec.purpose).map_err(|m| fail("spec.purpose", m))?;
+        not_blank(&spec.purpose).map_err(|m| fail("spec.purpose", m.to_string()))?;
         if !spec.input.is_object() {
             return Err(fail(
                 "spec.input",
@@ -185,7 +186,7 @@ fn check_steps(steps: &[WorkflowStep]) -> Result<(), ScriptError> {
             field: field.to_owned(),
             message,
         };
-        check_step_id(&step.id).map_err(|m| fail("id", m))?;
+        check_step_id(&step.id).map_err(|m| fail("id", m.to_string()))?;
         if let Some(&j) = earlier.get(step.id.as_str()) {
             return Err(fail("id", format!("step {j} already has id `{}`", step.id)));
         }
@@ -196,7 +197,7 @@ fn check_steps(steps: &[WorkflowStep]) -> Result<(), ScriptError> {
         }
         match (&step.agent, &step.task) {
             (Some(agent), None) => {
-                check_dns_name(agent).map_err(|m| fail("agent", m))?;
+                check_dns_name(agent).map_err(|m| fail("agent", m.to_string()))?;
                 if !step.input.is_object() {
                     return Err(fail("input", "must be a map".to_owned()));
                 }
@@ -210,8 +211,8 @@ fn check_steps(steps: &[WorkflowStep]) -> Result<(), ScriptError> {
                             .to_owned(),
                     ));
                 }
-                not_blank(&task.assignment).map_err(|m| fail("task.assignment", m))?;
-                not_blank(&task.title).map_err(|m| fail("task.title", m))?;
+                not_blank(&task.assignment).map_err(|m| fail("task.assignment", m.to_string()))?;
+                not_blank(&task.title).map_err(|m| fail("task.title", m.to_string()))?;
                 check_templates(i, &Value::String(task.title.clone()), &|_, path| {
                     refers("task.title", path)
                 })?;
@@ -238,7 +239,7 @@ fn check_steps(steps: &[WorkflowStep]) -> Result<(), ScriptError> {
     Ok(())
 }
 
-/// Where a case is.
+/// Where a case is; its transitions are [`Lifecycle::TRANSITIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseStatus {
@@ -253,6 +254,14 @@ pub enum CaseStatus {
 }
 
 impl CaseStatus {
+    /// Every status, in order.
+    pub const ALL: [CaseStatus; 4] = [
+        CaseStatus::Running,
+        CaseStatus::Waiting,
+        CaseStatus::Succeeded,
+        CaseStatus::Failed,
+    ];
+
     /// Its name, as the API and the store write it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,6 +281,37 @@ impl CaseStatus {
 impl std::fmt::Display for CaseStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CaseStatus {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::lifecycle::parse(s)
+    }
+}
+
+impl Lifecycle for CaseStatus {
+    const KIND: &'static str = "workflow case";
+    const ALL: &'static [Self] = &CaseStatus::ALL;
+    const INITIAL: &'static [Self] = &[CaseStatus::Running];
+    const TRANSITIONS: &'static [(Self, Self)] = {
+        use CaseStatus::*;
+        &[
+            // A step moved on.
+            (Running, Running),
+            // A person's task step was reached.
+            (Running, Waiting),
+            (Running, Succeeded),
+            (Running, Failed),
+            // The person completed the task.
+            (Waiting, Running),
+        ]
+    };
+
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 

@@ -11,8 +11,8 @@ use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::AgentRuntime;
 use hane_coordinator::BudgetReport;
+use hane_coordinator::{Approvals, Budgets};
 use hane_core::{ActionId, RunId};
 use hane_core::{ActionRequest, ActionState};
 use hane_store::OverrideRow;
@@ -145,7 +145,7 @@ pub(crate) struct ListQuery {
 }
 
 pub(crate) async fn list(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let bad = |name: &str, message: String| {
@@ -165,7 +165,7 @@ pub(crate) async fn list(
     let run = given(query.run)
         .map(|r| r.parse::<RunId>().map_err(|e| bad("run", e.to_string())))
         .transpose()?;
-    let actions = runtime.actions().list(state, run.as_ref()).await?;
+    let actions = approvals.ledger().list(state, run.as_ref()).await?;
     let list: Vec<Value> = actions.items.iter().map(ActionRequest::to_json).collect();
     Ok(axum::Json(
         json!({ "actionRequests": list, "skipped": actions.skipped.len() }),
@@ -173,63 +173,63 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ActionId = parse_id(&id)?;
-    Ok(action_json(&runtime.actions().get(id.as_str()).await?))
+    Ok(action_json(&approvals.ledger().get(id.as_str()).await?))
 }
 
 pub(crate) async fn approve(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = decide_body(body)?;
-    // Through the runtime, so the active release's budget applies as it
+    // Through the approvals service, so the active release's budget applies as it
     // is now.
-    let action = runtime
+    let action = approvals
         .approve(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
     Ok(action_json(&action))
 }
 
 pub(crate) async fn reject(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = decide_body(body)?;
-    let action = runtime
-        .actions()
+    let action = approvals
+        .ledger()
         .reject(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
     Ok(action_json(&action))
 }
 
 pub(crate) async fn reconcile(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = reconcile_body(body)?;
-    let action = runtime
-        .actions()
+    let action = approvals
+        .ledger()
         .reconcile(id.as_str(), &body.state, caller.person(), &body.note)
         .await?;
     Ok(action_json(&action))
 }
 
 pub(crate) async fn list_overrides(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let list: Vec<Value> = runtime
+    let list: Vec<Value> = approvals
         .overrides()
         .await?
         .iter()
@@ -239,22 +239,22 @@ pub(crate) async fn list_overrides(
 }
 
 pub(crate) async fn add_override(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Extension(caller): Extension<Caller>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let body = override_body(body)?;
-    let row = runtime
+    let row = approvals
         .add_override(&body.tool, &body.reason, &caller.by())
         .await?;
     Ok((StatusCode::CREATED, axum::Json(override_json(&row))).into_response())
 }
 
 pub(crate) async fn remove_override(
-    State(runtime): State<AgentRuntime>,
+    State(approvals): State<Approvals>,
     Checked(Path(tool)): Checked<Path<String>>,
 ) -> Result<StatusCode, ApiError> {
-    if runtime.remove_override(&tool).await? {
+    if approvals.remove_override(&tool).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::new(
@@ -267,9 +267,9 @@ pub(crate) async fn remove_override(
 }
 
 pub(crate) async fn budget(
-    State(runtime): State<AgentRuntime>,
+    State(budgets): State<Budgets>,
 ) -> Result<axum::Json<BudgetReport>, ApiError> {
-    Ok(axum::Json(runtime.budget().await?))
+    Ok(axum::Json(budgets.report().await?))
 }
 
 #[cfg(test)]

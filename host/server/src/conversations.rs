@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::conversation::{
     ConversationError, ConversationView, EntryView, MemoryError, SentMessage, memory_schema,
 };
-use hane_coordinator::{AgentRuntime, RunEvent};
+use hane_coordinator::{AgentRuntime, Conversations, RunEvent};
 use hane_core::{Conversation, ConversationId};
 use hane_store::MAX_CONVERSATIONS_LISTED;
 use serde::Deserialize;
@@ -76,7 +76,7 @@ fn view_json(view: &ConversationView) -> Value {
 }
 
 pub(crate) async fn create(
-    State(runtime): State<AgentRuntime>,
+    State(conversations): State<Conversations>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let invalid = |message: &str, path: &str| {
@@ -99,8 +99,8 @@ pub(crate) async fn create(
         None => return Err(invalid("`agent` is required: the agent's name", "/agent")),
     };
     let memory = fields.remove("memory");
-    let (view, notes) = runtime
-        .create_conversation(&agent, memory.as_ref())
+    let (view, notes) = conversations
+        .create(&agent, memory.as_ref())
         .await
         .map_err(|e| match e {
             ConversationError::Memory(e) => {
@@ -130,12 +130,12 @@ pub(crate) struct ListQuery {
 }
 
 pub(crate) async fn list(
-    State(runtime): State<AgentRuntime>,
+    State(conversations): State<Conversations>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let limit = list_limit(query.limit, MAX_CONVERSATIONS_LISTED)?;
-    let listed = runtime
-        .conversations(query.agent.filter(|a| !a.is_empty()), limit)
+    let listed = conversations
+        .list(query.agent.filter(|a| !a.is_empty()), limit)
         .await?;
     let conversations: Vec<Value> = listed
         .items
@@ -148,12 +148,10 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    State(runtime): State<AgentRuntime>,
+    State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let view = runtime
-        .conversation(&parse_id::<ConversationId>(&id)?)
-        .await?;
+    let view = conversations.get(&parse_id::<ConversationId>(&id)?).await?;
     Ok(axum::Json(view_json(&view)))
 }
 
@@ -173,6 +171,7 @@ fn wants_events(headers: &HeaderMap) -> bool {
 }
 
 pub(crate) async fn send(
+    State(conversations): State<Conversations>,
     State(runtime): State<AgentRuntime>,
     headers: HeaderMap,
     Checked(Path(id)): Checked<Path<String>>,
@@ -198,7 +197,7 @@ pub(crate) async fn send(
         Some(Value::Bool(wait)) => wait,
         Some(_) => return Err(invalid("`wait` must be true or false", "/wait")),
     };
-    let sent = runtime.send_message(&id, &text, input).await?;
+    let sent = conversations.send(&id, &text, input).await?;
     if wants_events(&headers) {
         return Ok(events(&runtime, sent).await);
     }
@@ -312,19 +311,21 @@ impl http_body::Body for EventBody {
 }
 
 pub(crate) async fn get_memory(
-    State(runtime): State<AgentRuntime>,
+    State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let memory = runtime.memory(&parse_id::<ConversationId>(&id)?).await?;
+    let memory = conversations
+        .memory(&parse_id::<ConversationId>(&id)?)
+        .await?;
     Ok(axum::Json(memory.to_value()))
 }
 
 pub(crate) async fn put_memory(
-    State(runtime): State<AgentRuntime>,
+    State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let saved = runtime
+    let saved = conversations
         .save_memory(&parse_id::<ConversationId>(&id)?, &body)
         .await?;
     Ok(axum::Json(json!({

@@ -6,7 +6,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::AgentRuntime;
+use hane_coordinator::Evaluations;
 use hane_coordinator::evaluation::EvalError;
 use hane_core::{Evaluation, EvaluationComparison, EvaluationId, JsonText};
 use hane_store::MAX_EVALUATIONS_LISTED;
@@ -76,7 +76,7 @@ fn comparison_json(comparison: &EvaluationComparison) -> Value {
 }
 
 pub(crate) async fn create(
-    State(runtime): State<AgentRuntime>,
+    State(evaluations): State<Evaluations>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let mut fields = body_fields(
@@ -102,7 +102,7 @@ pub(crate) async fn create(
             .at("/suite"));
         }
     };
-    let evaluation = runtime.evaluate(&suite, |_| {}).await?;
+    let evaluation = evaluations.evaluate(&suite, |_| {}).await?;
     let location = HeaderValue::try_from(format!("/v1/agents/evals/{}", evaluation.id))
         .expect("an evaluation id is a valid header value");
     Ok((
@@ -121,12 +121,12 @@ pub(crate) struct ListQuery {
 }
 
 pub(crate) async fn list(
-    State(runtime): State<AgentRuntime>,
+    State(evaluations): State<Evaluations>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let limit = list_limit(query.limit, MAX_EVALUATIONS_LISTED)?;
     let suite = query.suite.filter(|s| !s.is_empty());
-    let listed = runtime.evaluations(suite, limit).await?;
+    let listed = evaluations.list(suite, limit).await?;
     let evaluations: Vec<Value> = listed.items.iter().map(evaluation_json).collect();
     Ok(axum::Json(
         json!({ "evaluations": evaluations, "skipped": listed.skipped.len() }),
@@ -134,11 +134,11 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    State(runtime): State<AgentRuntime>,
+    State(evaluations): State<Evaluations>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: EvaluationId = parse_id(&id)?;
-    let evaluation = runtime.evaluation(id.as_str()).await?;
+    let evaluation = evaluations.get(id.as_str()).await?;
     Ok(axum::Json(evaluation_json(&evaluation)))
 }
 
@@ -150,7 +150,7 @@ pub(crate) struct CompareQuery {
 }
 
 pub(crate) async fn compare(
-    State(runtime): State<AgentRuntime>,
+    State(evaluations): State<Evaluations>,
     Checked(Query(query)): Checked<Query<CompareQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id = |given: Option<String>, name: &str| -> Result<EvaluationId, ApiError> {
@@ -164,6 +164,6 @@ pub(crate) async fn compare(
     };
     let a = id(query.a, "a")?;
     let b = id(query.b, "b")?;
-    let comparison = runtime.compare_evaluations(a.as_str(), b.as_str()).await?;
+    let comparison = evaluations.compare(a.as_str(), b.as_str()).await?;
     Ok(axum::Json(comparison_json(&comparison)))
 }

@@ -38,15 +38,16 @@
 //!
 //! # Examples
 //!
-//! Serving a runtime on a port until told to stop:
+//! Serving a runtime's services on a port until told to stop:
 //!
 //! ```no_run
 //! # async fn example(runtime: hane_coordinator::AgentRuntime) -> std::io::Result<()> {
+//! let services = hane_coordinator::Services::new(runtime);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 //! // Elsewhere: `stop.send(())` ends it, after the requests in progress.
 //! # drop(stop);
-//! hane_server::serve(listener, runtime, async {
+//! hane_server::serve(listener, services, async {
 //!     let _ = stopped.await;
 //! })
 //! .await

@@ -5,7 +5,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::AgentRuntime;
+use hane_coordinator::ReceptionDesk;
 use hane_coordinator::reception::{ReceptionError, ReceptionRequest};
 use hane_core::{Reception, ReceptionId, ReceptionStatus};
 use hane_store::MAX_RECEPTIONS_LISTED;
@@ -40,7 +40,7 @@ pub(crate) fn reception_json(reception: &Reception) -> Value {
 }
 
 pub(crate) async fn create(
-    State(runtime): State<AgentRuntime>,
+    State(desk): State<ReceptionDesk>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let invalid = |message: &str, path: &str| {
@@ -72,7 +72,7 @@ pub(crate) async fn create(
             ));
         }
     };
-    let reception = runtime
+    let reception = desk
         .receive(ReceptionRequest {
             text,
             dry_run,
@@ -101,11 +101,11 @@ pub(crate) struct ListQuery {
 }
 
 pub(crate) async fn list(
-    State(runtime): State<AgentRuntime>,
+    State(desk): State<ReceptionDesk>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let limit = list_limit(query.limit, MAX_RECEPTIONS_LISTED)?;
-    let listed = runtime.receptions(limit).await?;
+    let listed = desk.list(limit).await?;
     let requests: Vec<Value> = listed.items.iter().map(reception_json).collect();
     Ok(axum::Json(
         json!({ "requests": requests, "skipped": listed.skipped.len() }),
@@ -113,10 +113,10 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn get(
-    State(runtime): State<AgentRuntime>,
+    State(desk): State<ReceptionDesk>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let id: ReceptionId = parse_id(&id)?;
-    let reception = runtime.reception(id.as_str()).await?;
+    let reception = desk.get(id.as_str()).await?;
     Ok(axum::Json(reception_json(&reception)))
 }

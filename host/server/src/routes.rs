@@ -4,13 +4,15 @@
 //! `actions`.
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use hane_coordinator::AgentRuntime;
-use hane_coordinator::StartRun;
+use hane_coordinator::{
+    AgentRuntime, Approvals, Budgets, Conversations, Evaluations, ReceptionDesk, Services,
+    StartRun, Workflows,
+};
 use hane_core::Person;
 use hane_core::RunId;
 use hane_core::{AgentRun, RunStatus};
@@ -373,16 +375,64 @@ pub(crate) const ROUTES: [Route; 40] = [
     },
 ];
 
-/// The API over `runtime`: every route in the OpenAPI document (served at
+/// What the API's handlers reach: the composed [`Services`]; each handler
+/// extracts the one it needs (`State<Conversations>`, `State<AgentRuntime>`).
+#[derive(Clone)]
+pub(crate) struct Api(Services);
+
+impl FromRef<Api> for AgentRuntime {
+    fn from_ref(api: &Api) -> Self {
+        api.0.runs.clone()
+    }
+}
+
+impl FromRef<Api> for Approvals {
+    fn from_ref(api: &Api) -> Self {
+        api.0.approvals.clone()
+    }
+}
+
+impl FromRef<Api> for Budgets {
+    fn from_ref(api: &Api) -> Self {
+        api.0.budgets.clone()
+    }
+}
+
+impl FromRef<Api> for Conversations {
+    fn from_ref(api: &Api) -> Self {
+        api.0.conversations.clone()
+    }
+}
+
+impl FromRef<Api> for ReceptionDesk {
+    fn from_ref(api: &Api) -> Self {
+        api.0.reception.clone()
+    }
+}
+
+impl FromRef<Api> for Workflows {
+    fn from_ref(api: &Api) -> Self {
+        api.0.workflows.clone()
+    }
+}
+
+impl FromRef<Api> for Evaluations {
+    fn from_ref(api: &Api) -> Self {
+        api.0.evaluations.clone()
+    }
+}
+
+/// The API over `services`: every route in the OpenAPI document (served at
 /// `GET /v1/openapi.json`), each checking the caller's API key and role
-/// against the runtime's registry on every request, so a removed key stops
-/// working at once.
-pub fn router(runtime: AgentRuntime) -> Router {
+/// against the registry on every request, so a removed key stops working
+/// at once.
+pub fn router(services: Services) -> Router {
+    let runtime = services.runs.clone();
     let mut router = Router::new();
     for route in &ROUTES {
         let filter = MethodFilter::try_from(route.method.clone())
             .expect("every method in ROUTES has a filter");
-        let handler: MethodRouter<AgentRuntime> = match route.endpoint {
+        let handler: MethodRouter<Api> = match route.endpoint {
             Endpoint::Health => on(filter, health),
             Endpoint::OpenApi => on(filter, openapi),
             Endpoint::StartRun => on(filter, start_run),
@@ -442,7 +492,7 @@ pub fn router(runtime: AgentRuntime) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(runtime)
+        .with_state(Api(services))
         .merge(mcp)
 }
 

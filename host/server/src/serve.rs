@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use hane_coordinator::AgentRuntime;
+use hane_coordinator::Services;
 use http_body::{Frame, SizeHint};
 use hyper::rt::{Sleep, Timer};
 use hyper_util::rt::TokioIo;
@@ -81,7 +81,7 @@ impl Default for ServeConfig {
     }
 }
 
-/// Serves the API over `runtime` on `listener` with the default
+/// Serves the API over `services` on `listener` with the default
 /// [`ServeConfig`] until `shutdown` resolves, then waits for the requests
 /// in progress (a `wait: true` start waits for its run, at most the
 /// agent's `maxSeconds`).
@@ -91,10 +91,10 @@ impl Default for ServeConfig {
 /// Reading the listener's address failed.
 pub async fn serve(
     listener: TcpListener,
-    runtime: AgentRuntime,
+    services: Services,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(listener, runtime, ServeConfig::default(), shutdown).await
+    serve_with(listener, services, ServeConfig::default(), shutdown).await
 }
 
 /// [`serve`] with `config`'s timeouts and connection cap.
@@ -104,11 +104,11 @@ pub async fn serve(
 /// Reading the listener's address failed.
 pub async fn serve_with(
     listener: TcpListener,
-    runtime: AgentRuntime,
+    services: Services,
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_router(listener, crate::router(runtime), config, shutdown).await
+    serve_router(listener, crate::router(services), config, shutdown).await
 }
 
 /// Serves `router` as [`serve_with`] does.

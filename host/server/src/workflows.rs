@@ -6,7 +6,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hane_coordinator::AgentRuntime;
+use hane_coordinator::Workflows;
 use hane_coordinator::workflow::WorkflowError;
 use hane_core::{WorkflowCase, WorkflowCaseId};
 use serde_json::{Map, Value};
@@ -70,7 +70,7 @@ fn object_field(
 }
 
 pub(crate) async fn start(
-    State(runtime): State<AgentRuntime>,
+    State(workflows): State<Workflows>,
     Checked(Path(name)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
@@ -81,7 +81,7 @@ pub(crate) async fn start(
         "a case request",
     )?;
     let input = object_field(&mut fields, "input", false, "the case's input")?;
-    let case = runtime.start_case(&name, input).await?;
+    let case = workflows.start_case(&name, input).await?;
     let location = HeaderValue::try_from(format!(
         "/v1/agents/workflows/{}/cases/{}",
         case.workflow, case.id
@@ -97,9 +97,9 @@ pub(crate) async fn start(
 
 /// The case `id` of workflow `name`; a case of another workflow is not
 /// found here.
-async fn case_of(runtime: &AgentRuntime, name: &str, id: &str) -> Result<WorkflowCase, ApiError> {
+async fn case_of(workflows: &Workflows, name: &str, id: &str) -> Result<WorkflowCase, ApiError> {
     let id: WorkflowCaseId = parse_id(id)?;
-    let case = runtime.case(&id).await?;
+    let case = workflows.case(&id).await?;
     if case.workflow != name {
         return Err(WorkflowError::NotFound(id.to_string()).into());
     }
@@ -107,15 +107,15 @@ async fn case_of(runtime: &AgentRuntime, name: &str, id: &str) -> Result<Workflo
 }
 
 pub(crate) async fn get(
-    State(runtime): State<AgentRuntime>,
+    State(workflows): State<Workflows>,
     Checked(Path((name, id))): Checked<Path<(String, String)>>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let case = case_of(&runtime, &name, &id).await?;
+    let case = case_of(&workflows, &name, &id).await?;
     Ok(axum::Json(case_json(&case)))
 }
 
 pub(crate) async fn complete(
-    State(runtime): State<AgentRuntime>,
+    State(workflows): State<Workflows>,
     Extension(caller): Extension<Caller>,
     Checked(Path((name, id, step))): Checked<Path<(String, String, String)>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
@@ -132,7 +132,7 @@ pub(crate) async fn complete(
         true,
         "what the person found or did, which later steps read",
     )?;
-    let case = case_of(&runtime, &name, &id).await?;
+    let case = case_of(&workflows, &name, &id).await?;
     // A key made for some groups completes only their tasks.
     let assignment = case
         .steps
@@ -151,7 +151,7 @@ pub(crate) async fn complete(
             ),
         ));
     }
-    let case = runtime
+    let case = workflows
         .complete_task(&case.id, &step, result, &caller.by())
         .await?;
     Ok(axum::Json(case_json(&case)))

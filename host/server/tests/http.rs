@@ -87,7 +87,7 @@ impl Server {
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(hane_server::serve_with(
             listener,
-            runtime.clone(),
+            hane_coordinator::Services::new(runtime.clone()),
             serving,
             async {
                 let _ = stopped.await;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use hane_core::RunStatus;
+use hane_core::{Lifecycle, RunStatus, TaskState};
 
 use crate::StoreError;
 use crate::query::now_ms;
@@ -109,8 +109,8 @@ pub struct TaskRow {
     pub kind: String,
     /// The group it is assigned to.
     pub assignment: String,
-    /// Its state, such as `open`.
-    pub state: String,
+    /// Its state, stored as its name (`open`).
+    pub state: TaskState,
     /// When it was created.
     pub created_at_ms: u64,
     /// The whole task, sealed by the caller.
@@ -433,13 +433,32 @@ impl Registry {
         .await
     }
 
-    /// Inserts or replaces a run.
+    /// Stores a new run, in an initial status (`queued`).
     ///
     /// # Errors
     ///
-    /// The database failed.
-    pub async fn put_run(&self, run: RunRow) -> Result<(), StoreError> {
-        self.on("storing a run", move |db| upsert_run(db, &run))
+    /// [`StoreError::IllegalTransition`] for a status a run does not
+    /// start in, [`StoreError::AlreadyExists`] when a run has this id, or
+    /// the database failed; then nothing changed.
+    pub async fn insert_run(&self, run: RunRow) -> Result<(), StoreError> {
+        run.status.check_initial()?;
+        self.on("storing a new run", move |db| insert_run(db, &run))
+            .await
+    }
+
+    /// Stores `run` as it is now, moving it from status `from` to its
+    /// own: applied only while it is `from` and held by `run.holder`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::IllegalTransition`] when a run does not go from
+    /// `from` to `run.status`, [`StoreError::NotHolder`] when another
+    /// process holds it, [`StoreError::StateChanged`] when it is not
+    /// `from` (or not stored), or the database failed; then nothing
+    /// changed.
+    pub async fn update_run(&self, from: RunStatus, run: RunRow) -> Result<(), StoreError> {
+        from.check_transition(run.status)?;
+        self.on("storing a run", move |db| update_run(db, from, &run))
             .await
     }
 
@@ -489,12 +508,15 @@ impl Registry {
         .await
     }
 
-    /// Stores a new task.
+    /// Stores a new task, in an initial state (`open`).
     ///
     /// # Errors
     ///
-    /// The database failed, or a task with this id exists.
+    /// [`StoreError::IllegalTransition`] for a state a task does not
+    /// start in, [`StoreError::AlreadyExists`] when a task has this id, or
+    /// the database failed.
     pub async fn create_task(&self, task: TaskRow) -> Result<(), StoreError> {
+        task.state.check_initial()?;
         self.on("creating a task", move |db| insert_task(db, &task))
             .await
     }
@@ -517,7 +539,7 @@ impl Registry {
                         run: row.text(1)?,
                         kind: row.text(2)?,
                         assignment: row.text(3)?,
-                        state: row.text(4)?,
+                        state: state(row, 4)?,
                         created_at_ms: row.int(5)? as u64,
                         body: row.blob(6)?,
                     })
@@ -650,16 +672,14 @@ fn set_active(db: &mut dyn Sql, number: u64, now: u64) -> Result<(), StoreError>
     Ok(())
 }
 
-pub(crate) fn upsert_run(db: &mut dyn Sql, run: &RunRow) -> Result<(), StoreError> {
-    // A run taken over by another holder is not written by its old one:
-    // the conflict's update applies only while the holder is the same.
-    let what = failed("storing a run");
-    let changed = db
+/// Stores a new run.
+pub(crate) fn insert_run(db: &mut dyn Sql, run: &RunRow) -> Result<(), StoreError> {
+    run.status.check_initial()?;
+    let inserted = db
         .execute(
             "INSERT INTO runs (id, agent, status, created_at, updated_at, body, holder)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, body = ?6
-             WHERE runs.holder IS NOT DISTINCT FROM ?7",
+             ON CONFLICT (id) DO NOTHING",
             args![
                 &run.id,
                 &run.agent,
@@ -670,50 +690,119 @@ pub(crate) fn upsert_run(db: &mut dyn Sql, run: &RunRow) -> Result<(), StoreErro
                 run.holder.as_ref(),
             ],
         )
-        .map_err(&what)?;
-    if changed == 0 {
-        let holder = db
-            .row(
-                "SELECT holder FROM runs WHERE id = ?1",
-                args![&run.id],
-                |row| row.opt_text(0),
-            )
-            .map_err(&what)?
-            .flatten();
-        return Err(StoreError::NotHolder {
-            run: run.id.clone(),
-            holder,
+        .map_err(failed("storing a new run"))?;
+    if inserted == 0 {
+        return Err(StoreError::AlreadyExists {
+            kind: RunStatus::KIND,
+            id: run.id.clone(),
         });
     }
     Ok(())
 }
 
+/// Moves a run from `from` to `run.status`, storing it as it is now.
+fn update_run(db: &mut dyn Sql, from: RunStatus, run: &RunRow) -> Result<(), StoreError> {
+    from.check_transition(run.status)?;
+    // A run taken over by another holder is not written by its old one:
+    // the update applies only while the holder is the same.
+    let what = failed("storing a run");
+    let changed = db
+        .execute(
+            "UPDATE runs SET status = ?3, updated_at = ?4, body = ?5
+             WHERE id = ?1 AND status = ?2 AND holder IS NOT DISTINCT FROM ?6",
+            args![
+                &run.id,
+                from.as_str(),
+                run.status.as_str(),
+                run.updated_at_ms as i64,
+                &run.body,
+                run.holder.as_ref(),
+            ],
+        )
+        .map_err(&what)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    let found = db
+        .row(
+            "SELECT status, holder FROM runs WHERE id = ?1",
+            args![&run.id],
+            |row| Ok((row.text(0)?, row.opt_text(1)?)),
+        )
+        .map_err(&what)?;
+    Err(match found {
+        Some((_, holder)) if holder != run.holder => StoreError::NotHolder {
+            run: run.id.clone(),
+            holder,
+        },
+        found => StoreError::StateChanged {
+            kind: RunStatus::KIND,
+            id: run.id.clone(),
+            expected: from.name(),
+            found: found.map(|(status, _)| status),
+        },
+    })
+}
+
 pub(crate) fn insert_task(db: &mut dyn Sql, task: &TaskRow) -> Result<(), StoreError> {
-    db.execute(
-        "INSERT INTO tasks (id, run, kind, assignment, state, created_at, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        args![
-            &task.id,
-            &task.run,
-            &task.kind,
-            &task.assignment,
-            &task.state,
-            task.created_at_ms as i64,
-            &task.body
-        ],
-    )
-    .map_err(failed("creating a task"))?;
+    task.state.check_initial()?;
+    let inserted = db
+        .execute(
+            "INSERT INTO tasks (id, run, kind, assignment, state, created_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (id) DO NOTHING",
+            args![
+                &task.id,
+                &task.run,
+                &task.kind,
+                &task.assignment,
+                task.state.as_str(),
+                task.created_at_ms as i64,
+                &task.body
+            ],
+        )
+        .map_err(failed("creating a task"))?;
+    if inserted == 0 {
+        return Err(StoreError::AlreadyExists {
+            kind: TaskState::KIND,
+            id: task.id.clone(),
+        });
+    }
     Ok(())
+}
+
+/// The state in column `index`, read as its lifecycle's.
+pub(crate) fn state<S: Lifecycle>(row: &dyn Row, index: usize) -> Result<S, SqlError> {
+    let name = row.text(index)?;
+    S::named(&name)
+        .ok_or_else(|| SqlError::column(index, format!("not a {} state: `{name}`", S::KIND)))
+}
+
+/// Why a change of item `id` from `from` applied to no row: what it is
+/// in instead, read with `current` (`SELECT state … WHERE id = ?1`).
+pub(crate) fn state_changed<S: Lifecycle>(
+    db: &mut dyn Sql,
+    current: &str,
+    id: &str,
+    from: S,
+    what: &'static str,
+) -> StoreError {
+    match db.row(current, args![id], |row| row.text(0)) {
+        Ok(found) => StoreError::StateChanged {
+            kind: S::KIND,
+            id: id.to_owned(),
+            expected: from.name(),
+            found,
+        },
+        Err(e) => failed(what)(e),
+    }
 }
 
 pub(crate) fn run_row(row: &dyn Row) -> Result<RunRow, SqlError> {
     Ok(RunRow {
         id: row.text(0)?,
         agent: row.text(1)?,
-        status: row
-            .text(2)?
-            .parse()
-            .map_err(|e| SqlError::column(2, format!("not a run status: {e}")))?,
+        status: state(row, 2)?,
         created_at_ms: row.int(3)? as u64,
         updated_at_ms: row.int(4)? as u64,
         body: row.blob(5)?,

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 use hane_core::{
-    EnvelopeError, InputId, Operation, OperationId, OperationState, Recorded, SessionEvent,
-    SessionId,
+    EnvelopeError, IllegalTransition, InputId, Operation, OperationId, OperationState, Recorded,
+    SessionEvent, SessionId,
 };
 
 /// What the store's methods return: a boxed future, so that the trait can
@@ -102,7 +102,10 @@ pub enum StoreError {
         session: SessionId,
     },
     /// An operation event that cannot follow the operation's state, such as
-    /// a completion after the operation was marked `unknown`.
+    /// a completion after the operation was marked `unknown`: the move is
+    /// not in [`OperationState`]'s transition table (and only a `read`
+    /// operation starts again while `running`). Appended events name only
+    /// where an operation goes, so the store reads where it is.
     #[error("operation `{operation}` is {state}: `{event}` cannot follow")]
     InvalidTransition {
         /// The operation.
@@ -175,6 +178,33 @@ pub enum StoreError {
     /// An API key with this name exists.
     #[error("an API key named `{0}` already exists")]
     DuplicateKey(String),
+    /// A state change, or a new item's state, that its lifecycle's
+    /// transition table does not have; refused before anything was
+    /// written.
+    #[error(transparent)]
+    IllegalTransition(#[from] IllegalTransition),
+    /// The item was not in the state the change was asked from: someone
+    /// changed it meanwhile (or it is gone); nothing was written.
+    #[error("{kind} `{id}` is {}, not {expected}: it changed meanwhile; nothing was written", found.as_deref().unwrap_or("gone"))]
+    StateChanged {
+        /// Its lifecycle's kind, such as `action`.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+        /// The state the change was asked from.
+        expected: &'static str,
+        /// The state it is in, as stored; `None` when there is no such
+        /// item.
+        found: Option<String>,
+    },
+    /// A new item whose id is taken.
+    #[error("{kind} `{id}` already exists")]
+    AlreadyExists {
+        /// Its kind, such as `run`.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+    },
     /// The database failed.
     #[error("store: {0}")]
     Database(String),

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
-use hane_core::{Impact, InputId, OperationId, OperationState, SessionEvent, SessionId, seal};
+use hane_core::{
+    Impact, InputId, Lifecycle, OperationId, OperationState, SessionEvent, SessionId, seal,
+};
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 use tokio::sync::oneshot;
@@ -150,19 +152,26 @@ fn impact_name(impact: Impact) -> &'static str {
     }
 }
 
-/// The state an operation in `state` moves to on `step`, if it may.
-fn next_state(step: Step, state: OperationState, read: bool) -> Option<OperationState> {
-    use OperationState::{Failed, Pending, Running, Succeeded, Unknown};
-    match (step, state) {
-        (Step::Start, Pending) => Some(Running),
-        // A `read` operation interrupted by a crash runs again.
-        (Step::Start, Running) if read => Some(Running),
-        (Step::Complete, Running) => Some(Succeeded),
-        // `failed` may follow `pending`: cancelled before it started.
-        (Step::Fail, Pending | Running) => Some(Failed),
-        (Step::Unknown, Running) => Some(Unknown),
-        _ => None,
+impl Step {
+    /// The state an operation event moves its operation to.
+    fn target(self) -> OperationState {
+        match self {
+            Step::Start => OperationState::Running,
+            Step::Complete => OperationState::Succeeded,
+            Step::Fail => OperationState::Failed,
+            Step::Unknown => OperationState::Unknown,
+        }
     }
+}
+
+/// The state an operation in `state` moves to on `step`, if its
+/// lifecycle allows it: only a `read` operation runs again while
+/// `running` (after a crash), as a `write` or `outbound` one may have
+/// done what it does.
+fn next_state(step: Step, state: OperationState, read: bool) -> Option<OperationState> {
+    let next = step.target();
+    let again = state == OperationState::Running && next == OperationState::Running;
+    (state.can_become(next) && (read || !again)).then_some(next)
 }
 
 /// What the writer knows about a session it wrote to: its key, its
@@ -693,16 +702,33 @@ fn move_operation(
         event,
     })?;
     let started = matches!(step, Step::Start);
-    db.execute(
-        "UPDATE operations SET state = ?2, attempts = attempts + ?3, updated_at = ?4
-         WHERE id = ?1",
+    // The state was read in this transaction; the guard holds the write
+    // to it all the same.
+    let changed = db.execute(
+        "UPDATE operations SET state = ?3, attempts = attempts + ?4, updated_at = ?5
+         WHERE id = ?1 AND state = ?2",
         args![
             operation.as_str(),
+            state.as_str(),
             next.as_str(),
             i64::from(started),
             int(at_ms)
         ],
     )?;
+    if changed == 0 {
+        let found = db.row(
+            "SELECT state FROM operations WHERE id = ?1",
+            args![operation.as_str()],
+            |row| row.text(0),
+        )?;
+        return Err(StoreError::StateChanged {
+            kind: OperationState::KIND,
+            id: operation.to_string(),
+            expected: state.name(),
+            found,
+        }
+        .into());
+    }
     Ok(())
 }
 

@@ -487,14 +487,14 @@ fn stored_action(store: &Path, recipient: &str, reason: &str) -> String {
             id: action.id.to_string(),
             run: action.run.to_string(),
             tool: action.tool.clone(),
-            state: action.state.as_str().to_owned(),
+            state: action.state,
             owner: None,
             created_at_ms: now,
             updated_at_ms: now,
             body: hane_core::seal(&action),
         };
         registry
-            .transact(move |tx| tx.put_action(&row))
+            .transact(move |tx| tx.insert_action(&row))
             .await
             .unwrap();
         action.id.to_string()

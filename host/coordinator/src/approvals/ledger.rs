@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hane_core::{ActionId, ErrorKind, RunId};
+use hane_core::{ActionId, ErrorKind, RunId, TaskState};
 use hane_store::{
     ActionQuery, ActionRow, OverrideRow, Registry, RegistryTx, StoreError, TaskRow, UsageDelta,
 };
@@ -238,7 +238,7 @@ fn encode(action: &ActionRequest) -> ActionRow {
         id: action.id.to_string(),
         run: action.run.to_string(),
         tool: action.tool.clone(),
-        state: action.state.as_str().to_owned(),
+        state: action.state,
         owner: match action.state {
             ActionState::Executing => action.attempts.last().map(|a| a.owner.clone()),
             _ => None,
@@ -260,7 +260,8 @@ fn end(action: &mut ActionRequest, state: ActionState, detail: String) {
     });
 }
 
-/// Reads, changes and writes back action `id` inside `tx`.
+/// Reads, changes and writes back action `id` inside `tx`, moving it
+/// from the state it was read in; written only when `f` changed it.
 fn change<T>(
     tx: &RegistryTx<'_>,
     id: &str,
@@ -270,9 +271,12 @@ fn change<T>(
         .action(id)?
         .ok_or_else(|| ActionError::NotFound(id.to_owned()))?;
     let mut action = decode(&row)?;
+    let read = action.clone();
     let value = f(&mut action)?;
-    action.updated_at_ms = now_ms();
-    tx.put_action(&encode(&action))?;
+    if action != read {
+        action.updated_at_ms = now_ms();
+        tx.update_action(row.state, &encode(&action))?;
+    }
     Ok((value, action))
 }
 
@@ -394,7 +398,7 @@ impl ExecutionLedger {
             .inner
             .registry
             .actions(ActionQuery {
-                state: state.map(|s| s.as_str().to_owned()),
+                state,
                 run: run.map(ToString::to_string),
                 limit: 0,
             })
@@ -466,7 +470,7 @@ impl ExecutionLedger {
         self.inner
             .registry
             .transact(move |tx| {
-                tx.put_action(&row)?;
+                tx.insert_action(&row)?;
                 if let Some(task) = &task {
                     tx.create_task(task)?;
                 }
@@ -597,7 +601,7 @@ impl ExecutionLedger {
                         action.task = task.id.parse().ok();
                     }
                 } else if let Some(task) = &action.task {
-                    tx.set_task_state(task.as_str(), "done")?;
+                    tx.set_task_state(task.as_str(), TaskState::Open, TaskState::Done)?;
                 }
                 record(action, decision);
                 Ok(())
@@ -627,7 +631,7 @@ impl ExecutionLedger {
                     format!("withdrawn before a decision: {why}"),
                 );
                 if let Some(task) = &action.task {
-                    tx.set_task_state(task.as_str(), "done")?;
+                    tx.set_task_state(task.as_str(), TaskState::Open, TaskState::Done)?;
                 }
                 Ok(())
             })

@@ -6,5 +6,7 @@
 
 mod ledger;
 mod proposal;
+mod service;
 
 pub use ledger::{ActionError, ExecutionLedger, Recovered};
+pub use service::Approvals;

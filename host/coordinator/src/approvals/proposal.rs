@@ -1,12 +1,12 @@
 //! Outbound tools inside a run: proposing an ActionRequest, choosing its
-//! decider, review agents, waiting for the outcome; decider overrides and
+//! decider, review agents, waiting for the outcome; a run's charge against
 //! the day's budget.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
-use hane_store::{OverrideRow, RunRow, UsageDelta};
+use hane_store::{RunRow, UsageDelta};
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use hane_store::TaskRow;
 use serde_json::{Value, json};
 
 use super::ledger::{ActionError, record};
-use crate::budget::{BudgetExceeded, BudgetReport, ChargeError, charge, utc_day};
+use crate::budget::{BudgetExceeded, ChargeError, charge, utc_day};
 use crate::gateway::Stop;
 use crate::release::LoadedRelease;
 use crate::runtime::{
@@ -24,7 +24,7 @@ use crate::runtime::{
 use crate::tools::{self, ControlTool, ToolResult};
 use hane_core::{
     ActionOutcome, ActionRequest, ActionState, AddressError, ConnectionTarget, DeciderKind,
-    Decision, Person, Verdict, check_api_path, check_recipient, digest,
+    Decision, Verdict, check_api_path, check_recipient, digest,
 };
 
 /// Where approval tasks go when neither the agent's `approval` nor its
@@ -104,7 +104,7 @@ impl AgentRuntime {
             .transact(move |tx| {
                 charge(tx, &key, &charged_day, budget.as_ref(), delta, now)?;
                 if let Some(run) = &run {
-                    tx.put_run(run)?;
+                    tx.insert_run(run)?;
                 }
                 Ok(())
             })
@@ -132,104 +132,6 @@ impl AgentRuntime {
         if let Err(e) = given {
             tracing::error!("returning a run's token reservation: {e}");
         }
-    }
-
-    /// Today's usage of the runtime's project and environment, with the
-    /// active release's Budget for it.
-    ///
-    /// # Errors
-    ///
-    /// The store failed.
-    pub async fn budget(&self) -> Result<BudgetReport, RunError> {
-        let scope = self.inner.actions.scope().clone();
-        let budget = match self.release().await {
-            Ok(release) => release.budget_for(&scope),
-            Err(RunError::NoRelease) => None,
-            Err(e) => return Err(e),
-        };
-        let day = utc_day(now_ms());
-        let (usage, alerts) = self.inner.registry.usage(&day, &scope.key()).await?;
-        Ok(BudgetReport::new(
-            day,
-            &scope,
-            budget.as_ref(),
-            usage,
-            alerts,
-        ))
-    }
-
-    /// A person approves action `id` (see [`ExecutionLedger::approve`]), with
-    /// the active release's budget as it is now: another process may have
-    /// activated a release with another Budget since this one last looked.
-    ///
-    /// # Errors
-    ///
-    /// As [`ExecutionLedger::approve`], or the active release cannot be read.
-    pub async fn approve(
-        &self,
-        id: &str,
-        digest: &str,
-        by: Person,
-        reason: Option<String>,
-    ) -> Result<ActionRequest, ActionError> {
-        self.refresh_budget().await?;
-        self.inner.actions.approve(id, digest, by, reason).await
-    }
-
-    /// Delivers the approved actions whose approver stopped before
-    /// attempting them, once each, under the active release's budget;
-    /// actions left mid-delivery become `unknown`. For a long-running
-    /// process such as `hane serve`, after it starts.
-    ///
-    /// # Errors
-    ///
-    /// The active release cannot be read, or the store failed.
-    pub async fn resume_actions(&self) -> Result<super::Recovered, ActionError> {
-        self.refresh_budget().await?;
-        self.inner.actions.recover(true).await
-    }
-
-    /// Loads the active release if it changed, which sets the ledger's
-    /// budget; none is fine.
-    async fn refresh_budget(&self) -> Result<(), ActionError> {
-        match self.release().await {
-            Ok(_) | Err(RunError::NoRelease) => Ok(()),
-            Err(RunError::Store(e)) => Err(ActionError::Store(e)),
-            Err(e) => Err(ActionError::Corrupt(e.to_string())),
-        }
-    }
-
-    /// Every decider override (see [`ExecutionLedger::overrides`]).
-    ///
-    /// # Errors
-    ///
-    /// The store failed.
-    pub async fn overrides(&self) -> Result<Vec<OverrideRow>, ActionError> {
-        self.inner.actions.overrides().await
-    }
-
-    /// Sends `tool`'s actions to people (see
-    /// [`ExecutionLedger::add_override`]).
-    ///
-    /// # Errors
-    ///
-    /// `tool` is not an outbound tool, or the store failed.
-    pub async fn add_override(
-        &self,
-        tool: &str,
-        reason: &str,
-        by: &str,
-    ) -> Result<OverrideRow, ActionError> {
-        self.inner.actions.add_override(tool, reason, by).await
-    }
-
-    /// Removes the override of `tool`; false when there was none.
-    ///
-    /// # Errors
-    ///
-    /// The store failed.
-    pub async fn remove_override(&self, tool: &str) -> Result<bool, ActionError> {
-        self.inner.actions.remove_override(tool).await
     }
 
     /// An outbound tool call: fixes recipient and content into an

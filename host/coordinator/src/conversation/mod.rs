@@ -14,14 +14,14 @@
 mod memory;
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use hane_context::Message;
 use hane_core::{
     ActionState, AgentRun, Conversation, ConversationEntry, ConversationId, ErrorKind, JsonText,
     ReceptionStatus, RunId, RunStatus, now_ms,
 };
-use hane_store::{ConversationRow, StoreError};
+use hane_store::{ConversationRow, Registry, StoreError};
 use serde_json::{Value, json};
 
 pub use memory::{
@@ -29,9 +29,9 @@ pub use memory::{
     MemoryMessage, REDACTED, RunSummary, Speaker, ToolCallNote, memory_schema, read_memory, redact,
 };
 
-use crate::reception::{ReceptionError, ReceptionRequest};
+use crate::reception::{ReceptionDesk, ReceptionError, ReceptionRequest};
 use crate::runtime::{RunContext, RunError, lock};
-use crate::{AgentRuntime, Listed, StartRun};
+use crate::{AgentRuntime, ExecutionLedger, Listed, StartRun};
 
 /// The longest message a person may send, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -164,7 +164,7 @@ pub struct SavedMemory {
 /// Conversations that are taking a message in this process: one message
 /// of a conversation at a time.
 #[derive(Debug, Default)]
-pub(crate) struct Sending(Mutex<HashSet<String>>);
+struct Sending(Mutex<HashSet<String>>);
 
 struct SendingGuard<'a> {
     sending: &'a Sending,
@@ -186,22 +186,56 @@ impl Sending {
     }
 }
 
-impl AgentRuntime {
+/// Conversations: each message a run of the conversation's agent, with
+/// the conversation so far as its context. A service over the run kernel:
+/// it starts, reads and cancels runs through [`AgentRuntime`], derives a
+/// message's input through [`ReceptionDesk`] when the person gave none,
+/// and keeps conversations in the registry.
+#[derive(Clone)]
+pub struct Conversations {
+    runs: AgentRuntime,
+    registry: Registry,
+    /// The execution ledger: a memory's actions are always its own.
+    actions: ExecutionLedger,
+    reception: ReceptionDesk,
+    /// Conversations taking a message in this process.
+    sending: Arc<Sending>,
+}
+
+impl std::fmt::Debug for Conversations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversations").finish_non_exhaustive()
+    }
+}
+
+impl Conversations {
+    /// Conversations over the runs of `runs`, kept in its registry;
+    /// `reception` derives a message's input.
+    pub fn new(runs: &AgentRuntime, reception: &ReceptionDesk) -> Self {
+        Self {
+            runs: runs.clone(),
+            registry: runs.registry().clone(),
+            actions: runs.actions().clone(),
+            reception: reception.clone(),
+            sending: Arc::default(),
+        }
+    }
+
     /// Starts a conversation with `agent` of the active release, from
     /// `memory` when given (a saved history, of any version this build
     /// reads: it is checked, upgraded, redacted and its actions made the
-    /// ledger's, see [`AgentRuntime::save_memory`]).
+    /// ledger's, see [`Conversations::save_memory`]).
     ///
     /// # Errors
     ///
     /// No release, an unknown agent, a memory this build does not take or
     /// of another agent, or the store failed.
-    pub async fn create_conversation(
+    pub async fn create(
         &self,
         agent: &str,
         memory: Option<&Value>,
     ) -> Result<(ConversationView, Vec<String>), ConversationError> {
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         if !release.agents.contains_key(agent) {
             return Err(RunError::UnknownAgent {
                 agent: agent.to_owned(),
@@ -227,8 +261,7 @@ impl AgentRuntime {
             agent: agent.to_owned(),
             created_at_ms: now,
         };
-        self.inner
-            .registry
+        self.registry
             .create_conversation(
                 ConversationRow {
                     id: conversation.id.to_string(),
@@ -240,7 +273,7 @@ impl AgentRuntime {
                 first,
             )
             .await?;
-        Ok((self.conversation(&conversation.id).await?, notes))
+        Ok((self.get(&conversation.id).await?, notes))
     }
 
     /// Conversation `id` and its entries.
@@ -248,10 +281,7 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// No such conversation, or the store failed.
-    pub async fn conversation(
-        &self,
-        id: &ConversationId,
-    ) -> Result<ConversationView, ConversationError> {
+    pub async fn get(&self, id: &ConversationId) -> Result<ConversationView, ConversationError> {
         let (conversation, updated_at_ms) = self.conversation_row(id).await?;
         let mut entries = Vec::new();
         for (seq, entry) in self.entries(id).await? {
@@ -260,7 +290,7 @@ impl AgentRuntime {
                     seq,
                     text,
                     at_ms,
-                    run: Box::new(self.get(&run).await?),
+                    run: Box::new(self.runs.get(&run).await?),
                 },
                 ConversationEntry::Memory { memory, at_ms } => EntryView::Memory {
                     seq,
@@ -283,12 +313,12 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// The store failed.
-    pub async fn conversations(
+    pub async fn list(
         &self,
         agent: Option<String>,
         limit: u32,
     ) -> Result<Listed<(Conversation, u64)>, ConversationError> {
-        let rows = self.inner.registry.conversations(agent, limit).await?;
+        let rows = self.registry.conversations(agent, limit).await?;
         Ok(Listed::read(
             "conversation",
             rows,
@@ -309,7 +339,7 @@ impl AgentRuntime {
     /// empty or oversized text; no input and an agent that does not take
     /// `{"message": …}`; the run could not start (its input, the budget,
     /// the release); or the store failed. Nothing is added then.
-    pub async fn send_message(
+    pub async fn send(
         &self,
         id: &ConversationId,
         text: &str,
@@ -331,7 +361,7 @@ impl AgentRuntime {
             ));
         }
         let (conversation, _) = self.conversation_row(id).await?;
-        let Some(_sending) = self.inner.conversations.take(id.as_str()) else {
+        let Some(_sending) = self.sending.take(id.as_str()) else {
             return Err(ConversationError::Busy {
                 conversation: id.to_string(),
                 run: "(a message being sent now)".to_owned(),
@@ -341,7 +371,7 @@ impl AgentRuntime {
         if let Some(run) = entries.iter().rev().find_map(|(_, e)| match e {
             ConversationEntry::Message { run, .. } => Some(run),
             ConversationEntry::Memory { .. } => None,
-        }) && !self.get(run).await?.status.is_final()
+        }) && !self.runs.get(run).await?.status.is_final()
         {
             return Err(ConversationError::Busy {
                 conversation: id.to_string(),
@@ -354,6 +384,7 @@ impl AgentRuntime {
         };
         let memory = self.memory_of(&conversation, &entries).await?;
         let run = self
+            .runs
             .start_in(
                 StartRun {
                     agent: conversation.agent.clone(),
@@ -374,7 +405,6 @@ impl AgentRuntime {
             at_ms: now_ms(),
         };
         let seq = match self
-            .inner
             .registry
             .add_conversation_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
             .await
@@ -382,7 +412,7 @@ impl AgentRuntime {
             Ok(seq) => seq,
             Err(e) => {
                 // A run the conversation does not know of must not go on.
-                let _ = self.cancel(&run.id).await;
+                let _ = self.runs.cancel(&run.id).await;
                 return Err(e.into());
             }
         };
@@ -425,7 +455,7 @@ impl AgentRuntime {
     ) -> Result<SavedMemory, ConversationError> {
         let (conversation, _) = self.conversation_row(id).await?;
         let (memory, notes) = self.checked_memory(&conversation.agent, memory).await?;
-        let Some(_sending) = self.inner.conversations.take(id.as_str()) else {
+        let Some(_sending) = self.sending.take(id.as_str()) else {
             return Err(ConversationError::Busy {
                 conversation: id.to_string(),
                 run: "(a message being sent now)".to_owned(),
@@ -436,7 +466,6 @@ impl AgentRuntime {
             at_ms: now_ms(),
         };
         let seq = self
-            .inner
             .registry
             .add_conversation_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
             .await?;
@@ -448,7 +477,6 @@ impl AgentRuntime {
         id: &ConversationId,
     ) -> Result<(Conversation, u64), ConversationError> {
         let row = self
-            .inner
             .registry
             .conversation(id.as_str())
             .await?
@@ -460,11 +488,7 @@ impl AgentRuntime {
         &self,
         id: &ConversationId,
     ) -> Result<Vec<(u64, ConversationEntry)>, ConversationError> {
-        let rows = self
-            .inner
-            .registry
-            .conversation_entries(id.as_str())
-            .await?;
+        let rows = self.registry.conversation_entries(id.as_str()).await?;
         rows.iter()
             .map(|row| {
                 hane_core::open::<ConversationEntry>(&row.body)
@@ -482,7 +506,7 @@ impl AgentRuntime {
     /// The input of a message's run when the person gave none:
     /// `{"message": TEXT}`, if the agent's input schema takes it.
     async fn message_input(&self, agent: &str, text: &str) -> Result<Value, ConversationError> {
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         let Some(loaded) = release.agents.get(agent) else {
             return Err(RunError::UnknownAgent {
                 agent: agent.to_owned(),
@@ -498,6 +522,7 @@ impl AgentRuntime {
         // The model derives the agent's input from the message, as
         // reception does; without a model to ask, the caller must send it.
         let derived = self
+            .reception
             .receive(ReceptionRequest {
                 text: text.to_owned(),
                 dry_run: true,
@@ -556,7 +581,7 @@ impl AgentRuntime {
         }
         let notes = self.reconcile(&mut memory).await?;
         let mut value = memory.to_value();
-        redact(&mut value, &self.inner.model_config.secret_values());
+        redact(&mut value, &self.runs.model_config().secret_values());
         let memory = serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))?;
         Ok((memory, notes))
@@ -569,7 +594,7 @@ impl AgentRuntime {
         let mut notes = Vec::new();
         let mut actions = Vec::new();
         for summary in &mut memory.runs {
-            let run = match self.get(&summary.id).await {
+            let run = match self.runs.get(&summary.id).await {
                 Ok(run) => run,
                 Err(RunError::NotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
@@ -605,14 +630,9 @@ impl AgentRuntime {
     }
 
     async fn ledger_actions(&self, run: &RunId) -> Result<Vec<ActionSummary>, ConversationError> {
-        let actions = self
-            .inner
-            .actions
-            .list(None, Some(run))
-            .await
-            .map_err(|e| {
-                ConversationError::Corrupt(format!("reading run `{run}`'s actions: {e}"))
-            })?;
+        let actions = self.actions.list(None, Some(run)).await.map_err(|e| {
+            ConversationError::Corrupt(format!("reading run `{run}`'s actions: {e}"))
+        })?;
         // A memory leaves nothing out without saying so.
         if let Some(skipped) = actions.skipped.first() {
             return Err(ConversationError::Corrupt(format!(
@@ -658,7 +678,7 @@ impl AgentRuntime {
             let ConversationEntry::Message { text, run, .. } = entry else {
                 continue;
             };
-            let found = self.get(run).await?;
+            let found = self.runs.get(run).await?;
             memory.messages.push(MemoryMessage {
                 role: Speaker::User,
                 text: text.clone(),
@@ -668,7 +688,7 @@ impl AgentRuntime {
             memory.actions.extend(self.ledger_actions(run).await?);
         }
         let mut value = memory.to_value();
-        redact(&mut value, &self.inner.model_config.secret_values());
+        redact(&mut value, &self.runs.model_config().secret_values());
         serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))
     }

@@ -29,7 +29,7 @@ use hane_core::{
     ReceptionStatus, now_ms,
 };
 use hane_model::ModelError;
-use hane_store::{ReceptionRow, StoreError};
+use hane_store::{ReceptionRow, Registry, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::release::{LoadedAgent, LoadedRelease};
@@ -244,7 +244,8 @@ fn default_model(
 ) -> Result<(&hane_core::ModelProviderManifest, &hane_core::ProviderModel), ReceptionError> {
     let manifests: Vec<&hane_core::ModelProviderManifest> =
         release.providers.values().map(|p| &p.manifest).collect();
-    hane_core::resolve_model(None, &manifests).map_err(ReceptionError::ModelUnavailable)
+    hane_core::resolve_model(None, &manifests)
+        .map_err(|e| ReceptionError::ModelUnavailable(e.to_string()))
 }
 
 /// [`choice_request`] for `model` of `provider`.
@@ -398,7 +399,31 @@ fn read_choice(response: &ModelResponse, shortlist: &[(&str, &LoadedAgent)]) -> 
     }
 }
 
-impl AgentRuntime {
+/// Reception: free text in, the agent it is for and that agent's input
+/// out, and the run started. A service over the run kernel: it asks the
+/// release's default model through [`AgentRuntime`] (its budget charged
+/// there), starts runs there, and keeps what it answered in the registry.
+#[derive(Clone)]
+pub struct ReceptionDesk {
+    runs: AgentRuntime,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for ReceptionDesk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceptionDesk").finish_non_exhaustive()
+    }
+}
+
+impl ReceptionDesk {
+    /// Reception over the runs of `runs`, kept in its registry.
+    pub fn new(runs: &AgentRuntime) -> Self {
+        Self {
+            runs: runs.clone(),
+            registry: runs.registry().clone(),
+        }
+    }
+
     /// Answers a request in free text: picks the agent of the active
     /// release it is for and derives that agent's input, then starts the
     /// run — or, for a dry run, only says what it would start. A request
@@ -428,7 +453,7 @@ impl AgentRuntime {
                 ),
             });
         }
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         let agents = receivable_agents(&release);
         let (scored, shortlist) = match request.agent.as_deref() {
             Some(name) => (Vec::new(), vec![named(&release, name)?]),
@@ -532,6 +557,7 @@ impl AgentRuntime {
                     Ok(()) if reception.dry_run => reception.status = ReceptionStatus::WouldStart,
                     Ok(()) => {
                         let started = self
+                            .runs
                             .start(StartRun {
                                 agent: name.to_owned(),
                                 input,
@@ -578,9 +604,8 @@ impl AgentRuntime {
         let (manifest, model) = default_model(release)?;
         let provider = &release.providers[&manifest.metadata.name];
         let adapter = self
-            .inner
-            .adapters
-            .get(&self.inner.model_config, release, provider)
+            .runs
+            .adapter(release, provider)
             .map_err(ReceptionError::ModelUnavailable)?;
         let request = prepared_request(text, shortlist, manifest, model);
         let tokenizer = hane_context::Tokenizer::for_model(&model.name);
@@ -592,7 +617,7 @@ impl AgentRuntime {
         let reserved = input_tokens
             + crate::input_slack(input_tokens)
             + request.max_output_tokens.unwrap_or_default();
-        let day = self.charge_tokens(release, reserved).await?;
+        let day = self.runs.charge_tokens(release, reserved).await?;
         let digest = format!(
             "sha256:{}",
             hane_core::canonical_sha256(
@@ -605,12 +630,12 @@ impl AgentRuntime {
             &request,
             None,
             started + CHOICE_TIME,
-            &self.inner.model_config.retry,
+            &self.runs.model_config().retry,
         )
         .await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let used = sent.as_ref().map_or(0, |r| r.usage.total());
-        self.give_back(&day, reserved, used, true).await;
+        self.runs.give_back(&day, reserved, used, true).await;
         let response = sent.map_err(|error| ReceptionError::Model {
             provider: manifest.metadata.name.clone(),
             model: model.name.clone(),
@@ -642,13 +667,13 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// No release is active, or it has no default model.
-    pub async fn reception_request(
+    pub async fn model_request(
         &self,
         text: &str,
         agent: Option<&str>,
     ) -> Result<Option<ModelRequest>, ReceptionError> {
         let text = text.trim();
-        let release = self.release().await?;
+        let release = self.runs.release().await?;
         let shortlist = match agent {
             Some(name) => vec![named(&release, name)?],
             None => {
@@ -671,8 +696,7 @@ impl AgentRuntime {
             agent = reception.agent.as_deref().unwrap_or(""),
             "request answered"
         );
-        self.inner
-            .registry
+        self.registry
             .add_reception(ReceptionRow {
                 id: reception.id.to_string(),
                 created_at_ms: reception.created_at_ms,
@@ -688,9 +712,8 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// No such request, it cannot be read, or the store failed.
-    pub async fn reception(&self, id: &str) -> Result<Reception, ReceptionError> {
+    pub async fn get(&self, id: &str) -> Result<Reception, ReceptionError> {
         let row = self
-            .inner
             .registry
             .reception(id)
             .await?
@@ -705,8 +728,8 @@ impl AgentRuntime {
     /// # Errors
     ///
     /// The store failed.
-    pub async fn receptions(&self, limit: u32) -> Result<Listed<Reception>, ReceptionError> {
-        let rows = self.inner.registry.receptions(limit).await?;
+    pub async fn list(&self, limit: u32) -> Result<Listed<Reception>, ReceptionError> {
+        let rows = self.registry.receptions(limit).await?;
         Ok(Listed::read(
             "reception",
             rows,

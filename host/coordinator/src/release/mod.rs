@@ -983,7 +983,7 @@ fn load_agent(
                 } else {
                     "spec.driver"
                 };
-                errors.push(ManifestError::new(file, field, message));
+                errors.push(ManifestError::new(file, field, message.to_string()));
                 return None;
             }
         }

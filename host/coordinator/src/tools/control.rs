@@ -5,8 +5,39 @@ use hane_core::{JsonText, TaskId};
 use hane_sandbox::describe_violations;
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
+use hane_core::AgentRun;
+
 use super::{ControlTool, ToolResult};
+use crate::drivers::BoxFuture;
+use crate::release::{LoadedAgent, LoadedRelease};
 use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms, task_row};
+
+/// A service outside the run kernel that answers some control tools of a
+/// run (the workflow tools, answered by [`Workflows`](crate::Workflows)):
+/// the kernel admits the call through the Tool Gateway and records it; the
+/// service does the work. Registered with
+/// [`AgentRuntime::answer_controls`] where the services are composed.
+pub(crate) trait ControlService: Send + Sync + std::fmt::Debug {
+    /// Answers `call`.
+    fn answer<'a>(&'a self, call: ControlCall<'a>) -> BoxFuture<'a, ToolResult>;
+}
+
+/// A control tool's call, as a [`ControlService`] sees it: the tool, its
+/// input, and the run calling it, as it is now.
+pub(crate) struct ControlCall<'a> {
+    /// The tool.
+    pub(crate) tool: ControlTool,
+    /// Its input, valid against the tool's schema.
+    pub(crate) input: &'a Value,
+    /// The run calling it.
+    pub(crate) run: AgentRun,
+    /// The run's agent.
+    pub(crate) agent: &'a LoadedAgent,
+    /// The release the run started in.
+    pub(crate) release: &'a Arc<LoadedRelease>,
+}
 
 /// A task a control tool asks for: a handover or a task for a group.
 struct TaskRequest {
@@ -30,8 +61,9 @@ impl AgentRuntime {
             | ControlTool::SendSms
             | ControlTool::PlaceCall
             | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
-            ControlTool::WorkflowStart => self.workflow_start(live, input).await,
-            ControlTool::WorkflowGetCase => self.workflow_get_case(live, input).await,
+            ControlTool::WorkflowStart | ControlTool::WorkflowGetCase => {
+                self.answer_elsewhere(live, control, input).await
+            }
             ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
                 match task_request(live, control, input) {
                     Ok(request) => self.create_task(live, request, input).await,
@@ -39,6 +71,33 @@ impl AgentRuntime {
                 }
             }
         }
+    }
+
+    /// Has the service registered for `control` answer it.
+    async fn answer_elsewhere(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        let Some(service) = self.control_service(control) else {
+            return ToolResult::error(
+                "failed",
+                format!(
+                    "`{}` is not served by this process: its service was not composed with the runtime",
+                    control.name()
+                ),
+            );
+        };
+        service
+            .answer(ControlCall {
+                tool: control,
+                input,
+                run: live.snapshot(),
+                agent: &live.agent,
+                release: &live.release,
+            })
+            .await
     }
 
     /// Stores the task `request` for the run, or in a shadow run only says

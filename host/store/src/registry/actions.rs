@@ -8,7 +8,9 @@
 
 use std::cell::RefCell;
 
-use super::{Registry, RunRow, TaskRow, insert_task, upsert_run};
+use hane_core::{ActionState, Lifecycle, TaskState};
+
+use super::{Registry, RunRow, TaskRow, insert_run, insert_task, state, state_changed};
 use crate::StoreError;
 use crate::sql::{Query, Row, Sql, SqlError, args, failed};
 use crate::sqlite::Synchronous;
@@ -26,8 +28,8 @@ pub struct ActionRow {
     pub run: String,
     /// The tool, such as `communication.send_email`.
     pub tool: String,
-    /// Where it is: `pending`, `approved`, `executing`, `delivered`, …
-    pub state: String,
+    /// Where it is, stored as its name (`pending`).
+    pub state: ActionState,
     /// While `executing`: the process executing it.
     pub owner: Option<String>,
     /// When it was proposed.
@@ -42,7 +44,7 @@ pub struct ActionRow {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActionQuery {
     /// Only actions in this state.
-    pub state: Option<String>,
+    pub state: Option<ActionState>,
     /// Only actions this run proposed.
     pub run: Option<String>,
     /// At most this many (capped at [`MAX_ACTIONS_LISTED`]; 0 means the
@@ -125,31 +127,80 @@ impl RegistryTx<'_> {
             .map_err(failed("reading an action"))
     }
 
-    /// Inserts or replaces an action.
+    /// Stores a new action, in an initial state (`pending`, or as a
+    /// policy decided it, or `shadowed`).
     ///
     /// # Errors
     ///
-    /// The database failed.
-    pub fn put_action(&self, row: &ActionRow) -> Result<(), StoreError> {
-        self.tx
+    /// [`StoreError::IllegalTransition`] for a state an action does not
+    /// start in, [`StoreError::AlreadyExists`] when an action has this
+    /// id, or the database failed.
+    pub fn insert_action(&self, row: &ActionRow) -> Result<(), StoreError> {
+        row.state.check_initial()?;
+        let inserted = self
+            .tx
             .borrow_mut()
             .execute(
                 "INSERT INTO actions (id, run, tool, state, owner, created_at, updated_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (id) DO UPDATE SET state = ?4, owner = ?5, updated_at = ?7, body = ?8",
+                 ON CONFLICT (id) DO NOTHING",
                 args![
                     &row.id,
                     &row.run,
                     &row.tool,
-                    &row.state,
+                    row.state.as_str(),
                     row.owner.as_ref(),
                     row.created_at_ms as i64,
                     row.updated_at_ms as i64,
                     &row.body
                 ],
             )
-            .map_err(failed("storing an action"))?;
+            .map_err(failed("storing a new action"))?;
+        if inserted == 0 {
+            return Err(StoreError::AlreadyExists {
+                kind: ActionState::KIND,
+                id: row.id.clone(),
+            });
+        }
         Ok(())
+    }
+
+    /// Stores action `row` as it is now, moving it from state `from` to
+    /// its own: applied only while it is `from`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::IllegalTransition`] when an action does not go from
+    /// `from` to `row.state`, [`StoreError::StateChanged`] when it is not
+    /// `from` (or not stored), or the database failed.
+    pub fn update_action(&self, from: ActionState, row: &ActionRow) -> Result<(), StoreError> {
+        from.check_transition(row.state)?;
+        let what = "storing an action";
+        let mut db = self.tx.borrow_mut();
+        let changed = db
+            .execute(
+                "UPDATE actions SET state = ?3, owner = ?4, updated_at = ?5, body = ?6
+                 WHERE id = ?1 AND state = ?2",
+                args![
+                    &row.id,
+                    from.as_str(),
+                    row.state.as_str(),
+                    row.owner.as_ref(),
+                    row.updated_at_ms as i64,
+                    &row.body
+                ],
+            )
+            .map_err(failed(what))?;
+        if changed == 1 {
+            return Ok(());
+        }
+        Err(state_changed(
+            *db,
+            "SELECT state FROM actions WHERE id = ?1",
+            &row.id,
+            from,
+            what,
+        ))
     }
 
     /// True when a decider override sends `tool`'s actions to people.
@@ -169,38 +220,57 @@ impl RegistryTx<'_> {
             .map_err(failed("reading decider overrides"))
     }
 
-    /// Inserts or replaces a run.
+    /// Stores a new run, as [`Registry::insert_run`].
     ///
     /// # Errors
     ///
-    /// The database failed.
-    pub fn put_run(&self, run: &RunRow) -> Result<(), StoreError> {
-        upsert_run(*self.tx.borrow_mut(), run)
+    /// As [`Registry::insert_run`].
+    pub fn insert_run(&self, run: &RunRow) -> Result<(), StoreError> {
+        insert_run(*self.tx.borrow_mut(), run)
     }
 
-    /// Stores a new task.
+    /// Stores a new task, as [`Registry::create_task`].
     ///
     /// # Errors
     ///
-    /// The database failed, or a task with this id exists.
+    /// As [`Registry::create_task`].
     pub fn create_task(&self, task: &TaskRow) -> Result<(), StoreError> {
         insert_task(*self.tx.borrow_mut(), task)
     }
 
-    /// Sets the state of a task (`open`, `done`).
+    /// Moves task `id` from state `from` to `to`: applied only while it
+    /// is `from`.
     ///
     /// # Errors
     ///
-    /// The database failed.
-    pub fn set_task_state(&self, id: &str, state: &str) -> Result<(), StoreError> {
-        self.tx
-            .borrow_mut()
+    /// [`StoreError::IllegalTransition`] when a task does not go from
+    /// `from` to `to`, [`StoreError::StateChanged`] when it is not `from`
+    /// (or not stored), or the database failed.
+    pub fn set_task_state(
+        &self,
+        id: &str,
+        from: TaskState,
+        to: TaskState,
+    ) -> Result<(), StoreError> {
+        from.check_transition(to)?;
+        let what = "updating a task";
+        let mut db = self.tx.borrow_mut();
+        let changed = db
             .execute(
-                "UPDATE tasks SET state = ?2 WHERE id = ?1",
-                args![id, state],
+                "UPDATE tasks SET state = ?3 WHERE id = ?1 AND state = ?2",
+                args![id, from.as_str(), to.as_str()],
             )
-            .map_err(failed("updating a task"))?;
-        Ok(())
+            .map_err(failed(what))?;
+        if changed == 1 {
+            return Ok(());
+        }
+        Err(state_changed(
+            *db,
+            "SELECT state FROM tasks WHERE id = ?1",
+            id,
+            from,
+            what,
+        ))
     }
 
     /// `day`'s usage of `scope`.
@@ -310,7 +380,7 @@ fn action_row(row: &dyn Row) -> Result<ActionRow, SqlError> {
         id: row.text(0)?,
         run: row.text(1)?,
         tool: row.text(2)?,
-        state: row.text(3)?,
+        state: state(row, 3)?,
         owner: row.opt_text(4)?,
         created_at_ms: row.int(5)? as u64,
         updated_at_ms: row.int(6)? as u64,
@@ -421,7 +491,11 @@ impl Registry {
                  WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1)
                    AND (CAST(?2 AS TEXT) IS NULL OR run = ?2)
                  ORDER BY created_at, id LIMIT ?3",
-                args![query.state.as_ref(), query.run.as_ref(), limit],
+                args![
+                    query.state.map(ActionState::as_str),
+                    query.run.as_ref(),
+                    limit
+                ],
                 action_row,
             )
             .map_err(failed("listing actions"))

@@ -63,7 +63,22 @@ async fn filled(scratch: &Scratch) -> (String, Vec<String>) {
     let mut runs = Vec::new();
     for at in [10, 20, 30] {
         let run = agent_run(at);
-        registry.put_run(run_row(&run)).await.unwrap();
+        // Stored as a process would: queued, running, then succeeded.
+        let row = run_row(&run);
+        for (from, status) in [
+            (None, RunStatus::Queued),
+            (Some(RunStatus::Queued), RunStatus::Running),
+            (Some(RunStatus::Running), RunStatus::Succeeded),
+        ] {
+            let row = RunRow {
+                status,
+                ..row.clone()
+            };
+            match from {
+                None => registry.insert_run(row).await.unwrap(),
+                Some(from) => registry.update_run(from, row).await.unwrap(),
+            }
+        }
         runs.push(run.id.to_string());
     }
     registry

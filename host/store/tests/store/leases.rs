@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use hane_core::RunStatus;
-use hane_store::{RunRow, StoreError};
+use hane_core::{Lifecycle as _, RunStatus};
+use hane_store::{Registry, RunRow, StoreError};
 
 use crate::{Store, on_both};
 
@@ -23,6 +23,29 @@ fn run(id: &str, status: RunStatus, holder: Option<&str>) -> RunRow {
         body: id.as_bytes().to_vec(),
         holder: holder.map(str::to_owned),
     }
+}
+
+/// Stores `row` as the processes running it would have: new and
+/// `queued`, then started, then ended, each move under `row.holder`.
+async fn put(registry: &Registry, row: RunRow) {
+    let queued = RunRow {
+        status: RunStatus::Queued,
+        ..row.clone()
+    };
+    registry.insert_run(queued).await.unwrap();
+    let mut from = RunStatus::Queued;
+    if row.status == from {
+        return;
+    }
+    if !from.can_become(row.status) {
+        let running = RunRow {
+            status: RunStatus::Running,
+            ..row.clone()
+        };
+        registry.update_run(from, running).await.unwrap();
+        from = RunStatus::Running;
+    }
+    registry.update_run(from, row).await.unwrap();
 }
 
 fn ids(runs: &[hane_store::TakenRun]) -> Vec<&str> {
@@ -72,7 +95,7 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
         run("r-older", RunStatus::Running, None),
         run("r-mine", RunStatus::Running, Some("me")),
     ] {
-        registry.put_run(row).await.unwrap();
+        put(&registry, row).await;
     }
     registry.release_lease("released").await.unwrap();
     tokio::time::sleep(SHORT * 2).await;
@@ -118,10 +141,7 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
 
     // Only the statuses asked for are taken.
     registry.acquire_lease("short", "h", 5, SHORT).unwrap();
-    registry
-        .put_run(run("q", RunStatus::Queued, Some("short")))
-        .await
-        .unwrap();
+    put(&registry, run("q", RunStatus::Queued, Some("short"))).await;
     tokio::time::sleep(SHORT * 2).await;
     let running_only = registry
         .take_over_runs("me", |run: &RunRow| run.status == RunStatus::Running)
@@ -138,13 +158,13 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
     let registry = store.open();
     registry.acquire_lease("old", "h", 1, SHORT).unwrap();
     registry.acquire_lease("new", "h", 2, LONG).unwrap();
-    registry
-        .put_run(run("r", RunStatus::Running, Some("old")))
-        .await
-        .unwrap();
+    put(&registry, run("r", RunStatus::Running, Some("old"))).await;
     // While it holds the run, its holder writes it.
     registry
-        .put_run(run("r", RunStatus::Running, Some("old")))
+        .update_run(
+            RunStatus::Running,
+            run("r", RunStatus::Running, Some("old")),
+        )
         .await
         .unwrap();
     tokio::time::sleep(SHORT * 2).await;
@@ -156,7 +176,10 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
 
     let mut late = run("r", RunStatus::Succeeded, Some("old"));
     late.body = b"the old holder's end".to_vec();
-    let err = registry.put_run(late).await.unwrap_err();
+    let err = registry
+        .update_run(RunStatus::Running, late)
+        .await
+        .unwrap_err();
     let StoreError::NotHolder { run: id, holder } = &err else {
         panic!("expected NotHolder, got {err:?}");
     };
@@ -174,7 +197,7 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
     assert_eq!(stored.body, b"r");
 
     registry
-        .put_run(run("r", RunStatus::Failed, Some("new")))
+        .update_run(RunStatus::Running, run("r", RunStatus::Failed, Some("new")))
         .await
         .unwrap();
     assert_eq!(
@@ -187,10 +210,11 @@ async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
     let setup = store.open();
     setup.acquire_lease("dead", "h", 1, SHORT).unwrap();
     for i in 0..200 {
-        setup
-            .put_run(run(&format!("r{i:03}"), RunStatus::Running, Some("dead")))
-            .await
-            .unwrap();
+        put(
+            &setup,
+            run(&format!("r{i:03}"), RunStatus::Running, Some("dead")),
+        )
+        .await;
     }
     tokio::time::sleep(SHORT * 2).await;
     // Eight processes' registries, each its own connection to the file.
@@ -229,16 +253,10 @@ async fn runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_ove
     for i in 0..120 {
         let mut row = run(&format!("q{i:03}"), RunStatus::Queued, None);
         row.created_at_ms = i;
-        setup.put_run(row).await.unwrap();
+        put(&setup, row).await;
     }
-    setup
-        .put_run(run("held", RunStatus::Queued, Some("someone")))
-        .await
-        .unwrap();
-    setup
-        .put_run(run("done", RunStatus::Succeeded, None))
-        .await
-        .unwrap();
+    put(&setup, run("held", RunStatus::Queued, Some("someone"))).await;
+    put(&setup, run("done", RunStatus::Succeeded, None)).await;
     // Waiting for room is not being left by a dead process.
     setup.acquire_lease("looker", "h", 1, LONG).unwrap();
     let taken = setup

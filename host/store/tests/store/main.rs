@@ -12,6 +12,7 @@ mod evaluations;
 mod fork;
 mod history;
 mod leases;
+mod lifecycles;
 mod operations;
 mod postgres;
 mod receptions;

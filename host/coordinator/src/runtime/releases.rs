@@ -1,0 +1,166 @@
+//! The releases a runtime runs: activating one, loading the active one
+//! again when another process changed it, and making a release's
+//! components known to the operation manager.
+
+use super::*;
+
+impl AgentRuntime {
+    /// Checks the release in `dir` as [`AgentRuntime::activate`] would,
+    /// without storing it: what to store, and the release loaded.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the release.
+    pub(crate) async fn prepare_release(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<(hane_store::NewRelease, LoadedRelease), ActivationError> {
+        crate::release::prepare_dir(
+            dir,
+            &self.inner.sandbox,
+            &self.inner.components,
+            &self.inner.cli,
+        )
+        .await
+    }
+
+    /// Tells the CLI drivers where hane's HTTP server listens (the Model
+    /// Gateway and the MCP server): their containers' service forwards
+    /// there. Until it is set, CLI drivers' runs are refused.
+    pub fn set_server_address(&self, address: std::net::SocketAddr) {
+        self.inner.cli.server().set(address);
+    }
+
+    /// Checks the release in `dir` and makes it active (see
+    /// [`activate_dir`](crate::activate_dir)); runs started afterwards use it.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the release; nothing changed.
+    pub async fn activate(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<hane_store::ReleaseInfo, ActivationError> {
+        let (info, loaded) = crate::release::activate_dir(
+            dir,
+            &self.inner.sandbox,
+            &self.inner.components,
+            &self.inner.registry,
+            &self.inner.cli,
+        )
+        .await?;
+        self.install(Arc::new(loaded)).await?;
+        Ok(info)
+    }
+
+    /// The active release, loaded again when another process activated or
+    /// rolled back since.
+    ///
+    /// # Errors
+    ///
+    /// [`RunError::NoRelease`], or the store failed.
+    pub async fn release(&self) -> Result<Arc<LoadedRelease>, RunError> {
+        let number = self.inner.registry.active_number().await?;
+        let current = self
+            .inner
+            .release
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match (number, current) {
+            (None, _) => Err(RunError::NoRelease),
+            (Some(n), Some(current)) if current.info.number == n => Ok(current),
+            (Some(_), _) => {
+                let unloaded = |e| match e {
+                    LoadError::Store(e) => RunError::Store(e),
+                    e => RunError::Corrupt(e.to_string()),
+                };
+                let loaded = load_active(&self.inner.registry)
+                    .await
+                    .map_err(unloaded)?
+                    .ok_or(RunError::NoRelease)?;
+                let loaded = Arc::new(loaded);
+                self.install(loaded.clone()).await.map_err(unloaded)?;
+                Ok(loaded)
+            }
+        }
+    }
+
+    /// Release `number`: the active one, or one loaded from the store (its
+    /// components made known to the operation manager), such as the
+    /// release a workflow case started in.
+    ///
+    /// # Errors
+    ///
+    /// No such release, it does not read, or the store failed.
+    pub(crate) async fn release_numbered(
+        &self,
+        number: u64,
+    ) -> Result<Arc<LoadedRelease>, RunError> {
+        let active = self.release().await?;
+        if active.info.number == number {
+            return Ok(active);
+        }
+        let unloaded = |e| match e {
+            LoadError::Store(e) => RunError::Store(e),
+            e => RunError::Corrupt(e.to_string()),
+        };
+        let loaded = crate::release::load_numbered(&self.inner.registry, number)
+            .await
+            .map_err(unloaded)?
+            .ok_or_else(|| RunError::Corrupt(format!("release {number} is not in the store")))?;
+        let loaded = Arc::new(loaded);
+        self.install_components(&loaded).await.map_err(unloaded)?;
+        Ok(loaded)
+    }
+
+    /// Makes `release` the one runs use: its components known to the
+    /// operation manager, its ledger in the sandbox.
+    pub(super) async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
+        self.install_components(&release).await?;
+        self.inner.sandbox.set_ledger(release.ledger.clone());
+        self.inner.coordinator.manager().set_ledger(&release.ledger);
+        self.inner
+            .actions
+            .set_budget(release.budget_for(self.inner.actions.scope()));
+        *self
+            .inner
+            .release
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(release);
+        Ok(())
+    }
+
+    /// Makes `release`'s components known to the operation manager, from
+    /// the store.
+    pub(crate) async fn install_components(
+        &self,
+        release: &LoadedRelease,
+    ) -> Result<(), LoadError> {
+        for digest in &release.digests {
+            if self.inner.components.contains(digest) {
+                continue;
+            }
+            let bytes = self
+                .inner
+                .registry
+                .component(digest)
+                .await?
+                .ok_or_else(|| LoadError::Corrupt {
+                    release: release.info.number,
+                    message: format!("component {digest} is missing from the store"),
+                })?;
+            self.inner.components.insert(bytes);
+        }
+        Ok(())
+    }
+
+    /// Every tool the active release offers.
+    ///
+    /// # Errors
+    ///
+    /// No release is active, or the store failed.
+    pub async fn tools(&self) -> Result<Vec<ToolDefinition>, RunError> {
+        Ok(self.release().await?.tools.values().cloned().collect())
+    }
+}
