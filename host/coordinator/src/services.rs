@@ -40,7 +40,9 @@ pub struct Services {
 }
 
 impl Services {
-    /// The services around `runs`.
+    /// The services around `runs`. Compose one per runtime: the kernel
+    /// asks the latest composition's [`Workflows`] for the workflow tools
+    /// of its runs, and while none lives those tools fail saying so.
     pub fn new(runs: AgentRuntime) -> Self {
         let approvals = Approvals::new(&runs);
         let budgets = Budgets::new(&runs);
