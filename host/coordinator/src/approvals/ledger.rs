@@ -42,119 +42,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// How many more times an outcome is written when the store fails.
 const SETTLE_TRIES: u32 = 5;
 
-/// Why a decision or a reconciliation was refused; nothing changed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ActionError {
-    /// No action has this id.
-    #[error("action `{0}` not found")]
-    NotFound(String),
-    /// The digest given is not the action's: the decider saw other
-    /// content.
-    #[error(
-        "action `{action}` has digest {expected}, not {given}: the content shown is not the content that would go out; show it again and decide on what it is now"
-    )]
-    StaleDigest {
-        /// The action.
-        action: ActionId,
-        /// Its digest.
-        expected: String,
-        /// The digest given.
-        given: String,
-    },
-    /// The action was decided already.
-    #[error("action `{action}` is already {state}; nothing was done")]
-    AlreadyDecided {
-        /// The action.
-        action: ActionId,
-        /// Its state.
-        state: ActionState,
-    },
-    /// A person may not decide it now: a review agent does.
-    #[error(
-        "action `{action}` waits for the review agent `{reviewer}`; a person decides it once the agent escalates it, or once a decider override sends its tool to people"
-    )]
-    AwaitingAgent {
-        /// The action.
-        action: ActionId,
-        /// The review agent.
-        reviewer: String,
-    },
-    /// The person acts for other assignment groups than the action's.
-    #[error("{by} decides the actions of {} only; action `{action}` is {}", list(.groups), assigned(.assignment.as_deref()))]
-    NotTheirGroup {
-        /// The action.
-        action: ActionId,
-        /// Who tried.
-        by: String,
-        /// The groups they act for.
-        groups: Vec<String>,
-        /// The action's group, if any.
-        assignment: Option<String>,
-    },
-    /// Only `unknown` actions are reconciled.
-    #[error("action `{action}` is {state}; only an `unknown` action is reconciled ({})", not_unknown(*.state))]
-    NotUnknown {
-        /// The action.
-        action: ActionId,
-        /// Its state.
-        state: ActionState,
-    },
-    /// An override names a tool that proposes no actions.
-    #[error(
-        "`{0}` is not an outbound tool; overrides apply to communication.send_email, communication.send_sms, communication.place_call and integration.execute"
-    )]
-    NotOutbound(String),
-    /// A reconciliation names a state other than delivered or failed.
-    #[error("a reconciliation records `delivered` or `failed`, not `{0}`")]
-    BadReconcile(String),
-    /// A limit of the day's budget.
-    #[error(transparent)]
-    Budget(#[from] BudgetExceeded),
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A stored action could not be read.
-    #[error("{0}")]
-    Corrupt(String),
-    /// This process's lease on the store lapsed: it delivers nothing
-    /// more.
-    #[error(
-        "this process's lease on the store lapsed, so another may take what it held for dead: it delivers nothing more; the action stays approved for another process (restart this one)"
-    )]
-    LeaseLapsed,
-}
-
-impl ActionError {
-    /// What kind of failure this is.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            ActionError::NotFound(_) => ErrorKind::NotFound,
-            ActionError::NotOutbound(_) | ActionError::BadReconcile(_) => ErrorKind::Invalid,
-            ActionError::StaleDigest { .. }
-            | ActionError::AlreadyDecided { .. }
-            | ActionError::AwaitingAgent { .. }
-            | ActionError::NotUnknown { .. } => ErrorKind::Conflict,
-            ActionError::NotTheirGroup { .. } => ErrorKind::Forbidden,
-            ActionError::Budget(_) => ErrorKind::LimitExceeded,
-            ActionError::Store(_) | ActionError::Corrupt(_) | ActionError::LeaseLapsed => {
-                ErrorKind::Internal
-            }
-        }
-    }
-}
-
-fn list(groups: &[String]) -> String {
-    let named: Vec<String> = groups.iter().map(|g| format!("`{g}`")).collect();
-    named.join(", ")
-}
-
-fn assigned(assignment: Option<&str>) -> String {
-    match assignment {
-        Some(group) => format!("assigned to `{group}`"),
-        None => "assigned to no group: only a key without groups acts on it".to_owned(),
-    }
-}
+pub use error::ActionError;
 
 /// Why an action in `state` is not reconciled: what is known of it.
 fn not_unknown(state: ActionState) -> &'static str {
@@ -183,15 +71,6 @@ fn check_group(action: &ActionRequest, person: &Person) -> Result<(), ActionErro
         groups: person.groups.clone().unwrap_or_default(),
         assignment: action.assignment.clone(),
     })
-}
-
-impl From<ChargeError> for ActionError {
-    fn from(e: ChargeError) -> Self {
-        match e {
-            ChargeError::Exceeded(e) => ActionError::Budget(e),
-            ChargeError::Store(e) => ActionError::Store(e),
-        }
-    }
 }
 
 /// What [`ExecutionLedger::recover`] did.
@@ -1020,76 +899,6 @@ fn check_digest(action: &ActionRequest, given: &str) -> Result<(), ActionError> 
     }
 }
 
+mod error;
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use hane_core::JsonText;
-
-    #[tokio::test]
-    async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let registry = Registry::open(dir.path().join("hane.db")).unwrap();
-        let lease = Lease::acquire(&registry, crate::DEFAULT_LEASE).unwrap();
-        let ledger = ExecutionLedger::new(
-            registry,
-            DeliveryConfig::new(),
-            BudgetScope::default(),
-            lease,
-        );
-        let tool = "communication.send_sms";
-        let content = serde_json::json!({"text": "Your van is ready"});
-        let now = now_ms();
-        let action = ActionRequest {
-            id: ActionId::new(),
-            run: RunId::new(),
-            agent: "notify".to_owned(),
-            tool: tool.to_owned(),
-            recipient: "+15550100".to_owned(),
-            digest: digest(tool, "+15550100", &content),
-            content: JsonText::from_value(&content),
-            state: ActionState::Pending,
-            decider: DeciderKind::Person,
-            assignment: Some("desk".to_owned()),
-            reviewer: None,
-            rule: None,
-            overridden: false,
-            task: None,
-            connection: None,
-            trail: Vec::new(),
-            attempts: Vec::new(),
-            outcome: None,
-            created_at_ms: now,
-            updated_at_ms: now,
-        };
-        let id = action.id.to_string();
-        ledger.propose(action.clone(), None).await.unwrap();
-        // Approved by a person whose process stopped before the claim.
-        let approval = person(Verdict::Approve, "key:desk", &action.digest, None);
-        ledger.decide(&id, approval, None, None).await.unwrap();
-
-        // Another group's key cannot resume it.
-        let lease = Person::of_groups("key:lease", vec!["lease-desk".to_owned()]);
-        let refused = ledger
-            .approve(&id, &action.digest, lease, None)
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&refused, ActionError::NotTheirGroup { by, .. } if by == "key:lease"),
-            "{refused:?}"
-        );
-        let still = ledger.get(&id).await.unwrap();
-        assert_eq!(still.state, ActionState::Approved);
-        assert!(still.attempts.is_empty());
-
-        // The desk's approval resumes it: one attempt, which fails for
-        // want of an SMS provider here.
-        let desk = Person::of_groups("key:desk-2", vec!["desk".to_owned()]);
-        let done = ledger
-            .approve(&id, &action.digest, desk, None)
-            .await
-            .unwrap();
-        assert_eq!(done.state, ActionState::Failed, "{done:#?}");
-        assert_eq!(done.attempts.len(), 1);
-        assert_eq!(done.trail.len(), 1, "the resumption decides nothing anew");
-    }
-}
+mod tests;

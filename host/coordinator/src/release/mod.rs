@@ -717,6 +717,8 @@ pub enum LoadError {
 }
 
 /// Parses and links a stored release.
+use checks::{check_schedule, check_suite};
+
 fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<ManifestError>> {
     let mut errors = Vec::new();
     let mut registry = ToolRegistry::new(&body.operations, &mut errors);
@@ -823,105 +825,6 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
     })
 }
 
-/// Each case's input must be one the suite's agent takes: a case that
-/// could never run is found now.
-fn check_suite(
-    file: &str,
-    suite: &EvalSuiteManifest,
-    agents: &BTreeMap<String, Arc<LoadedAgent>>,
-    errors: &mut Vec<ManifestError>,
-) {
-    let error = |field: String, message: String| ManifestError {
-        file: file.to_owned(),
-        line: None,
-        field,
-        message,
-    };
-    // A suite naming no agent of the bundle was refused when the bundle
-    // was read; one whose agent did not load has its agent's errors.
-    let Some(agent) = agents.get(&suite.spec.agent) else {
-        return;
-    };
-    for (i, case) in suite.spec.cases.iter().enumerate() {
-        if let Err(list) = agent.input.check(&case.input) {
-            errors.push(error(
-                format!("spec.cases[{i}].input"),
-                format!(
-                    "not an input agent `{}` takes: {}",
-                    suite.spec.agent,
-                    describe_violations(&list)
-                ),
-            ));
-        }
-    }
-}
-
-/// A schedule's agent or workflow must be one of the release, and its
-/// input one the agent or the workflow takes: a tick that could never
-/// start is found now.
-fn check_schedule(
-    file: &str,
-    schedule: &ScheduleManifest,
-    agents: &BTreeMap<String, Arc<LoadedAgent>>,
-    workflows: &BTreeMap<String, Arc<LoadedWorkflow>>,
-    errors: &mut Vec<ManifestError>,
-) {
-    let spec = &schedule.spec;
-    let (field, kind, name, schema) = match spec.target() {
-        Some(ScheduleTarget::Agent(agent)) => (
-            "spec.agent",
-            "agent",
-            agent,
-            agents.get(agent).map(|a| &a.input),
-        ),
-        Some(ScheduleTarget::Workflow(_)) if spec.shadow => {
-            errors.push(ManifestError::new(
-                file,
-                "spec.shadow",
-                "a workflow's cases have no shadow mode: a shadow schedule targets an agent"
-                    .to_owned(),
-            ));
-            return;
-        }
-        Some(ScheduleTarget::Workflow(workflow)) => (
-            "spec.workflow",
-            "workflow",
-            workflow,
-            workflows.get(workflow).map(|w| &w.input),
-        ),
-        None => return,
-    };
-    let Some(schema) = schema else {
-        let known: Vec<String> = match kind {
-            "agent" => agents.keys().cloned().collect(),
-            _ => workflows.keys().cloned().collect(),
-        };
-        errors.push(ManifestError::new(
-            file,
-            field,
-            format!(
-                "`{name}` is not a {kind} of this release; its {kind}s are {}",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            ),
-        ));
-        return;
-    };
-    if let Err(list) = schema.check(&spec.input) {
-        errors.push(ManifestError::new(
-            file,
-            "spec.input",
-            format!(
-                "not an input {kind} `{name}` takes: {}",
-                describe_violations(&list)
-            ),
-        ));
-    }
-}
-
 /// Parses the agent in `source`, compiles its schemas and resolves its
 /// tools in `registry`; `None` after pushing what is wrong to `errors`.
 fn load_agent(
@@ -997,52 +900,6 @@ fn load_agent(
     })
 }
 
+mod checks;
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_release_stored_by_version_1_still_reads() {
-        let old = ReleaseBodyV1 {
-            agents: vec![SourceFile {
-                file: "agents/a.yaml".to_owned(),
-                text: "{}".to_owned(),
-            }],
-            eval_suites: Vec::new(),
-            operations: vec![ReleasedOperationV1 {
-                name: "data.find_record".to_owned(),
-                digest: "sha256:00".to_owned(),
-                policy: PolicyV1 {
-                    files: Vec::new(),
-                    env: Vec::new(),
-                    http: Vec::new(),
-                    records: vec!["vehicles".to_owned()],
-                    documents: vec!["leases".to_owned()],
-                },
-                limits: Limits::default(),
-                version: "1.0.0".to_owned(),
-                description: "finds records".to_owned(),
-                input_schema: "{}".to_owned(),
-                output_schema: "{}".to_owned(),
-                impact: Impact::Read,
-            }],
-            ledger: Ledger::default(),
-        };
-        // The envelope a version 1 build wrote.
-        let payload = postcard::to_allocvec(&old).unwrap();
-        let mut sealed = b"HANE".to_vec();
-        sealed.extend(postcard::to_allocvec(&("release", 1u16, payload.as_slice())).unwrap());
-        let body: ReleaseBody = hane_core::open(&sealed).unwrap();
-        assert_eq!(body.agents, old.agents);
-        assert_eq!(body.operations.len(), 1);
-        let op = &body.operations[0];
-        assert_eq!(op.name, "data.find_record");
-        assert_eq!(op.policy.records, ["vehicles"]);
-        assert_eq!(op.policy.documents, ["leases"]);
-        assert!(op.policy.actions.is_empty());
-        assert!(body.decider_policies.is_empty() && body.budgets.is_empty());
-        // And the current version round-trips.
-        let again: ReleaseBody = hane_core::open(&hane_core::seal(&body)).unwrap();
-        assert_eq!(again, body);
-    }
-}
+mod tests;
