@@ -160,10 +160,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         });
         // Runs queued for any process start here while there is room.
-        agents.set_max_runs(args.max_runs.map(|n| n as usize));
+        agents.queue().set_max_runs(args.max_runs.map(|n| n as usize));
         let queue = tokio::spawn({
             let agents = agents.clone();
-            async move { agents.serve_queue(QUEUE_LOOK).await }
+            async move { agents.queue().serve_queue(QUEUE_LOOK).await }
         });
         let signalled = stopped()?;
         let listener = tokio::net::TcpListener::bind(&args.listen)

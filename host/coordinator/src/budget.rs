@@ -5,7 +5,9 @@
 //! the scope, so `GET /v1/agents/budget` always reports the day; limits
 //! and alerts apply only when it has one.
 
+use crate::release::LoadedRelease;
 use hane_core::{BudgetSpec, now_ms};
+use hane_store::RunRow;
 use hane_store::{AlertRow, Registry, RegistryTx, StoreError, Usage, UsageDelta};
 use serde::Serialize;
 
@@ -317,6 +319,111 @@ impl BudgetReport {
                     at_ms: a.at_ms,
                 })
                 .collect(),
+        }
+    }
+}
+
+/// A count as the store's signed integer, saturating.
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn charge_error(e: ChargeError) -> RunError {
+    match e {
+        ChargeError::Exceeded(e) => RunError::Budget(e),
+        ChargeError::Store(e) => RunError::Store(e),
+    }
+}
+
+/// The day's budget as runs and model calls charge it: runs counted and
+/// model tokens reserved before they start, and given back after.
+pub(crate) struct DayBudget<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> DayBudget<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
+    }
+
+    /// Counts a run against today's budget and reserves `tokens` model
+    /// tokens for it, storing `run` in the same transaction when given;
+    /// returns the UTC day it counted on, where the reservation is given
+    /// back when the run ends. Nothing is counted or stored when a limit
+    /// would be crossed.
+    pub(crate) async fn charge_run(
+        &self,
+        release: &LoadedRelease,
+        tokens: u64,
+        run: Option<RunRow>,
+    ) -> Result<String, RunError> {
+        self.charge_day(release, 1, tokens, run).await
+    }
+
+    /// Reserves `tokens` model tokens from today's budget for a model call
+    /// that is not a run's (reception's choice); returns the UTC day, where
+    /// [`AgentRuntime::give_back`] returns what it did not use. Nothing is
+    /// reserved when the limit would be crossed.
+    pub(crate) async fn charge_tokens(
+        &self,
+        release: &LoadedRelease,
+        tokens: u64,
+    ) -> Result<String, RunError> {
+        self.charge_day(release, 0, tokens, None).await
+    }
+
+    async fn charge_day(
+        &self,
+        release: &LoadedRelease,
+        runs: i64,
+        tokens: u64,
+        run: Option<RunRow>,
+    ) -> Result<String, RunError> {
+        let scope = self.kernel.inner.actions.scope().clone();
+        let budget = release.budget_for(&scope);
+        let now = now_ms();
+        let day = utc_day(now);
+        let key = scope.key();
+        let charged_day = day.clone();
+        let delta = UsageDelta {
+            runs,
+            tokens_reserved: signed(tokens),
+            ..UsageDelta::default()
+        };
+        self.kernel
+            .inner
+            .registry
+            .transact(move |tx| {
+                charge(tx, &key, &charged_day, budget.as_ref(), delta, now)?;
+                if let Some(run) = &run {
+                    tx.insert_run(run)?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(charge_error)?;
+        Ok(day)
+    }
+
+    /// Returns a run's unused reservation and counts what it used; a run
+    /// that never `started` is not counted either.
+    pub(crate) async fn give_back(&self, day: &str, reserved: u64, used: u64, started: bool) {
+        let key = self.kernel.inner.actions.scope().key();
+        let day = day.to_owned();
+        let delta = UsageDelta {
+            runs: if started { 0 } else { -1 },
+            tokens_reserved: -signed(reserved),
+            tokens_used: signed(used),
+            ..UsageDelta::default()
+        };
+        let given = self
+            .kernel
+            .inner
+            .registry
+            .transact(move |tx| tx.add_usage(&day, &key, delta))
+            .await;
+        if let Err(e) = given {
+            tracing::error!("returning a run's token reservation: {e}");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! of a suite compared case by case; and a release activated only when
 //! its suites pass ([`Evaluations::activate_evaluated`]).
 
+use crate::runtime::Releases;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -354,7 +355,7 @@ impl Evaluations {
         dir: &Path,
         mut progress: impl FnMut(&str, usize, &CaseResult) + Send,
     ) -> Result<Gated, EvalError> {
-        let (new, loaded) = self.runs.prepare_release(dir).await?;
+        let (new, loaded) = Releases::of(&self.runs).prepare_release(dir).await?;
         match self.runs.release().await {
             Ok(active) if active.ledger != loaded.ledger && !loaded.eval_suites.is_empty() => {
                 return Err(EvalError::LedgerChanged {
@@ -370,7 +371,9 @@ impl Evaluations {
             info: info.clone(),
             ..loaded
         });
-        self.runs.install_components(&candidate).await?;
+        Releases::of(&self.runs)
+            .install_components(&candidate)
+            .await?;
         let mut evaluations = Vec::new();
         for suite in candidate.eval_suites.values() {
             let name = suite.metadata.name.clone();

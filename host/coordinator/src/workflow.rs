@@ -5,6 +5,7 @@
 //! never starts it twice; a task step waits for a person
 //! ([`Workflows::complete_task`]).
 
+use crate::runtime::Releases;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -256,7 +257,10 @@ impl Workflows {
         if case.status.is_final() || case.status == CaseStatus::Waiting {
             return Ok(case);
         }
-        let release = match self.runs.release_numbered(case.release).await {
+        let release = match Releases::of(&self.runs)
+            .release_numbered(case.release)
+            .await
+        {
             Ok(release) => release,
             Err(e) => {
                 case.status = CaseStatus::Failed;

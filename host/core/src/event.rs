@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Input, InputId, JsonText, Operation, OperationFailure, OperationId, OperationOutput, SessionId,
-    ToolCallId,
+    ActionId, Input, InputId, JsonText, Operation, OperationFailure, OperationId, OperationOutput,
+    SessionId, TaskId, ToolCallId,
 };
 
 /// One item of a session's append-only history.
@@ -95,6 +95,30 @@ pub enum SessionEvent {
     /// lines on stdout) and the tail of its stderr, capped. Written by
     /// version 6 and later.
     CliOutput(Box<CliOutput>),
+    /// A run proposed an outbound action: appended (and on disk) before
+    /// the action is stored, so that a resumed run meets its actions in
+    /// its history where it proposed them. Written by version 7 and later.
+    ActionProposed {
+        /// The action's id.
+        action: ActionId,
+        /// Its tool, such as `communication.send_email`.
+        tool: String,
+        /// The digest of its recipient and content.
+        digest: String,
+    },
+    /// A run created a task for people (a handover or a task): appended
+    /// (and on disk) before the task is stored. Written by version 7 and
+    /// later.
+    TaskCreated {
+        /// The task's id.
+        task: TaskId,
+        /// `handover` or `task`.
+        kind: String,
+        /// The group it is for.
+        assignment: String,
+        /// Its title.
+        title: String,
+    },
 }
 
 /// The output of a CLI driver's CLI (`codex`, `claude`, `opencode`) for
@@ -163,6 +187,8 @@ impl SessionEvent {
             SessionEvent::Forked { .. } => "forked",
             SessionEvent::LlmTurn(_) => "llm_turn",
             SessionEvent::CliOutput(_) => "cli_output",
+            SessionEvent::ActionProposed { .. } => "action_proposed",
+            SessionEvent::TaskCreated { .. } => "task_created",
         }
     }
 }
@@ -171,13 +197,15 @@ impl SessionEvent {
 /// policies and their call counts to receipts, version 3 the `actions`
 /// grant, version 4 the guest's error kind to failures, version 5 the
 /// [`SessionEvent::LlmTurn`] event, version 6 the [`SessionEvent::CliOutput`]
-/// event; older versions read with none granted and the kind taken from
-/// the failure's message. Versions 5 and 6 only appended a variant, so a
-/// version 4 or 5 payload reads as the current type.
+/// event, version 7 the [`SessionEvent::ActionProposed`] and
+/// [`SessionEvent::TaskCreated`] events; older versions read with none
+/// granted and the kind taken from the failure's message. Versions 5 to 7
+/// only appended variants, so a version 4 to 6 payload reads as the
+/// current type.
 impl crate::Versioned for SessionEvent {
     const KIND: &'static str = "session-event";
-    const VERSION: u16 = 6;
-    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6];
+    const VERSION: u16 = 7;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6, 7];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         match version {

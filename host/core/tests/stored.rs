@@ -198,11 +198,11 @@ fn exports_show_json_documents_not_escaped_strings() {
     );
 }
 
-/// An event sealed by a future hane: the same envelope with version 7.
+/// An event sealed by a future hane: the same envelope with version 8.
 fn future_event_blob() -> Vec<u8> {
     let payload = postcard::to_allocvec(&("a field this build has never heard of", 42u32)).unwrap();
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 7u16, payload.as_slice())).unwrap());
+    blob.extend(postcard::to_allocvec(&(SessionEvent::KIND, 8u16, payload.as_slice())).unwrap());
     blob
 }
 
@@ -213,13 +213,13 @@ fn a_future_version_is_refused_with_the_versions_found_and_read() {
         err,
         EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 7,
-            supported: &[1, 2, 3, 4, 5, 6],
+            found: 8,
+            supported: &[1, 2, 3, 4, 5, 6, 7],
         }
     );
     assert_eq!(
         err.to_string(),
-        "`session-event` version 7 is not supported: this build reads versions 1, 2, 3, 4, 5, 6"
+        "`session-event` version 8 is not supported: this build reads versions 1, 2, 3, 4, 5, 6, 7"
     );
 }
 

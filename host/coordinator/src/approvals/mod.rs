@@ -9,4 +9,5 @@ mod proposal;
 mod service;
 
 pub use ledger::{ActionError, ExecutionLedger, Recovered};
+pub(crate) use proposal::Proposals;
 pub use service::Approvals;

@@ -2,11 +2,11 @@
 //! decider, review agents, waiting for the outcome; a run's charge against
 //! the day's budget.
 
+use crate::runtime::Replaying;
 use std::future::Future;
 use std::pin::Pin;
 
 use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
-use hane_store::{RunRow, UsageDelta};
 
 use std::time::Duration;
 
@@ -15,12 +15,9 @@ use hane_store::TaskRow;
 use serde_json::{Value, json};
 
 use super::ledger::{ActionError, record};
-use crate::budget::{BudgetExceeded, ChargeError, charge, utc_day};
+use crate::budget::{BudgetExceeded, utc_day};
 use crate::gateway::Stop;
-use crate::release::LoadedRelease;
-use crate::runtime::{
-    AgentRuntime, LiveRun, RunError, RunStatus, StartRun, Task, now_ms, task_row,
-};
+use crate::runtime::{AgentRuntime, LiveRun, RunStatus, StartRun, Task, now_ms, task_row};
 use crate::tools::{self, ControlTool, ToolResult};
 use hane_core::{
     ActionOutcome, ActionRequest, ActionState, AddressError, ConnectionTarget, DeciderKind,
@@ -42,493 +39,7 @@ enum Choice {
     Policy(PolicyVerdict),
 }
 
-/// A count as the store's signed integer, saturating.
-fn signed(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn charge_error(e: ChargeError) -> RunError {
-    match e {
-        ChargeError::Exceeded(e) => RunError::Budget(e),
-        ChargeError::Store(e) => RunError::Store(e),
-    }
-}
-
-impl AgentRuntime {
-    /// Counts a run against today's budget and reserves `tokens` model
-    /// tokens for it, storing `run` in the same transaction when given;
-    /// returns the UTC day it counted on, where the reservation is given
-    /// back when the run ends. Nothing is counted or stored when a limit
-    /// would be crossed.
-    pub(crate) async fn charge_run(
-        &self,
-        release: &LoadedRelease,
-        tokens: u64,
-        run: Option<RunRow>,
-    ) -> Result<String, RunError> {
-        self.charge_day(release, 1, tokens, run).await
-    }
-
-    /// Reserves `tokens` model tokens from today's budget for a model call
-    /// that is not a run's (reception's choice); returns the UTC day, where
-    /// [`AgentRuntime::give_back`] returns what it did not use. Nothing is
-    /// reserved when the limit would be crossed.
-    pub(crate) async fn charge_tokens(
-        &self,
-        release: &LoadedRelease,
-        tokens: u64,
-    ) -> Result<String, RunError> {
-        self.charge_day(release, 0, tokens, None).await
-    }
-
-    async fn charge_day(
-        &self,
-        release: &LoadedRelease,
-        runs: i64,
-        tokens: u64,
-        run: Option<RunRow>,
-    ) -> Result<String, RunError> {
-        let scope = self.inner.actions.scope().clone();
-        let budget = release.budget_for(&scope);
-        let now = now_ms();
-        let day = utc_day(now);
-        let key = scope.key();
-        let charged_day = day.clone();
-        let delta = UsageDelta {
-            runs,
-            tokens_reserved: signed(tokens),
-            ..UsageDelta::default()
-        };
-        self.inner
-            .registry
-            .transact(move |tx| {
-                charge(tx, &key, &charged_day, budget.as_ref(), delta, now)?;
-                if let Some(run) = &run {
-                    tx.insert_run(run)?;
-                }
-                Ok(())
-            })
-            .await
-            .map_err(charge_error)?;
-        Ok(day)
-    }
-
-    /// Returns a run's unused reservation and counts what it used; a run
-    /// that never `started` is not counted either.
-    pub(crate) async fn give_back(&self, day: &str, reserved: u64, used: u64, started: bool) {
-        let key = self.inner.actions.scope().key();
-        let day = day.to_owned();
-        let delta = UsageDelta {
-            runs: if started { 0 } else { -1 },
-            tokens_reserved: -signed(reserved),
-            tokens_used: signed(used),
-            ..UsageDelta::default()
-        };
-        let given = self
-            .inner
-            .registry
-            .transact(move |tx| tx.add_usage(&day, &key, delta))
-            .await;
-        if let Err(e) = given {
-            tracing::error!("returning a run's token reservation: {e}");
-        }
-    }
-
-    /// An outbound tool call: fixes recipient and content into an
-    /// ActionRequest, has its decider decide, waits until it is settled
-    /// and returns the outcome. Nothing is sent here unless a policy or a
-    /// review agent approved it; a person's approval sends it from
-    /// wherever the person approves.
-    pub(crate) async fn propose(
-        &self,
-        live: &LiveRun,
-        control: ControlTool,
-        input: &Value,
-    ) -> ToolResult {
-        let run = live.snapshot();
-        let (mut action, content) = match action_request(live, control, input) {
-            Ok(fixed) => fixed,
-            Err(refused) => return refused,
-        };
-        let ledger = &self.inner.actions;
-        // A resumed run's action it had proposed is that one, not another.
-        let had = match self.replayed_action(live, &action).await {
-            Ok(had) => had,
-            Err(diverged) => return diverged,
-        };
-        if let Some(had) = had {
-            if had.state.is_settled() {
-                return action_result(&had);
-            }
-            return match self.wait_action(&run.id, had.id.as_str()).await {
-                Ok(settled) => action_result(&settled),
-                Err(e) => ToolResult::error("failed", e),
-            };
-        }
-        if run.shadow {
-            return self.record_shadowed(action).await;
-        }
-        if let Err(e) = self.actions_left().await {
-            return ToolResult::error("budget_exceeded", e);
-        }
-        let group = approval_group(live);
-        let choice = match self.choose(live, &mut action, &group, &content).await {
-            Ok(choice) => choice,
-            Err(e) => return ToolResult::error("failed", e),
-        };
-        let task = assign(&mut action, &choice, &group);
-        // What led to the action (the model's turn, the call) is stored
-        // before it: a run resumed after a crash finds the action where
-        // its session says it made the call, not a model asked again.
-        if let Some(journal) = live.journal.get()
-            && let Err(e) = journal.flush().await
-        {
-            return ToolResult::error("failed", e);
-        }
-        let action = match ledger.propose(action, task).await {
-            Ok(action) => action,
-            Err(e) => {
-                return ToolResult::error(
-                    "failed",
-                    format!("the action could not be recorded: {e}"),
-                );
-            }
-        };
-        if let Some(task) = &action.task {
-            self.amend(live, |r| r.tasks.push(task.clone()));
-        }
-        if matches!(choice, Choice::Person(_)) {
-            live.tell(|| crate::runtime::RunEvent::ActionPending {
-                action: action.id.clone(),
-                tool: action.tool.clone(),
-                recipient: action.recipient.clone(),
-                digest: action.digest.clone(),
-                assignment: action.assignment.clone(),
-            });
-        }
-        if let Err(unknown) = self.decide_now(&action, choice, group).await {
-            return unknown;
-        }
-        let settled = match self.wait_action(&run.id, action.id.as_str()).await {
-            Ok(settled) => settled,
-            // The run stopped: its end withdraws the action (see `drive`).
-            Err(e) => return ToolResult::error("failed", e),
-        };
-        if let Some(task) = &settled.task
-            && !live.snapshot().tasks.contains(task)
-        {
-            self.amend(live, |r| r.tasks.push(task.clone()));
-        }
-        action_result(&settled)
-    }
-
-    /// A shadow run's action: recorded as what would have been proposed;
-    /// no decider is asked and nothing is sent.
-    async fn record_shadowed(&self, mut action: ActionRequest) -> ToolResult {
-        action.state = ActionState::Shadowed;
-        action.outcome = Some(ActionOutcome {
-            state: ActionState::Shadowed,
-            detail:
-                "shadow run: recorded what would have been proposed; not sent, no decider asked"
-                    .to_owned(),
-            reconciled_by: None,
-            at_ms: action.created_at_ms,
-        });
-        match self.inner.actions.propose(action, None).await {
-            Ok(action) => action_result(&action),
-            Err(e) => ToolResult::error("failed", format!("the action could not be recorded: {e}")),
-        }
-    }
-
-    /// What the decider chosen when `action` was proposed does right away:
-    /// a policy's approval executes it, a review agent reviews it; a person
-    /// decides later. An error is the result to report: after a failure
-    /// the action may or may not have gone out.
-    async fn decide_now(
-        &self,
-        action: &ActionRequest,
-        choice: Choice,
-        group: String,
-    ) -> Result<(), ToolResult> {
-        let ledger = &self.inner.actions;
-        let decided = match choice {
-            Choice::Person(_) | Choice::Policy(PolicyVerdict::Reject) => Ok(()),
-            Choice::Policy(PolicyVerdict::Approve) => {
-                ledger.execute(action.id.as_str()).await.map(drop)
-            }
-            Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
-        };
-        match decided {
-            // A person may have decided first (an override lets people
-            // decide while a review agent still works): their decision
-            // stands.
-            Ok(()) | Err(ActionError::AlreadyDecided { .. }) => Ok(()),
-            // It may have been sent before the error: never report it as
-            // not sent.
-            Err(e) => Err(ToolResult::error(
-                "unknown",
-                format!(
-                    "action {}: {e}; it may or may not have gone out and is not sent again",
-                    action.id
-                ),
-            )),
-        }
-    }
-
-    /// The result of an outbound operation: its output and what became of
-    /// each action it proposed, `{"output": …, "actions": [...]}`. Each
-    /// proposal goes through exactly what a call of its outbound tool
-    /// goes through (schema, connection, shadow, budget, decider, wait);
-    /// one that does not pass is reported `refused` with the reason, and
-    /// the others go on.
-    pub(crate) async fn operation_actions(
-        &self,
-        live: &LiveRun,
-        result: ToolResult,
-        proposals: &[ProposedAction],
-    ) -> ToolResult {
-        let ToolResult::Output(output) = result else {
-            return result;
-        };
-        let mut actions = Vec::new();
-        for proposal in proposals {
-            let outcome = match tools::proposal_input(proposal) {
-                Ok((control, input)) => self.propose(live, control, &input).await,
-                Err(message) => ToolResult::error("invalid_input", message),
-            };
-            actions.push(match outcome {
-                ToolResult::Output(mut value) => {
-                    value["proposal"] = json!(proposal.id);
-                    value
-                }
-                ToolResult::Error { kind, message } => json!({
-                    "proposal": proposal.id,
-                    "tool": proposal.tool,
-                    "state": "refused",
-                    "error": {"kind": kind, "message": message},
-                }),
-            });
-        }
-        ToolResult::Output(json!({"output": output, "actions": actions}))
-    }
-
-    /// An error when today's external actions are used up, so no action
-    /// is proposed that could not be sent.
-    async fn actions_left(&self) -> Result<(), String> {
-        let ledger = &self.inner.actions;
-        let Some(budget) = ledger.budget() else {
-            return Ok(());
-        };
-        let Some(limit) = budget.spec.external_actions_per_day else {
-            return Ok(());
-        };
-        let day = utc_day(now_ms());
-        let (usage, _) = self
-            .inner
-            .registry
-            .usage(&day, &ledger.scope().key())
-            .await
-            .map_err(|e| e.to_string())?;
-        if usage.actions >= limit {
-            return Err(BudgetExceeded {
-                budget: budget.name,
-                limit: "externalActionsPerDay",
-                limit_value: limit,
-                used: usage.actions,
-                requested: 1,
-                day,
-            }
-            .to_string());
-        }
-        Ok(())
-    }
-
-    /// Chooses who decides `action`: people when an override names its
-    /// tool; else the first matching rule of the agent's DeciderPolicy,
-    /// or its default; else a person of `group`.
-    async fn choose(
-        &self,
-        live: &LiveRun,
-        action: &mut ActionRequest,
-        group: &str,
-        content: &Value,
-    ) -> Result<Choice, String> {
-        let overrides = self
-            .inner
-            .registry
-            .overrides()
-            .await
-            .map_err(|e| e.to_string())?;
-        if overrides.iter().any(|o| o.tool == action.tool) {
-            action.overridden = true;
-            return Ok(Choice::Person(group.to_owned()));
-        }
-        let spec = &live.agent.manifest.spec;
-        let Some(name) = spec.approval.as_ref().and_then(|a| a.decider.as_deref()) else {
-            return Ok(Choice::Person(group.to_owned()));
-        };
-        let Some(policy) = live.release.decider_policies.get(name) else {
-            return Err(format!(
-                "the agent's decider policy `{name}` is not in release {}",
-                live.release.info.number
-            ));
-        };
-        let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content) else {
-            return Ok(Choice::Person(group.to_owned()));
-        };
-        action.rule = Some(match index {
-            Some(i) => match &policy.rules[i].name {
-                Some(rule) => format!("{name} rule {} ({rule})", i + 1),
-                None => format!("{name} rule {}", i + 1),
-            },
-            None => format!("{name} default"),
-        });
-        Ok(match decider {
-            Decider::Person(group) => Choice::Person(group.clone()),
-            Decider::Agent(agent) => Choice::Agent(agent.clone()),
-            Decider::Policy(verdict) => Choice::Policy(*verdict),
-        })
-    }
-
-    /// Runs review agent `reviewer` on `action` and records its decision
-    /// as an agent's: approve (then executes), reject, or escalate to a
-    /// person of `group`. A review run that ends without a decision
-    /// escalates.
-    ///
-    /// Boxed: a review is a run, whose tool calls may propose actions.
-    pub(crate) fn review(
-        &self,
-        action: ActionRequest,
-        reviewer: String,
-        group: String,
-    ) -> Pin<Box<dyn Future<Output = Result<(), ActionError>> + Send + '_>> {
-        Box::pin(async move {
-            if reviewer == action.agent {
-                // An agent reviewing its own actions would review this
-                // review's actions too, without end.
-                let escalation = Some(approval_task(&action, &group));
-                let decision = Decision {
-                    kind: DeciderKind::Agent,
-                    by: format!("agent:{reviewer}"),
-                    verdict: Verdict::Escalate,
-                    reason: Some("an agent does not review its own actions".to_owned()),
-                    digest: action.digest.clone(),
-                    at_ms: now_ms(),
-                };
-                self.inner
-                    .actions
-                    .decide(action.id.as_str(), decision, escalation, None)
-                    .await?;
-                return Ok(());
-            }
-            let (verdict, reason, by) = self.review_run(&action, &reviewer).await;
-            // Also for an approval: an override set meanwhile escalates it.
-            let escalation = Some(approval_task(&action, &group));
-            self.inner
-                .actions
-                .decide(
-                    action.id.as_str(),
-                    Decision {
-                        kind: DeciderKind::Agent,
-                        by,
-                        verdict,
-                        reason,
-                        digest: action.digest.clone(),
-                        at_ms: now_ms(),
-                    },
-                    escalation,
-                    None,
-                )
-                .await?;
-            if verdict == Verdict::Approve {
-                self.inner.actions.execute(action.id.as_str()).await?;
-            }
-            Ok(())
-        })
-    }
-
-    /// Runs review agent `reviewer` on `action` to its end: its verdict,
-    /// its reason and who decided. A run that ends without a decision, or
-    /// cannot start, escalates.
-    async fn review_run(
-        &self,
-        action: &ActionRequest,
-        reviewer: &str,
-    ) -> (Verdict, Option<String>, String) {
-        let input = json!({
-            "action": {
-                "id": action.id,
-                "agent": action.agent,
-                "run": action.run,
-                "tool": action.tool,
-                "recipient": action.recipient,
-                "content": action.content,
-                "digest": action.digest,
-            }
-        });
-        let request = StartRun {
-            agent: reviewer.to_owned(),
-            input,
-            shadow: false,
-        };
-        let run = match self.run_to_end(request).await {
-            Ok(run) => run,
-            Err(e) => {
-                return (
-                    Verdict::Escalate,
-                    Some(format!("the review agent could not start: {e}")),
-                    format!("agent:{reviewer}"),
-                );
-            }
-        };
-        let by = format!("agent:{reviewer} ({})", run.id);
-        let result = run.result.as_ref().and_then(|r| r.to_value().ok());
-        let decision = result
-            .as_ref()
-            .and_then(|r| r["decision"].as_str())
-            .and_then(|d| match d {
-                "approve" => Some(Verdict::Approve),
-                "reject" => Some(Verdict::Reject),
-                "escalate" => Some(Verdict::Escalate),
-                _ => None,
-            });
-        match (run.status, decision) {
-            (RunStatus::Succeeded, Some(verdict)) => (
-                verdict,
-                result.and_then(|r| r["reason"].as_str().map(str::to_owned)),
-                by,
-            ),
-            (status, _) => (
-                Verdict::Escalate,
-                Some(format!(
-                    "the review run ended {status} without a decision{}",
-                    run.error.map(|e| format!(": {e}")).unwrap_or_default()
-                )),
-                by,
-            ),
-        }
-    }
-
-    /// Waits until action `id` is settled, or the run `run` is stopped.
-    async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, String> {
-        loop {
-            match tokio::time::timeout(STOP_CHECK, self.inner.actions.wait_settled(id)).await {
-                Ok(settled) => return settled.map_err(|e| e.to_string()),
-                Err(_) => match self.inner.gateway.stopped(run) {
-                    Some(Stop::Cancelled) => {
-                        return Err(format!(
-                            "the run was cancelled while action {id} waited for a decision"
-                        ));
-                    }
-                    Some(Stop::LimitExceeded(message) | Stop::Failed(message)) => {
-                        return Err(format!("{message} while action {id} waited for a decision"));
-                    }
-                    None => {}
-                },
-            }
-        }
-    }
-}
+impl AgentRuntime {}
 
 /// The group whose people decide the run's actions when no rule says
 /// otherwise: the agent's `approval.assignment`, else its handover group,
@@ -726,4 +237,437 @@ fn action_result(action: &ActionRequest) -> ToolResult {
         "humanApproved": action.human_approved(),
         "summary": format!("{} to {}: {}", action.tool, action.recipient, action.state),
     }))
+}
+
+/// Records in the run's session that it proposes `action`, so that the
+/// run, resumed, meets the action where it proposed it.
+fn record_proposal(live: &LiveRun, action: &ActionRequest) {
+    if let Some(journal) = live.journal.get() {
+        journal.record(vec![hane_core::SessionEvent::ActionProposed {
+            action: action.id.clone(),
+            tool: action.tool.clone(),
+            digest: action.digest.clone(),
+        }]);
+    }
+}
+
+/// The outbound tools of runs: proposals fixed into ActionRequests, their
+/// deciders chosen and asked, their outcomes waited for.
+pub(crate) struct Proposals<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> Proposals<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
+    }
+
+    /// An outbound tool call: fixes recipient and content into an
+    /// ActionRequest, has its decider decide, waits until it is settled
+    /// and returns the outcome. Nothing is sent here unless a policy or a
+    /// review agent approved it; a person's approval sends it from
+    /// wherever the person approves.
+    pub(crate) async fn propose(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        let run = live.snapshot();
+        let (mut action, content) = match action_request(live, control, input) {
+            Ok(fixed) => fixed,
+            Err(refused) => return refused,
+        };
+        let ledger = &self.kernel.inner.actions;
+        // A resumed run's action it had proposed is that one, not another.
+        let had = match Replaying::of(self.kernel)
+            .replayed_action(live, &action)
+            .await
+        {
+            Ok(had) => had,
+            Err(diverged) => return diverged,
+        };
+        if let Some(had) = had {
+            if had.state.is_settled() {
+                return action_result(&had);
+            }
+            return match self.wait_action(&run.id, had.id.as_str()).await {
+                Ok(settled) => action_result(&settled),
+                Err(e) => ToolResult::error("failed", e),
+            };
+        }
+        if run.shadow {
+            record_proposal(live, &action);
+            return self.record_shadowed(action).await;
+        }
+        if let Err(e) = self.actions_left().await {
+            return ToolResult::error("budget_exceeded", e);
+        }
+        let group = approval_group(live);
+        let choice = match self.choose(live, &mut action, &group, &content).await {
+            Ok(choice) => choice,
+            Err(e) => return ToolResult::error("failed", e),
+        };
+        let task = assign(&mut action, &choice, &group);
+        // What led to the action (the model's turn, the call) is stored
+        // before it: a run resumed after a crash finds the action where
+        // its session says it made the call, not a model asked again.
+        record_proposal(live, &action);
+        if let Some(journal) = live.journal.get()
+            && let Err(e) = journal.flush().await
+        {
+            return ToolResult::error("failed", e);
+        }
+        let action = match ledger.propose(action, task).await {
+            Ok(action) => action,
+            Err(e) => {
+                return ToolResult::error(
+                    "failed",
+                    format!("the action could not be recorded: {e}"),
+                );
+            }
+        };
+        if let Some(task) = &action.task {
+            live.amend(|r| r.tasks.push(task.clone()));
+        }
+        if matches!(choice, Choice::Person(_)) {
+            live.tell(|| crate::runtime::RunEvent::ActionPending {
+                action: action.id.clone(),
+                tool: action.tool.clone(),
+                recipient: action.recipient.clone(),
+                digest: action.digest.clone(),
+                assignment: action.assignment.clone(),
+            });
+        }
+        if let Err(unknown) = self.decide_now(&action, choice, group).await {
+            return unknown;
+        }
+        let settled = match self.wait_action(&run.id, action.id.as_str()).await {
+            Ok(settled) => settled,
+            // The run stopped: its end withdraws the action (see `drive`).
+            Err(e) => return ToolResult::error("failed", e),
+        };
+        if let Some(task) = &settled.task
+            && !live.snapshot().tasks.contains(task)
+        {
+            live.amend(|r| r.tasks.push(task.clone()));
+        }
+        action_result(&settled)
+    }
+
+    /// A shadow run's action: recorded as what would have been proposed;
+    /// no decider is asked and nothing is sent.
+    async fn record_shadowed(&self, mut action: ActionRequest) -> ToolResult {
+        action.state = ActionState::Shadowed;
+        action.outcome = Some(ActionOutcome {
+            state: ActionState::Shadowed,
+            detail:
+                "shadow run: recorded what would have been proposed; not sent, no decider asked"
+                    .to_owned(),
+            reconciled_by: None,
+            at_ms: action.created_at_ms,
+        });
+        match self.kernel.inner.actions.propose(action, None).await {
+            Ok(action) => action_result(&action),
+            Err(e) => ToolResult::error("failed", format!("the action could not be recorded: {e}")),
+        }
+    }
+
+    /// What the decider chosen when `action` was proposed does right away:
+    /// a policy's approval executes it, a review agent reviews it; a person
+    /// decides later. An error is the result to report: after a failure
+    /// the action may or may not have gone out.
+    async fn decide_now(
+        &self,
+        action: &ActionRequest,
+        choice: Choice,
+        group: String,
+    ) -> Result<(), ToolResult> {
+        let ledger = &self.kernel.inner.actions;
+        let decided = match choice {
+            Choice::Person(_) | Choice::Policy(PolicyVerdict::Reject) => Ok(()),
+            Choice::Policy(PolicyVerdict::Approve) => {
+                ledger.execute(action.id.as_str()).await.map(drop)
+            }
+            Choice::Agent(reviewer) => self.review(action.clone(), reviewer, group).await,
+        };
+        match decided {
+            // A person may have decided first (an override lets people
+            // decide while a review agent still works): their decision
+            // stands.
+            Ok(()) | Err(ActionError::AlreadyDecided { .. }) => Ok(()),
+            // It may have been sent before the error: never report it as
+            // not sent.
+            Err(e) => Err(ToolResult::error(
+                "unknown",
+                format!(
+                    "action {}: {e}; it may or may not have gone out and is not sent again",
+                    action.id
+                ),
+            )),
+        }
+    }
+
+    /// The result of an outbound operation: its output and what became of
+    /// each action it proposed, `{"output": …, "actions": [...]}`. Each
+    /// proposal goes through exactly what a call of its outbound tool
+    /// goes through (schema, connection, shadow, budget, decider, wait);
+    /// one that does not pass is reported `refused` with the reason, and
+    /// the others go on.
+    pub(crate) async fn operation_actions(
+        &self,
+        live: &LiveRun,
+        result: ToolResult,
+        proposals: &[ProposedAction],
+    ) -> ToolResult {
+        let ToolResult::Output(output) = result else {
+            return result;
+        };
+        let mut actions = Vec::new();
+        for proposal in proposals {
+            let outcome = match tools::proposal_input(proposal) {
+                Ok((control, input)) => self.propose(live, control, &input).await,
+                Err(message) => ToolResult::error("invalid_input", message),
+            };
+            actions.push(match outcome {
+                ToolResult::Output(mut value) => {
+                    value["proposal"] = json!(proposal.id);
+                    value
+                }
+                ToolResult::Error { kind, message } => json!({
+                    "proposal": proposal.id,
+                    "tool": proposal.tool,
+                    "state": "refused",
+                    "error": {"kind": kind, "message": message},
+                }),
+            });
+        }
+        ToolResult::Output(json!({"output": output, "actions": actions}))
+    }
+
+    /// An error when today's external actions are used up, so no action
+    /// is proposed that could not be sent.
+    async fn actions_left(&self) -> Result<(), String> {
+        let ledger = &self.kernel.inner.actions;
+        let Some(budget) = ledger.budget() else {
+            return Ok(());
+        };
+        let Some(limit) = budget.spec.external_actions_per_day else {
+            return Ok(());
+        };
+        let day = utc_day(now_ms());
+        let (usage, _) = self
+            .kernel
+            .inner
+            .registry
+            .usage(&day, &ledger.scope().key())
+            .await
+            .map_err(|e| e.to_string())?;
+        if usage.actions >= limit {
+            return Err(BudgetExceeded {
+                budget: budget.name,
+                limit: "externalActionsPerDay",
+                limit_value: limit,
+                used: usage.actions,
+                requested: 1,
+                day,
+            }
+            .to_string());
+        }
+        Ok(())
+    }
+
+    /// Chooses who decides `action`: people when an override names its
+    /// tool; else the first matching rule of the agent's DeciderPolicy,
+    /// or its default; else a person of `group`.
+    async fn choose(
+        &self,
+        live: &LiveRun,
+        action: &mut ActionRequest,
+        group: &str,
+        content: &Value,
+    ) -> Result<Choice, String> {
+        let overrides = self
+            .kernel
+            .inner
+            .registry
+            .overrides()
+            .await
+            .map_err(|e| e.to_string())?;
+        if overrides.iter().any(|o| o.tool == action.tool) {
+            action.overridden = true;
+            return Ok(Choice::Person(group.to_owned()));
+        }
+        let spec = &live.agent.manifest.spec;
+        let Some(name) = spec.approval.as_ref().and_then(|a| a.decider.as_deref()) else {
+            return Ok(Choice::Person(group.to_owned()));
+        };
+        let Some(policy) = live.release.decider_policies.get(name) else {
+            return Err(format!(
+                "the agent's decider policy `{name}` is not in release {}",
+                live.release.info.number
+            ));
+        };
+        let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content) else {
+            return Ok(Choice::Person(group.to_owned()));
+        };
+        action.rule = Some(match index {
+            Some(i) => match &policy.rules[i].name {
+                Some(rule) => format!("{name} rule {} ({rule})", i + 1),
+                None => format!("{name} rule {}", i + 1),
+            },
+            None => format!("{name} default"),
+        });
+        Ok(match decider {
+            Decider::Person(group) => Choice::Person(group.clone()),
+            Decider::Agent(agent) => Choice::Agent(agent.clone()),
+            Decider::Policy(verdict) => Choice::Policy(*verdict),
+        })
+    }
+
+    /// Runs review agent `reviewer` on `action` and records its decision
+    /// as an agent's: approve (then executes), reject, or escalate to a
+    /// person of `group`. A review run that ends without a decision
+    /// escalates.
+    ///
+    /// Boxed: a review is a run, whose tool calls may propose actions.
+    pub(crate) fn review(
+        &self,
+        action: ActionRequest,
+        reviewer: String,
+        group: String,
+    ) -> Pin<Box<dyn Future<Output = Result<(), ActionError>> + Send + '_>> {
+        Box::pin(async move {
+            if reviewer == action.agent {
+                // An agent reviewing its own actions would review this
+                // review's actions too, without end.
+                let escalation = Some(approval_task(&action, &group));
+                let decision = Decision {
+                    kind: DeciderKind::Agent,
+                    by: format!("agent:{reviewer}"),
+                    verdict: Verdict::Escalate,
+                    reason: Some("an agent does not review its own actions".to_owned()),
+                    digest: action.digest.clone(),
+                    at_ms: now_ms(),
+                };
+                self.kernel
+                    .inner
+                    .actions
+                    .decide(action.id.as_str(), decision, escalation, None)
+                    .await?;
+                return Ok(());
+            }
+            let (verdict, reason, by) = self.review_run(&action, &reviewer).await;
+            // Also for an approval: an override set meanwhile escalates it.
+            let escalation = Some(approval_task(&action, &group));
+            self.kernel
+                .inner
+                .actions
+                .decide(
+                    action.id.as_str(),
+                    Decision {
+                        kind: DeciderKind::Agent,
+                        by,
+                        verdict,
+                        reason,
+                        digest: action.digest.clone(),
+                        at_ms: now_ms(),
+                    },
+                    escalation,
+                    None,
+                )
+                .await?;
+            if verdict == Verdict::Approve {
+                self.kernel
+                    .inner
+                    .actions
+                    .execute(action.id.as_str())
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs review agent `reviewer` on `action` to its end: its verdict,
+    /// its reason and who decided. A run that ends without a decision, or
+    /// cannot start, escalates.
+    async fn review_run(
+        &self,
+        action: &ActionRequest,
+        reviewer: &str,
+    ) -> (Verdict, Option<String>, String) {
+        let input = json!({
+            "action": {
+                "id": action.id,
+                "agent": action.agent,
+                "run": action.run,
+                "tool": action.tool,
+                "recipient": action.recipient,
+                "content": action.content,
+                "digest": action.digest,
+            }
+        });
+        let request = StartRun {
+            agent: reviewer.to_owned(),
+            input,
+            shadow: false,
+        };
+        let run = match self.kernel.run_to_end(request).await {
+            Ok(run) => run,
+            Err(e) => {
+                return (
+                    Verdict::Escalate,
+                    Some(format!("the review agent could not start: {e}")),
+                    format!("agent:{reviewer}"),
+                );
+            }
+        };
+        let by = format!("agent:{reviewer} ({})", run.id);
+        let result = run.result.as_ref().and_then(|r| r.to_value().ok());
+        let decision = result
+            .as_ref()
+            .and_then(|r| r["decision"].as_str())
+            .and_then(|d| match d {
+                "approve" => Some(Verdict::Approve),
+                "reject" => Some(Verdict::Reject),
+                "escalate" => Some(Verdict::Escalate),
+                _ => None,
+            });
+        match (run.status, decision) {
+            (RunStatus::Succeeded, Some(verdict)) => (
+                verdict,
+                result.and_then(|r| r["reason"].as_str().map(str::to_owned)),
+                by,
+            ),
+            (status, _) => (
+                Verdict::Escalate,
+                Some(format!(
+                    "the review run ended {status} without a decision{}",
+                    run.error.map(|e| format!(": {e}")).unwrap_or_default()
+                )),
+                by,
+            ),
+        }
+    }
+
+    /// Waits until action `id` is settled, or the run `run` is stopped.
+    async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, String> {
+        loop {
+            match tokio::time::timeout(STOP_CHECK, self.kernel.inner.actions.wait_settled(id)).await
+            {
+                Ok(settled) => return settled.map_err(|e| e.to_string()),
+                Err(_) => match self.kernel.inner.gateway.stopped(run) {
+                    Some(Stop::Cancelled) => {
+                        return Err(format!(
+                            "the run was cancelled while action {id} waited for a decision"
+                        ));
+                    }
+                    Some(Stop::LimitExceeded(message) | Stop::Failed(message)) => {
+                        return Err(format!("{message} while action {id} waited for a decision"));
+                    }
+                    None => {}
+                },
+            }
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! (`proposal`); reading, rejecting and reconciling actions are the
 //! [`ExecutionLedger`]'s own.
 
+use crate::runtime::Takeover;
 use hane_core::{ActionRequest, Person};
 use hane_store::OverrideRow;
 
@@ -48,7 +49,7 @@ impl Approvals {
         by: Person,
         reason: Option<String>,
     ) -> Result<ActionRequest, ActionError> {
-        self.runs.refresh_budget().await?;
+        Takeover::of(&self.runs).refresh_budget().await?;
         self.ledger.approve(id, digest, by, reason).await
     }
 
@@ -61,7 +62,7 @@ impl Approvals {
     ///
     /// The active release cannot be read, or the store failed.
     pub async fn resume_actions(&self) -> Result<Recovered, ActionError> {
-        self.runs.recover_actions(true).await
+        Takeover::of(&self.runs).recover_actions(true).await
     }
 
     /// Every decider override (see [`ExecutionLedger::overrides`]).

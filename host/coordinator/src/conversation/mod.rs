@@ -581,7 +581,7 @@ impl Conversations {
         }
         let notes = self.reconcile(&mut memory).await?;
         let mut value = memory.to_value();
-        redact(&mut value, &self.runs.model_config().secret_values());
+        redact(&mut value, &self.runs.models().config().secret_values());
         let memory = serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))?;
         Ok((memory, notes))
@@ -688,7 +688,7 @@ impl Conversations {
             memory.actions.extend(self.ledger_actions(run).await?);
         }
         let mut value = memory.to_value();
-        redact(&mut value, &self.runs.model_config().secret_values());
+        redact(&mut value, &self.runs.models().config().secret_values());
         serde_json::from_value(value)
             .map_err(|e| ConversationError::Corrupt(format!("a redacted memory: {e}")))
     }

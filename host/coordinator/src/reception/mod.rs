@@ -21,6 +21,7 @@
 
 pub mod lexical;
 
+use crate::budget::DayBudget;
 use std::time::{Duration, Instant};
 
 use hane_context::{Content, Message, ModelRequest, ModelResponse, ToolChoice, ToolSpec};
@@ -605,6 +606,7 @@ impl ReceptionDesk {
         let provider = &release.providers[&manifest.metadata.name];
         let adapter = self
             .runs
+            .models()
             .adapter(release, provider)
             .map_err(ReceptionError::ModelUnavailable)?;
         let request = prepared_request(text, shortlist, manifest, model);
@@ -617,7 +619,9 @@ impl ReceptionDesk {
         let reserved = input_tokens
             + crate::input_slack(input_tokens)
             + request.max_output_tokens.unwrap_or_default();
-        let day = self.runs.charge_tokens(release, reserved).await?;
+        let day = DayBudget::of(&self.runs)
+            .charge_tokens(release, reserved)
+            .await?;
         let digest = format!(
             "sha256:{}",
             hane_core::canonical_sha256(
@@ -630,12 +634,14 @@ impl ReceptionDesk {
             &request,
             None,
             started + CHOICE_TIME,
-            &self.runs.model_config().retry,
+            &self.runs.models().config().retry,
         )
         .await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let used = sent.as_ref().map_or(0, |r| r.usage.total());
-        self.runs.give_back(&day, reserved, used, true).await;
+        DayBudget::of(&self.runs)
+            .give_back(&day, reserved, used, true)
+            .await;
         let response = sent.map_err(|error| ReceptionError::Model {
             provider: manifest.metadata.name.clone(),
             model: model.name.clone(),

@@ -55,17 +55,27 @@ impl AgentRuntime {
             Err(e) => {
                 tracing::warn!(tool, "tool call refused: {e}");
                 if let Ok(run) = self.inner.gateway.key().verify(token) {
-                    self.summarize(&run, tool, "rejected", e.to_string(), None, started);
+                    ToolCalls::of(self).summarize(
+                        &run,
+                        tool,
+                        "rejected",
+                        e.to_string(),
+                        None,
+                        started,
+                    );
                 }
                 return Err(e);
             }
         };
         // A resumed run's call it had made is answered, not made again.
-        if let Some(result) = self.replay_call(&admitted, tool, &input).await? {
-            self.summarize_result(&admitted.run, tool, &result, None, started);
+        if let Some(result) = Replaying::of(self)
+            .replay_call(&admitted, tool, &input)
+            .await?
+        {
+            ToolCalls::of(self).summarize_result(&admitted.run, tool, &result, None, started);
             return Ok(result);
         }
-        let planned = self.plan_call(&admitted, tool, &input)?;
+        let planned = ToolCalls::of(self).plan_call(&admitted, tool, &input)?;
         let span = tracing::Span::current();
         span.record("run", tracing::field::display(&admitted.run));
         span.record("call", tracing::field::display(&planned.call.id));
@@ -75,9 +85,11 @@ impl AgentRuntime {
             .iter()
             .all(|op| op.impact == Impact::Read)
         {
-            self.run_reads(&admitted, &input, planned).await
+            ToolCalls::of(self)
+                .run_reads(&admitted, &input, planned)
+                .await
         } else {
-            self.run_effects(&admitted, planned).await
+            ToolCalls::of(self).run_effects(&admitted, planned).await
         };
         match &result {
             ToolResult::Output(_) => tracing::info!("tool call succeeded"),
@@ -85,8 +97,20 @@ impl AgentRuntime {
                 tracing::info!(error = kind.as_str(), "tool call failed: {message}");
             }
         }
-        self.summarize_result(&admitted.run, tool, &result, operation, started);
+        ToolCalls::of(self).summarize_result(&admitted.run, tool, &result, operation, started);
         Ok(result)
+    }
+}
+
+/// The path of one tool call after the gateway admitted it: translated,
+/// committed with its operations, run, and summarized on the run.
+pub(crate) struct ToolCalls<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> ToolCalls<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
     }
 
     /// Finds the run of an admitted call and translates the call into its
@@ -98,7 +122,7 @@ impl AgentRuntime {
         input: &Value,
     ) -> Result<PlannedCall, GatewayError> {
         let not_running = || GatewayError::NotRunning(admitted.run.clone());
-        let live = lock(&self.inner.live)
+        let live = lock(&self.kernel.inner.live)
             .get(&admitted.run)
             .cloned()
             .ok_or_else(not_running)?;
@@ -149,7 +173,11 @@ impl AgentRuntime {
         journal.record(events);
         match (&status, &admitted.tool.kind) {
             (ToolCallStatus::Rejected { .. }, _) => translate::format(&status, None),
-            (_, ToolKind::Control(control)) => self.control(&live, *control, input).await,
+            (_, ToolKind::Control(control)) => {
+                Controls::of(self.kernel)
+                    .control(&live, *control, input)
+                    .await
+            }
             (_, ToolKind::Operation(_)) => {
                 let mut ending = None;
                 for op in &operations {
@@ -163,7 +191,7 @@ impl AgentRuntime {
     /// Runs read operation `op`, again where that may help, and journals
     /// its further attempts and its ending.
     pub(super) async fn execute_read(&self, journal: &Journal, op: &Operation) -> Ending {
-        match self.inner.coordinator.execute_read(op).await {
+        match self.kernel.inner.coordinator.execute_read(op).await {
             Ok((done, attempts)) => {
                 let mut events: Vec<SessionEvent> = (2..=attempts)
                     .map(|attempt| SessionEvent::OperationStarted {
@@ -203,7 +231,13 @@ impl AgentRuntime {
             status: status.clone(),
             operations,
         }];
-        let dispatched = match self.inner.coordinator.commit(&session, recorded).await {
+        let dispatched = match self
+            .kernel
+            .inner
+            .coordinator
+            .commit(&session, recorded)
+            .await
+        {
             Ok(dispatched) => dispatched,
             Err(e) => {
                 return ToolResult::error("failed", format!("the call could not be recorded: {e}"));
@@ -221,7 +255,8 @@ impl AgentRuntime {
             (ToolKind::Operation(op), Some(Ending::Succeeded(output)))
                 if op.operation.impact == Impact::Outbound =>
             {
-                self.operation_actions(&live, result, &output.proposals)
+                Proposals::of(self.kernel)
+                    .operation_actions(&live, result, &output.proposals)
                     .await
             }
             _ => result,
@@ -259,7 +294,7 @@ impl AgentRuntime {
         operation: Option<String>,
         started: Instant,
     ) {
-        let Some(live) = lock(&self.inner.live).get(run).cloned() else {
+        let Some(live) = lock(&self.kernel.inner.live).get(run).cloned() else {
             return;
         };
         let summary = ToolCallSummary {
@@ -272,6 +307,6 @@ impl AgentRuntime {
         if live.events.is_some() {
             live.tell(|| RunEvent::ToolCall(summary.clone()));
         }
-        self.amend(&live, |run| run.tool_calls.push(summary));
+        live.amend(|run| run.tool_calls.push(summary));
     }
 }

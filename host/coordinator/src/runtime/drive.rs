@@ -13,7 +13,7 @@ impl AgentRuntime {
         let span = tracing::info_span!("run", run = %run.id, agent = %run.agent);
         let driving = {
             let live = live.clone();
-            tokio::spawn(async move { runtime.drive(live).await }.instrument(span))
+            tokio::spawn(async move { Drive::of(&runtime).drive(live).await }.instrument(span))
         };
         // A driver that panics (a bug, or a model's answer no code
         // expected) ends its run `failed`; nothing waits for it forever.
@@ -23,9 +23,21 @@ impl AgentRuntime {
                 && e.is_panic()
             {
                 let message = panic_message(e.into_panic());
-                runtime.end_after_panic(&live, message).await;
+                Drive::of(&runtime).end_after_panic(&live, message).await;
             }
         });
+    }
+}
+
+/// Drives one run after another: its session opened, its driver run
+/// within the agent's limits, its end recorded once.
+pub(crate) struct Drive<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> Drive<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
     }
 
     pub(crate) async fn drive(&self, live: Arc<LiveRun>) {
@@ -45,18 +57,18 @@ impl AgentRuntime {
             self.finish(live, ended).await;
             return;
         }
-        let run = self.update(live, |r| {
+        let run = live.update(|r| {
             if !r.status.is_final() {
                 r.status = RunStatus::Failed;
                 r.error = Some(format!("the run's driver panicked while ending: {message}"));
             }
         });
-        self.inner.gateway.close(&run.id);
-        lock(&self.inner.live).remove(&run.id);
+        self.kernel.inner.gateway.close(&run.id);
+        lock(&self.kernel.inner.live).remove(&run.id);
         // The store has its end already when the panic came after
         // `finish` stored it.
         if *lock(&live.stored) != run.status {
-            let _ = self.persist_live(live, &run).await;
+            let _ = self.kernel.persist_live(live, &run).await;
         }
     }
 
@@ -79,17 +91,17 @@ impl AgentRuntime {
         };
         // A cancel or limit wins over what the driver made of it (a
         // cancelled operation is an error to the driver).
-        let (status, error) = match self.inner.gateway.stopped(&id) {
+        let (status, error) = match self.kernel.inner.gateway.stopped(&id) {
             Some(Stop::Cancelled) => (RunStatus::Cancelled, Some("cancelled".to_owned())),
             Some(Stop::LimitExceeded(message)) => (RunStatus::LimitExceeded, Some(message)),
             Some(Stop::Failed(message)) => (RunStatus::Failed, Some(message)),
             None => (status, error),
         };
         // Model calls still in flight end now, and what they used counts.
-        if let Some(used) = self.inner.gateway.end_model_calls(&id).await {
-            self.amend(live, |r| r.tokens_used = used);
+        if let Some(used) = self.kernel.inner.gateway.end_model_calls(&id).await {
+            live.amend(|r| r.tokens_used = used);
         }
-        self.inner.gateway.close(&id);
+        self.kernel.inner.gateway.close(&id);
         // What the run did is stored before its end is.
         let (status, error) = match live.journal.get() {
             Some(journal) => match journal.flush().await {
@@ -102,6 +114,7 @@ impl AgentRuntime {
         let session = lock(&live.session).clone();
         if let Some(session) = &session {
             let _ = self
+                .kernel
                 .inner
                 .coordinator
                 .commit(
@@ -127,7 +140,7 @@ impl AgentRuntime {
         // Stored before waiters hear of the end, so a read or a list after
         // `wait` finds it. A store failure leaves the run `running` in the
         // store; the run in memory says so.
-        if let Err(e) = self.persist_live(live, &run).await {
+        if let Err(e) = self.kernel.persist_live(live, &run).await {
             tracing::error!(run = %id, "the run ended but could not be stored: {e}");
             run.error = Some(format!("the run ended but could not be stored: {e}"));
             *lock(&live.run) = run.clone();
@@ -141,17 +154,19 @@ impl AgentRuntime {
             ),
         }
         if let Some((day, tokens)) = &live.reservation {
-            self.give_back(day, *tokens, run.tokens_used, true).await;
+            DayBudget::of(self.kernel)
+                .give_back(day, *tokens, run.tokens_used, true)
+                .await;
         }
         // A run stopped by its time limit or a cancel while an action
         // waited (the driver dropped mid-call) leaves it pending: nothing
         // waits for it any more, so it must not go out later.
         let why = format!("the run ended {}", run.status);
-        if let Err(e) = self.inner.actions.withdraw_run(&id, &why).await {
+        if let Err(e) = self.kernel.inner.actions.withdraw_run(&id, &why).await {
             tracing::error!(run = %id, "withdrawing the run's pending actions: {e}");
         }
-        lock(&self.inner.live).remove(&id);
-        self.inner.room.notify_one();
+        lock(&self.kernel.inner.live).remove(&id);
+        self.kernel.inner.room.notify_one();
         live.changes.send_replace(run.status);
         live.tell(|| RunEvent::End(Box::new(run)));
     }
@@ -171,19 +186,20 @@ impl AgentRuntime {
         };
         *lock(&live.session) = Some(session.clone());
         let _ = live.journal.set(Arc::new(Journal::new(
-            self.inner.coordinator.store().clone(),
+            self.kernel.inner.coordinator.store().clone(),
             session.clone(),
         )));
-        let token = self.inner.gateway.open(&run.id, live.agent.clone());
+        let token = self.kernel.inner.gateway.open(&run.id, live.agent.clone());
         // A cancel that came while the session was being made.
         if live.cancelled.load(Ordering::SeqCst) {
-            self.inner.gateway.stop(&run.id, Stop::Cancelled);
+            self.kernel.inner.gateway.stop(&run.id, Stop::Cancelled);
         }
-        let running = self.update(live, |r| {
+        let running = live.update(|r| {
             r.status = RunStatus::Running;
             r.session = Some(session);
         });
-        self.persist_live(live, &running)
+        self.kernel
+            .persist_live(live, &running)
             .await
             .map_err(|e| RunEnd::Failed(e.to_string()))?;
         let input = run
@@ -197,7 +213,7 @@ impl AgentRuntime {
     /// handled input (the run's id is the input's id) and the run marked
     /// running in it.
     pub(super) async fn open_session(&self, run: &AgentRun) -> Result<SessionId, RunError> {
-        let coordinator = &self.inner.coordinator;
+        let coordinator = &self.kernel.inner.coordinator;
         let session = coordinator.store().create_session().await?.id;
         let input = Input {
             id: run
@@ -254,11 +270,11 @@ impl AgentRuntime {
             )));
         };
         let tools = RunTools {
-            runtime: self,
+            runtime: self.kernel,
             token,
         };
         let models = live.model.as_ref().map(|model| model::RunModels {
-            runtime: self,
+            runtime: self.kernel,
             token,
             info: model.info.clone(),
             live,
@@ -313,7 +329,8 @@ impl AgentRuntime {
     pub(super) fn out_of_time(&self, run: &RunId, max: Duration) -> RunEnd {
         let message = format!("maxSeconds: the run took longer than {} s", max.as_secs());
         tracing::warn!(run = %run, "{message}");
-        self.inner
+        self.kernel
+            .inner
             .gateway
             .stop(run, Stop::LimitExceeded(message.clone()));
         RunEnd::Gateway(GatewayError::LimitExceeded {
@@ -331,7 +348,7 @@ impl AgentRuntime {
     ) -> Result<(), RunEnd> {
         tokio::select! {
             () = live.result_ready.notified() => Ok(()),
-            stop = self.inner.gateway.wait_stopped(run) => Err(match stop {
+            stop = self.kernel.inner.gateway.wait_stopped(run) => Err(match stop {
                 Some(Stop::Failed(message)) => RunEnd::Failed(message),
                 Some(stop) => RunEnd::Gateway(GatewayError::from_stop(run.clone(), stop)),
                 None => RunEnd::Failed("the run's gate closed while it was attached".to_owned()),

@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod journal;
 mod model;
+mod queue;
 mod releases;
 mod resume;
 mod takeover;
@@ -34,8 +35,16 @@ use config::Operations;
 pub use config::{OpenError, RuntimeConfig};
 pub use error::RunError;
 
+use crate::approvals::Proposals;
+use crate::budget::DayBudget;
+use crate::tools::Controls;
+pub(crate) use call::ToolCalls;
 pub use events::RunEvent;
 pub use model::ModelConfig;
+pub use queue::RunQueue;
+pub(crate) use releases::Releases;
+pub(crate) use resume::Replaying;
+pub(crate) use takeover::Takeover;
 
 pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
 
@@ -186,6 +195,32 @@ impl LiveRun {
         }
     }
 
+    /// Applies `change` to the live run and tells waiters; the run as it
+    /// is now.
+    pub(crate) fn update(&self, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
+        let snapshot = {
+            let mut run = lock(&self.run);
+            change(&mut run);
+            run.updated_at_ms = now_ms();
+            run.clone()
+        };
+        tell(&self.changes, snapshot.status);
+        snapshot
+    }
+
+    /// As [`LiveRun::update`], without a copy of the run: what each
+    /// tool call and model call does, so that a call's cost does not grow
+    /// with the run's calls so far.
+    pub(crate) fn amend(&self, change: impl FnOnce(&mut AgentRun)) {
+        let status = {
+            let mut run = lock(&self.run);
+            change(&mut run);
+            run.updated_at_ms = now_ms();
+            run.status
+        };
+        tell(&self.changes, status);
+    }
+
     pub(crate) fn snapshot(&self) -> AgentRun {
         lock(&self.run).clone()
     }
@@ -209,8 +244,7 @@ pub(crate) struct Inner {
     pub(crate) release: RwLock<Option<Arc<LoadedRelease>>>,
     pub(crate) live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
     pub(crate) actions: ExecutionLedger,
-    pub(crate) model_config: ModelConfig,
-    pub(crate) adapters: model::Adapters,
+    pub(crate) models: model::Models,
     pub(crate) cli: CliConfig,
     /// The most runs this process drives at once before it leaves new
     /// ones queued for any process; 0 for no limit.
@@ -220,7 +254,7 @@ pub(crate) struct Inner {
     /// The services answering control tools the kernel does not (see
     /// [`AgentRuntime::answer_controls`]); weak, so that a service holding
     /// the kernel is not kept alive by it.
-    controls: RwLock<HashMap<hane_core::ControlTool, Weak<dyn ControlService>>>,
+    pub(crate) controls: RwLock<HashMap<hane_core::ControlTool, Weak<dyn ControlService>>>,
 }
 
 /// Starts and drives agent runs. Cheap to clone; clones share everything.
@@ -309,7 +343,7 @@ impl AgentRuntime {
         let mut runtime =
             Self::assemble(registry, coordinator, sandbox, components, actions, lease);
         if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
-            inner.model_config = config.model.clone();
+            inner.models = model::Models::new(config.model.clone());
             inner.cli = config.cli.clone();
         }
         // Actions a stopped process left mid-delivery become `unknown`.
@@ -399,8 +433,7 @@ impl AgentRuntime {
                 release: RwLock::new(None),
                 live: Mutex::new(HashMap::new()),
                 actions,
-                model_config: ModelConfig::default(),
-                adapters: model::Adapters::default(),
+                models: model::Models::default(),
                 cli: CliConfig::default(),
                 max_runs: std::sync::atomic::AtomicUsize::new(0),
                 room: tokio::sync::Notify::new(),
@@ -448,39 +481,20 @@ impl AgentRuntime {
         }
     }
 
-    /// The service answering `tool`, while it lives.
-    pub(crate) fn control_service(
-        &self,
-        tool: hane_core::ControlTool,
-    ) -> Option<Arc<dyn ControlService>> {
-        self.inner
-            .controls
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&tool)
-            .and_then(Weak::upgrade)
-    }
-
     /// Whether run `id` is driven by this process now.
     pub(crate) fn is_live(&self, id: &RunId) -> bool {
         lock(&self.inner.live).contains_key(id)
     }
 
-    /// How this process reaches models: credentials and retries.
-    pub(crate) fn model_config(&self) -> &ModelConfig {
-        &self.inner.model_config
+    /// The runs queued for any process on this store, as this process
+    /// takes its share of them.
+    pub fn queue(&self) -> RunQueue<'_> {
+        RunQueue { kernel: self }
     }
 
-    /// The adapter of `provider` in `release`, made on first use with this
-    /// process's credentials; an error says what is missing.
-    pub(crate) fn adapter(
-        &self,
-        release: &LoadedRelease,
-        provider: &crate::LoadedProvider,
-    ) -> Result<Arc<dyn hane_model::ModelAdapter>, String> {
-        self.inner
-            .adapters
-            .get(&self.inner.model_config, release, provider)
+    /// How this process reaches models: credentials, retries, adapters.
+    pub(crate) fn models(&self) -> &model::Models {
+        &self.inner.models
     }
 
     /// Starts a run; it is `queued` when this returns, and goes on in the
@@ -575,7 +589,9 @@ impl AgentRuntime {
         let driver = agent.manifest.spec.driver;
         let model = match &agent.model {
             Some(agent_model) if driver.uses_model() => Some(Arc::new(
-                self.run_model(&release, agent_model, &agent)
+                self.inner
+                    .models
+                    .for_run(&release, agent_model, &agent)
                     .map_err(|message| RunError::ModelUnavailable {
                         agent: request.agent.clone(),
                         message,
@@ -607,8 +623,10 @@ impl AgentRuntime {
                 // The budget answers first: a run it cannot cover is
                 // refused as such. Nothing is kept of a run that never
                 // starts.
-                let day = self.charge_run(&release, tokens, None).await?;
-                self.give_back(&day, tokens, 0, false).await;
+                let day = DayBudget::of(self)
+                    .charge_run(&release, tokens, None)
+                    .await?;
+                DayBudget::of(self).give_back(&day, tokens, 0, false).await;
                 return Err(RunError::DriverUnavailable {
                     agent: request.agent,
                     driver: driver.to_string(),
@@ -648,14 +666,16 @@ impl AgentRuntime {
         // A process at its most runs leaves a run any process may start
         // queued for one with room (see `claim_queued`); only a run that
         // needs nothing of this process can wait so.
-        let queued = run.resumable && self.at_capacity();
+        let queued = run.resumable && self.queue().at_capacity();
         let mut row = run_row(&run, &self.inner.lease);
         if queued {
             row.holder = None;
         }
         // Counted against the day's budget and stored `queued` in one
         // transaction.
-        let day = self.charge_run(&release, tokens, Some(row)).await?;
+        let day = DayBudget::of(self)
+            .charge_run(&release, tokens, Some(row))
+            .await?;
         if queued {
             tracing::info!(run = %run.id, "at its most runs: the run waits queued for a process with room");
             run.updated_at_ms = now_ms();
@@ -845,32 +865,6 @@ impl AgentRuntime {
         self.persist(run, from).await?;
         *lock(&live.stored) = run.status;
         Ok(())
-    }
-
-    /// Applies `change` to the live run and tells waiters; the run as it
-    /// is now.
-    pub(crate) fn update(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) -> AgentRun {
-        let snapshot = {
-            let mut run = lock(&live.run);
-            change(&mut run);
-            run.updated_at_ms = now_ms();
-            run.clone()
-        };
-        tell(&live.changes, snapshot.status);
-        snapshot
-    }
-
-    /// As [`AgentRuntime::update`], without a copy of the run: what each
-    /// tool call and model call does, so that a call's cost does not grow
-    /// with the run's calls so far.
-    pub(crate) fn amend(&self, live: &LiveRun, change: impl FnOnce(&mut AgentRun)) {
-        let status = {
-            let mut run = lock(&live.run);
-            change(&mut run);
-            run.updated_at_ms = now_ms();
-            run.status
-        };
-        tell(&live.changes, status);
     }
 }
 

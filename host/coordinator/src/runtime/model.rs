@@ -3,6 +3,7 @@
 //! inside the run's time, counts what the upstream reported, and records
 //! the LLM turn in the run's session.
 
+use super::Replaying;
 use hane_core::{LlmTurn, ModelApi, Secret, SessionEvent};
 use hane_model::{AdapterConfig, Api, EventSink, ModelAdapter, ModelResponse, RetryPolicy};
 use std::collections::{BTreeMap, HashMap};
@@ -85,26 +86,81 @@ impl ModelConfig {
 /// A provider's adapter, or why it cannot be made.
 type MadeAdapter = Result<Arc<dyn ModelAdapter>, String>;
 
-/// The adapters of each release's providers (by release number and
-/// provider), made once per process.
+/// How this process reaches models: its [`ModelConfig`], and the
+/// adapters of each release's providers (by release number and provider),
+/// made once per process with its credentials.
 #[derive(Default)]
-pub(crate) struct Adapters {
+pub(crate) struct Models {
+    config: ModelConfig,
     made: Mutex<HashMap<(u64, String), MadeAdapter>>,
 }
 
-impl Adapters {
-    /// The adapter of `provider` in `release`, made on first use.
-    pub(crate) fn get(
+impl Models {
+    pub(crate) fn new(config: ModelConfig) -> Self {
+        Self {
+            config,
+            made: Mutex::default(),
+        }
+    }
+
+    /// Credentials and retries.
+    pub(crate) fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The adapter of `provider` in `release`, made on first use; an
+    /// error says what is missing.
+    pub(crate) fn adapter(
         &self,
-        config: &ModelConfig,
         release: &LoadedRelease,
         provider: &LoadedProvider,
     ) -> Result<Arc<dyn ModelAdapter>, String> {
         let key = (release.info.number, provider.manifest.metadata.name.clone());
         let mut made = lock(&self.made);
         made.entry(key)
-            .or_insert_with(|| make_adapter(config, provider))
+            .or_insert_with(|| make_adapter(&self.config, provider))
             .clone()
+    }
+
+    /// The model `agent_model` names in `release`, ready to call by a run
+    /// of `agent`. A CLI driver's run calls a `recorded` provider
+    /// through [`CliTranscript`], which matches the CLI's requests as
+    /// hane sees them.
+    pub(crate) fn for_run(
+        &self,
+        release: &LoadedRelease,
+        agent_model: &AgentModel,
+        agent: &crate::release::LoadedAgent,
+    ) -> Result<RunModel, String> {
+        let provider = release
+            .providers
+            .get(&agent_model.provider)
+            .ok_or_else(|| format!("no ModelProvider `{}`", agent_model.provider))?;
+        let adapter = self.adapter(release, provider)?;
+        let spec = &agent.manifest.spec;
+        let adapter: Arc<dyn ModelAdapter> = match Cli::of(spec.driver) {
+            Some(cli) if provider.manifest.spec.api == ModelApi::Recorded => {
+                let tools = spec
+                    .tools
+                    .iter()
+                    .map(String::as_str)
+                    .chain([hane_core::SUBMIT_RESULT])
+                    .map(crate::drivers::model_tool_name)
+                    .collect();
+                Arc::new(CliTranscript::new(cli, tools, adapter))
+            }
+            _ => adapter,
+        };
+        Ok(RunModel {
+            info: ModelInfo {
+                provider: agent_model.provider.clone(),
+                name: agent_model.model.name.clone(),
+                context_window: agent_model.model.context_window,
+                max_output_tokens: agent_model.model.max_output_tokens,
+                temperature: provider.manifest.spec.temperature,
+            },
+            adapter,
+        })
     }
 }
 
@@ -156,50 +212,6 @@ pub(crate) struct RunModel {
 }
 
 impl AgentRuntime {
-    /// The model `agent_model` names in `release`, ready to call by a run
-    /// of `agent`. A CLI driver's run calls a `recorded` provider
-    /// through [`CliTranscript`], which matches the CLI's requests as
-    /// hane sees them.
-    pub(crate) fn run_model(
-        &self,
-        release: &LoadedRelease,
-        agent_model: &AgentModel,
-        agent: &crate::release::LoadedAgent,
-    ) -> Result<RunModel, String> {
-        let provider = release
-            .providers
-            .get(&agent_model.provider)
-            .ok_or_else(|| format!("no ModelProvider `{}`", agent_model.provider))?;
-        let adapter = self
-            .inner
-            .adapters
-            .get(&self.inner.model_config, release, provider)?;
-        let spec = &agent.manifest.spec;
-        let adapter: Arc<dyn ModelAdapter> = match Cli::of(spec.driver) {
-            Some(cli) if provider.manifest.spec.api == ModelApi::Recorded => {
-                let tools = spec
-                    .tools
-                    .iter()
-                    .map(String::as_str)
-                    .chain([hane_core::SUBMIT_RESULT])
-                    .map(crate::drivers::model_tool_name)
-                    .collect();
-                Arc::new(CliTranscript::new(cli, tools, adapter))
-            }
-            _ => adapter,
-        };
-        Ok(RunModel {
-            info: ModelInfo {
-                provider: agent_model.provider.clone(),
-                name: agent_model.model.name.clone(),
-                context_window: agent_model.model.context_window,
-                max_output_tokens: agent_model.model.max_output_tokens,
-                temperature: provider.manifest.spec.temperature,
-            },
-            adapter,
-        })
-    }
-
     /// The model of the run `token` is for, as its release defines it.
     ///
     /// # Errors
@@ -263,7 +275,9 @@ impl AgentRuntime {
             |cap| crate::gateway::model::sent_request(call.request.clone(), &model.info, cap).2;
         match live.replayed(|r| r.turn(digest)) {
             Next::Live => {}
-            Next::Diverged(message) => return Err(self.diverged(&run, &message).into()),
+            Next::Diverged(message) => {
+                return Err(Replaying::of(self).diverged(&run, &message).into());
+            }
             Next::Had(turn) => {
                 let response: ModelResponse = serde_json::from_str(turn.response.as_str())
                     .map_err(|e| {
@@ -277,7 +291,7 @@ impl AgentRuntime {
                     .gateway
                     .count_replayed_model_call(&run, turn.input_tokens + turn.output_tokens)
                     .unwrap_or(turn.input_tokens + turn.output_tokens);
-                self.amend(&live, |r| r.tokens_used = used);
+                live.amend(|r| r.tokens_used = used);
                 return Ok(response);
             }
         }
@@ -288,7 +302,7 @@ impl AgentRuntime {
                 token,
                 &model.info,
                 model.adapter.as_ref(),
-                &self.inner.model_config.retry,
+                &self.inner.models.config().retry,
                 call,
                 events,
             )
@@ -298,7 +312,7 @@ impl AgentRuntime {
             .gateway
             .model_tokens_used(&run)
             .unwrap_or(live.snapshot().tokens_used);
-        self.amend(&live, |r| r.tokens_used = used);
+        live.amend(|r| r.tokens_used = used);
         record_turn(&live, turn);
         Ok(response)
     }

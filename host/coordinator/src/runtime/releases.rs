@@ -5,25 +5,6 @@
 use super::*;
 
 impl AgentRuntime {
-    /// Checks the release in `dir` as [`AgentRuntime::activate`] would,
-    /// without storing it: what to store, and the release loaded.
-    ///
-    /// # Errors
-    ///
-    /// What is wrong with the release.
-    pub(crate) async fn prepare_release(
-        &self,
-        dir: &std::path::Path,
-    ) -> Result<(hane_store::NewRelease, LoadedRelease), ActivationError> {
-        crate::release::prepare_dir(
-            dir,
-            &self.inner.sandbox,
-            &self.inner.components,
-            &self.inner.cli,
-        )
-        .await
-    }
-
     /// Tells the CLI drivers where hane's HTTP server listens (the Model
     /// Gateway and the MCP server): their containers' service forwards
     /// there. Until it is set, CLI drivers' runs are refused.
@@ -49,7 +30,7 @@ impl AgentRuntime {
             &self.inner.cli,
         )
         .await?;
-        self.install(Arc::new(loaded)).await?;
+        Releases::of(self).install(Arc::new(loaded)).await?;
         Ok(info)
     }
 
@@ -80,50 +61,71 @@ impl AgentRuntime {
                     .map_err(unloaded)?
                     .ok_or(RunError::NoRelease)?;
                 let loaded = Arc::new(loaded);
-                self.install(loaded.clone()).await.map_err(unloaded)?;
+                Releases::of(self)
+                    .install(loaded.clone())
+                    .await
+                    .map_err(unloaded)?;
                 Ok(loaded)
             }
         }
     }
 
-    /// Release `number`: the active one, or one loaded from the store (its
-    /// components made known to the operation manager), such as the
-    /// release a workflow case started in.
+    /// Every tool the active release offers.
     ///
     /// # Errors
     ///
-    /// No such release, it does not read, or the store failed.
-    pub(crate) async fn release_numbered(
+    /// No release is active, or the store failed.
+    pub async fn tools(&self) -> Result<Vec<ToolDefinition>, RunError> {
+        Ok(self.release().await?.tools.values().cloned().collect())
+    }
+}
+
+/// Releases as runs use them: loaded, their components installed in
+/// the sandbox, by number.
+pub(crate) struct Releases<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> Releases<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
+    }
+
+    /// Checks the release in `dir` as [`AgentRuntime::activate`] would,
+    /// without storing it: what to store, and the release loaded.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the release.
+    pub(crate) async fn prepare_release(
         &self,
-        number: u64,
-    ) -> Result<Arc<LoadedRelease>, RunError> {
-        let active = self.release().await?;
-        if active.info.number == number {
-            return Ok(active);
-        }
-        let unloaded = |e| match e {
-            LoadError::Store(e) => RunError::Store(e),
-            e => RunError::Corrupt(e.to_string()),
-        };
-        let loaded = crate::release::load_numbered(&self.inner.registry, number)
-            .await
-            .map_err(unloaded)?
-            .ok_or_else(|| RunError::Corrupt(format!("release {number} is not in the store")))?;
-        let loaded = Arc::new(loaded);
-        self.install_components(&loaded).await.map_err(unloaded)?;
-        Ok(loaded)
+        dir: &std::path::Path,
+    ) -> Result<(hane_store::NewRelease, LoadedRelease), ActivationError> {
+        crate::release::prepare_dir(
+            dir,
+            &self.kernel.inner.sandbox,
+            &self.kernel.inner.components,
+            &self.kernel.inner.cli,
+        )
+        .await
     }
 
     /// Makes `release` the one runs use: its components known to the
     /// operation manager, its ledger in the sandbox.
     pub(super) async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
         self.install_components(&release).await?;
-        self.inner.sandbox.set_ledger(release.ledger.clone());
-        self.inner.coordinator.manager().set_ledger(&release.ledger);
-        self.inner
+        self.kernel.inner.sandbox.set_ledger(release.ledger.clone());
+        self.kernel
+            .inner
+            .coordinator
+            .manager()
+            .set_ledger(&release.ledger);
+        self.kernel
+            .inner
             .actions
-            .set_budget(release.budget_for(self.inner.actions.scope()));
+            .set_budget(release.budget_for(self.kernel.inner.actions.scope()));
         *self
+            .kernel
             .inner
             .release
             .write()
@@ -138,10 +140,11 @@ impl AgentRuntime {
         release: &LoadedRelease,
     ) -> Result<(), LoadError> {
         for digest in &release.digests {
-            if self.inner.components.contains(digest) {
+            if self.kernel.inner.components.contains(digest) {
                 continue;
             }
             let bytes = self
+                .kernel
                 .inner
                 .registry
                 .component(digest)
@@ -150,17 +153,36 @@ impl AgentRuntime {
                     release: release.info.number,
                     message: format!("component {digest} is missing from the store"),
                 })?;
-            self.inner.components.insert(bytes);
+            self.kernel.inner.components.insert(bytes);
         }
         Ok(())
     }
 
-    /// Every tool the active release offers.
+    /// Release `number`: the active one, or one loaded from the store (its
+    /// components made known to the operation manager), such as the
+    /// release a workflow case started in.
     ///
     /// # Errors
     ///
-    /// No release is active, or the store failed.
-    pub async fn tools(&self) -> Result<Vec<ToolDefinition>, RunError> {
-        Ok(self.release().await?.tools.values().cloned().collect())
+    /// No such release, it does not read, or the store failed.
+    pub(crate) async fn release_numbered(
+        &self,
+        number: u64,
+    ) -> Result<Arc<LoadedRelease>, RunError> {
+        let active = self.kernel.release().await?;
+        if active.info.number == number {
+            return Ok(active);
+        }
+        let unloaded = |e| match e {
+            LoadError::Store(e) => RunError::Store(e),
+            e => RunError::Corrupt(e.to_string()),
+        };
+        let loaded = crate::release::load_numbered(&self.kernel.inner.registry, number)
+            .await
+            .map_err(unloaded)?
+            .ok_or_else(|| RunError::Corrupt(format!("release {number} is not in the store")))?;
+        let loaded = Arc::new(loaded);
+        self.install_components(&loaded).await.map_err(unloaded)?;
+        Ok(loaded)
     }
 }

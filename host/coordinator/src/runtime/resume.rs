@@ -12,22 +12,20 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use hane_core::{
-    ActionRequest, ActionState, DeciderKind, Impact, LlmTurn, Operation, OperationId, Outcome,
-    SessionEvent, ToolCallStatus,
+    ActionId, ActionRequest, ActionState, DeciderKind, Impact, LlmTurn, Operation, OperationId,
+    Outcome, SessionEvent, TaskId, ToolCallStatus,
 };
 use hane_manager::Ending;
 use serde_json::Value;
 
-use super::{AgentRun, AgentRuntime, LiveRun, RunError, Task, lock, now_ms};
+use super::{AgentRun, AgentRuntime, LiveRun, Releases, RunError, Task, ToolCalls, lock, now_ms};
 use crate::Dispatched;
+use crate::approvals::Proposals;
 use crate::gateway::{Admitted, GatewayError, Stop};
+use crate::tools::Controls;
 use crate::tools::{self as translate, ToolKind, ToolResult};
-
-/// How many queued runs a process without a limit claims at a time.
-const CLAIMED_AT_ONCE: usize = 16;
 
 /// A tool call as the session recorded it.
 pub(crate) struct RecordedCall {
@@ -37,23 +35,71 @@ pub(crate) struct RecordedCall {
     operations: Vec<Operation>,
 }
 
-/// What a resumed run did before, not yet asked for again.
+/// One thing a resumed run did, as its history holds it.
+enum Step {
+    /// A tool call.
+    Call(RecordedCall),
+    /// A model turn.
+    Turn(Box<LlmTurn>),
+    /// An action it proposed, as the ledger has it (`None` when its
+    /// process died after recording the proposal and before storing it).
+    Action {
+        tool: String,
+        digest: String,
+        had: Option<Box<ActionRequest>>,
+    },
+    /// A task it created, as the registry has it (`None` as for actions).
+    Task {
+        kind: String,
+        assignment: String,
+        title: String,
+        had: Option<Task>,
+    },
+}
+
+impl Step {
+    /// What the run did, in words: `where it had …`.
+    fn describe(&self) -> String {
+        match self {
+            Step::Call(call) => format!("called `{}` with {}", call.tool, call.input.as_str()),
+            Step::Turn(turn) => format!(
+                "sent {} as its model turn {}",
+                turn.request_digest, turn.turn
+            ),
+            Step::Action { tool, digest, had } => match had {
+                Some(had) => format!("proposed action {} (`{tool}`, digest {digest})", had.id),
+                None => format!("proposed a `{tool}` action of digest {digest}"),
+            },
+            Step::Task {
+                kind,
+                assignment,
+                title,
+                had,
+            } => match had {
+                Some(had) => format!(
+                    "created {kind} task {} for {assignment} titled {title:?}",
+                    had.id
+                ),
+                None => format!("created a {kind} task for {assignment} titled {title:?}"),
+            },
+        }
+    }
+}
+
+/// What a resumed run did before, not yet asked for again: one cursor
+/// over its history, in the order the session recorded it, across tool
+/// calls, model turns, actions and tasks.
 #[derive(Default)]
 pub(crate) struct Replay {
-    /// Tool calls, in order.
-    calls: VecDeque<RecordedCall>,
-    /// Model turns, in order.
-    turns: VecDeque<LlmTurn>,
-    /// The run's actions, oldest first.
-    actions: VecDeque<ActionRequest>,
-    /// The run's handovers and tasks, oldest first.
-    tasks: VecDeque<Task>,
+    /// What it did, in order, each with the position of its event in
+    /// the session and when it was recorded.
+    steps: VecDeque<(u64, u64, Step)>,
     /// How the recorded calls' operations ended.
     endings: HashMap<OperationId, Ending>,
     /// Operations of recorded calls that run now: `read` ones left
     /// running, and ones recorded but never started.
     running: HashMap<OperationId, Dispatched>,
-    /// How many calls, turns, actions and tasks were answered so far.
+    /// How many steps were answered so far.
     answered: usize,
 }
 
@@ -65,89 +111,201 @@ pub(crate) enum Next<T> {
     /// Answered from what the run had.
     Had(T),
     /// The run asked for something else than it had here; the message
-    /// says what.
+    /// says what, and at which event of its session.
     Diverged(String),
 }
 
 impl Replay {
-    /// Forgets everything: a run that took another path is answered from
-    /// nothing it had.
-    fn diverged<T>(&mut self, message: String) -> Next<T> {
+    /// What the run was doing, from its session's events, its actions
+    /// (oldest first) and its handovers and tasks (oldest first). Actions
+    /// and tasks a session of an older hane does not record are placed by
+    /// the time they were made.
+    fn from_history(
+        events: Vec<hane_core::Recorded>,
+        actions: Vec<ActionRequest>,
+        tasks: Vec<Task>,
+    ) -> Replay {
+        let mut actions: HashMap<ActionId, ActionRequest> =
+            actions.into_iter().map(|a| (a.id.clone(), a)).collect();
+        let mut tasks: HashMap<TaskId, Task> =
+            tasks.into_iter().map(|t| (t.id.clone(), t)).collect();
+        let mut replay = Replay::default();
+        for recorded in events {
+            let step = match recorded.event {
+                SessionEvent::ToolCallRecorded {
+                    call,
+                    status,
+                    operations,
+                } => Step::Call(RecordedCall {
+                    tool: call.tool,
+                    input: call.input,
+                    status,
+                    operations,
+                }),
+                SessionEvent::LlmTurn(turn) => Step::Turn(turn),
+                SessionEvent::ActionProposed {
+                    action,
+                    tool,
+                    digest,
+                } => Step::Action {
+                    had: actions.remove(&action).map(Box::new),
+                    tool,
+                    digest,
+                },
+                SessionEvent::TaskCreated {
+                    task,
+                    kind,
+                    assignment,
+                    title,
+                } => Step::Task {
+                    had: tasks.remove(&task),
+                    kind,
+                    assignment,
+                    title,
+                },
+                SessionEvent::OperationCompleted { operation, result } => {
+                    replay.endings.insert(operation, Ending::Succeeded(result));
+                    continue;
+                }
+                SessionEvent::OperationFailed { operation, failure } => {
+                    replay.endings.insert(operation, Ending::Failed(failure));
+                    continue;
+                }
+                SessionEvent::OperationUnknown { operation, reason } => {
+                    replay.endings.insert(operation, Ending::Lost { reason });
+                    continue;
+                }
+                _ => continue,
+            };
+            replay.steps.push_back((recorded.seq, recorded.at_ms, step));
+        }
+        let mut unrecorded: Vec<(u64, Step)> = actions
+            .into_values()
+            .map(|a| {
+                let step = Step::Action {
+                    tool: a.tool.clone(),
+                    digest: a.digest.clone(),
+                    had: None,
+                };
+                (a.created_at_ms, step)
+            })
+            .chain(tasks.into_values().map(|t| {
+                (
+                    t.created_at_ms,
+                    Step::Task {
+                        kind: t.kind.clone(),
+                        assignment: t.assignment.clone(),
+                        title: t.title.clone(),
+                        had: Some(t),
+                    },
+                )
+            }))
+            .collect();
+        unrecorded.sort_by_key(|(at, _)| *at);
+        for (at, step) in unrecorded {
+            // After every step recorded at or before it was made.
+            let index = replay
+                .steps
+                .partition_point(|(_, recorded, _)| *recorded <= at);
+            replay.steps.insert(index, (u64::MAX, at, step));
+        }
+        replay
+    }
+
+    /// Takes the next step when `matches` it; else the run diverged, and
+    /// `asked` says what it asked for.
+    fn take(
+        &mut self,
+        matches: impl FnOnce(&Step) -> bool,
+        asked: impl FnOnce(&Step) -> String,
+    ) -> Next<Step> {
+        let Some((seq, _, had)) = self.steps.front() else {
+            return Next::Live;
+        };
+        if matches(had) {
+            let (_, _, had) = self.steps.pop_front().expect("looked at");
+            self.answered += 1;
+            return Next::Had(had);
+        }
+        let at = match *seq {
+            u64::MAX => "in its history".to_owned(),
+            seq => format!("at event {seq} of its session"),
+        };
+        let message = format!("{} where it had {} ({at})", asked(had), had.describe());
+        // A run that took another path is answered from nothing it had.
         *self = Replay::default();
         Next::Diverged(message)
     }
 
-    fn had<T>(&mut self, had: T) -> Next<T> {
-        self.answered += 1;
-        Next::Had(had)
-    }
-
     /// The recorded call that tool call `tool` with `input` is.
     pub(crate) fn call(&mut self, tool: &str, input: &hane_core::JsonText) -> Next<RecordedCall> {
-        let Some(had) = self.calls.front() else {
-            return Next::Live;
-        };
-        if had.tool == tool && had.input == *input {
-            let had = self.calls.pop_front().expect("looked at");
-            return self.had(had);
-        }
-        let message = format!(
-            "called `{tool}` with {} where it had called `{}` with {}",
-            input.as_str(),
-            had.tool,
-            had.input.as_str()
+        let next = self.take(
+            |had| matches!(had, Step::Call(had) if had.tool == tool && had.input == *input),
+            |_| format!("called `{tool}` with {}", input.as_str()),
         );
-        self.diverged(message)
+        next.map(|step| match step {
+            Step::Call(call) => call,
+            _ => unreachable!("matched a call"),
+        })
     }
 
     /// The recorded turn that a model call is, given the digest the call's
     /// request has with a turn's output cap.
-    pub(crate) fn turn(&mut self, digest: impl FnOnce(u64) -> String) -> Next<LlmTurn> {
-        let Some(had) = self.turns.front() else {
-            return Next::Live;
-        };
-        let asked = digest(had.max_output_tokens);
-        if asked == had.request_digest {
-            let had = self.turns.pop_front().expect("looked at");
-            return self.had(had);
-        }
-        let message = format!(
-            "sent its model turn {} a request of digest {asked} where it had sent {}",
-            had.turn, had.request_digest
+    pub(crate) fn turn(&mut self, digest: impl Fn(u64) -> String) -> Next<LlmTurn> {
+        let next = self.take(
+            |had| matches!(had, Step::Turn(had) if digest(had.max_output_tokens) == had.request_digest),
+            |had| match had {
+                Step::Turn(had) => format!(
+                    "sent its model turn {} a request of digest {}",
+                    had.turn,
+                    digest(had.max_output_tokens)
+                ),
+                _ => "sent a model request".to_owned(),
+            },
         );
-        self.diverged(message)
+        next.map(|step| match step {
+            Step::Turn(turn) => *turn,
+            _ => unreachable!("matched a turn"),
+        })
     }
 
-    /// The action that a proposal of `tool` with `digest` is.
-    pub(crate) fn action(&mut self, tool: &str, digest: &str) -> Next<ActionRequest> {
-        let Some(had) = self.actions.front() else {
-            return Next::Live;
-        };
-        if had.tool == tool && had.digest == digest {
-            let had = self.actions.pop_front().expect("looked at");
-            return self.had(had);
-        }
-        let message = format!(
-            "proposed a `{tool}` action of digest {digest} where it had proposed action {} (`{}`, digest {})",
-            had.id, had.tool, had.digest
+    /// The action that a proposal of `tool` with `digest` is; `Had(None)`
+    /// when the run had recorded the proposal but not stored the action.
+    pub(crate) fn action(&mut self, tool: &str, digest: &str) -> Next<Option<ActionRequest>> {
+        let next = self.take(
+            |had| matches!(had, Step::Action { tool: t, digest: d, .. } if t == tool && d == digest),
+            |_| format!("proposed a `{tool}` action of digest {digest}"),
         );
-        self.diverged(message)
+        next.map(|step| match step {
+            Step::Action { had, .. } => had.map(|had| *had),
+            _ => unreachable!("matched an action"),
+        })
     }
 
-    /// The task that a `kind` task for `assignment` titled `title` is.
-    pub(crate) fn task(&mut self, kind: &str, assignment: &str, title: &str) -> Next<Task> {
-        let Some(had) = self.tasks.front() else {
-            return Next::Live;
-        };
-        if had.kind == kind && had.assignment == assignment && had.title == title {
-            let had = self.tasks.pop_front().expect("looked at");
-            return self.had(had);
-        }
-        let message = format!(
-            "created a {kind} task for {assignment} titled {title:?} where it had created {} task {} for {} titled {:?}",
-            had.kind, had.id, had.assignment, had.title
+    /// The task that a `kind` task for `assignment` titled `title` is;
+    /// `Had(None)` as for actions.
+    pub(crate) fn task(&mut self, kind: &str, assignment: &str, title: &str) -> Next<Option<Task>> {
+        let next = self.take(
+            |had| {
+                matches!(had, Step::Task { kind: k, assignment: a, title: t, .. }
+                    if k == kind && a == assignment && t == title)
+            },
+            |_| format!("created a {kind} task for {assignment} titled {title:?}"),
         );
-        self.diverged(message)
+        next.map(|step| match step {
+            Step::Task { had, .. } => had,
+            _ => unreachable!("matched a task"),
+        })
+    }
+}
+
+impl<T> Next<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Next<U> {
+        match self {
+            Next::Live => Next::Live,
+            Next::Had(had) => Next::Had(f(had)),
+            Next::Diverged(message) => Next::Diverged(message),
+        }
     }
 }
 
@@ -160,37 +318,6 @@ impl LiveRun {
             None => Next::Live,
         }
     }
-}
-
-/// What a run was doing, from its session's events.
-fn recorded(events: Vec<hane_core::Recorded>) -> Replay {
-    let mut replay = Replay::default();
-    for recorded in events {
-        match recorded.event {
-            SessionEvent::ToolCallRecorded {
-                call,
-                status,
-                operations,
-            } => replay.calls.push_back(RecordedCall {
-                tool: call.tool,
-                input: call.input,
-                status,
-                operations,
-            }),
-            SessionEvent::LlmTurn(turn) => replay.turns.push_back(*turn),
-            SessionEvent::OperationCompleted { operation, result } => {
-                replay.endings.insert(operation, Ending::Succeeded(result));
-            }
-            SessionEvent::OperationFailed { operation, failure } => {
-                replay.endings.insert(operation, Ending::Failed(failure));
-            }
-            SessionEvent::OperationUnknown { operation, reason } => {
-                replay.endings.insert(operation, Ending::Lost { reason });
-            }
-            _ => {}
-        }
-    }
-    replay
 }
 
 impl AgentRuntime {
@@ -208,7 +335,7 @@ impl AgentRuntime {
         mut run: AgentRun,
         from: Option<&str>,
     ) -> Result<AgentRun, RunError> {
-        let release = self.release_numbered(run.release).await?;
+        let release = Releases::of(self).release_numbered(run.release).await?;
         let Some(agent) = release.agents.get(&run.agent).cloned() else {
             return Err(RunError::UnknownAgent {
                 agent: run.agent.clone(),
@@ -218,7 +345,9 @@ impl AgentRuntime {
         };
         let model = match &agent.model {
             Some(agent_model) if agent.manifest.spec.driver.uses_model() => Some(Arc::new(
-                self.run_model(&release, agent_model, &agent)
+                self.inner
+                    .models
+                    .for_run(&release, agent_model, &agent)
                     .map_err(|message| RunError::ModelUnavailable {
                         agent: run.agent.clone(),
                         message,
@@ -237,25 +366,24 @@ impl AgentRuntime {
                 .store()
                 .read(session, 0..u64::MAX)
                 .await?;
-            replay = recorded(events);
-            for dispatched in recovery.resumed.into_iter().chain(recovery.rerun) {
-                replay.running.insert(dispatched.id().clone(), dispatched);
-            }
-            replay.actions = self
+            let actions = self
                 .inner
                 .actions
                 .list(None, Some(&run.id))
                 .await
                 .map_err(|e| RunError::Corrupt(e.to_string()))?
-                .items
-                .into();
-            replay.tasks = self
+                .items;
+            let tasks = self
                 .tasks(&run.id)
                 .await?
                 .items
                 .into_iter()
                 .filter(|task| task.kind == "handover" || task.kind == "task")
                 .collect();
+            replay = Replay::from_history(events, actions, tasks);
+            for dispatched in recovery.resumed.into_iter().chain(recovery.rerun) {
+                replay.running.insert(dispatched.id().clone(), dispatched);
+            }
             self.inner
                 .coordinator
                 .commit(
@@ -289,94 +417,17 @@ impl AgentRuntime {
         self.spawn_drive(Arc::new(live));
         Ok(run)
     }
+}
 
-    /// Sets the most runs this process drives at once (`None`: no limit,
-    /// the default). At its most, a new run that any process may start
-    /// ([`AgentRun::resumable`]) is stored `queued` for any process, and
-    /// the first with room starts it ([`AgentRuntime::claim_queued`]).
-    pub fn set_max_runs(&self, max: Option<usize>) {
-        self.inner
-            .max_runs
-            .store(max.unwrap_or(0), Ordering::SeqCst);
-    }
+/// Answers a resumed run's calls, turns, actions and tasks from what it
+/// had, in order, until it goes beyond it or takes another path.
+pub(crate) struct Replaying<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
 
-    /// Whether this process drives as many runs as it may.
-    pub(crate) fn at_capacity(&self) -> bool {
-        self.room() == 0
-    }
-
-    /// How many more runs this process may drive now.
-    fn room(&self) -> usize {
-        match self.inner.max_runs.load(Ordering::SeqCst) {
-            0 => CLAIMED_AT_ONCE,
-            max => max.saturating_sub(lock(&self.inner.live).len()),
-        }
-    }
-
-    /// Starts here runs queued for any process (oldest first), as many as
-    /// this process has room for; each is claimed by one process however
-    /// many claim at once. Returns the runs started.
-    ///
-    /// A process whose own lease lapsed claims nothing.
-    ///
-    /// # Errors
-    ///
-    /// The store failed.
-    pub async fn claim_queued(&self) -> Result<Vec<AgentRun>, RunError> {
-        let room = self.room();
-        if room == 0 || self.inner.lease.lapsed() {
-            return Ok(Vec::new());
-        }
-        let claimed = self
-            .inner
-            .registry
-            .claim_queued_runs(self.inner.lease.holder(), room)
-            .await?;
-        let mut started = Vec::with_capacity(claimed.len());
-        for row in claimed {
-            let run = match hane_core::open::<AgentRun>(&row.body) {
-                Ok(run) => run,
-                Err(e) => {
-                    tracing::error!(run = %row.id, "a queued run cannot be read: {e}");
-                    continue;
-                }
-            };
-            // Only an older hane left a run no process held that cannot
-            // be started by another.
-            if !run.resumable {
-                self.end_taken(run, "a process of an older hane", "not resumed")
-                    .await?;
-                continue;
-            }
-            match self.resume(run.clone(), None).await {
-                Ok(run) => started.push(run),
-                Err(e) => {
-                    tracing::error!(run = %run.id, "a queued run cannot start here: {e}");
-                    let why = format!(
-                        "it could not be started by `{}` ({e})",
-                        self.inner.lease.holder()
-                    );
-                    self.end_taken(run, "a process of this store", &why).await?;
-                }
-            }
-        }
-        Ok(started)
-    }
-
-    /// Claims queued runs ([`AgentRuntime::claim_queued`]) whenever this
-    /// process may have room: when one of its runs ends, and every `every`
-    /// (another process may have queued some). Until dropped.
-    pub async fn serve_queue(&self, every: std::time::Duration) {
-        let mut ticks = tokio::time::interval(every);
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => {}
-                () = self.inner.room.notified() => {}
-            }
-            if let Err(e) = self.claim_queued().await {
-                tracing::error!("claiming queued runs: {e}");
-            }
-        }
+impl<'a> Replaying<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
     }
 
     /// Stops run `run`, which took another path than it had when it was
@@ -386,7 +437,7 @@ impl AgentRuntime {
             "the run was resumed after its process stopped, and then {message}: it took another path than it had, so it ends here and nothing it asks for is done"
         );
         tracing::warn!(run = %run, "{message}");
-        self.inner.gateway.stop(run, Stop::Failed(message));
+        self.kernel.inner.gateway.stop(run, Stop::Failed(message));
         GatewayError::NotRunning(run.clone())
     }
 
@@ -404,7 +455,7 @@ impl AgentRuntime {
         tool: &str,
         input: &Value,
     ) -> Result<Option<ToolResult>, GatewayError> {
-        let live = lock(&self.inner.live).get(&admitted.run).cloned();
+        let live = lock(&self.kernel.inner.live).get(&admitted.run).cloned();
         let Some(live) = live else {
             return Ok(None);
         };
@@ -416,7 +467,11 @@ impl AgentRuntime {
         };
         let result = match (&had.status, &admitted.tool.kind) {
             (ToolCallStatus::Rejected { .. }, _) => translate::format(&had.status, None),
-            (_, ToolKind::Control(control)) => self.control(&live, *control, input).await,
+            (_, ToolKind::Control(control)) => {
+                Controls::of(self.kernel)
+                    .control(&live, *control, input)
+                    .await
+            }
             (_, ToolKind::Operation(op)) => {
                 let mut ending = None;
                 for operation in &had.operations {
@@ -425,7 +480,8 @@ impl AgentRuntime {
                 let result = translate::format(&had.status, ending.as_ref());
                 match ending {
                     Some(Ending::Succeeded(output)) if op.operation.impact == Impact::Outbound => {
-                        self.operation_actions(&live, result, &output.proposals)
+                        Proposals::of(self.kernel)
+                            .operation_actions(&live, result, &output.proposals)
                             .await
                     }
                     _ => result,
@@ -455,7 +511,7 @@ impl AgentRuntime {
         }
         // Neither ended nor left to run: the store lost it.
         match (operation.impact, live.journal.get()) {
-            (Impact::Read, Some(journal)) => self.execute_read(journal, operation).await,
+            (Impact::Read, Some(journal)) => ToolCalls::of(self.kernel).execute_read(journal, operation).await,
             _ => Ending::Lost {
                 reason: "the run was resumed and its session has no record of how this operation ended; it is not run again".to_owned(),
             },
@@ -477,12 +533,14 @@ impl AgentRuntime {
                 let e = self.diverged(&run, &message);
                 return Err(ToolResult::error("failed", e.to_string()));
             }
-            Next::Had(had) => had,
+            // Proposed, and never stored: it is proposed now.
+            Next::Had(None) => return Ok(None),
+            Next::Had(Some(had)) => had,
         };
         if let Some(task) = &had.task {
-            self.amend(live, |r| r.tasks.push(task.clone()));
+            live.amend(|r| r.tasks.push(task.clone()));
         }
-        let ledger = &self.inner.actions;
+        let ledger = &self.kernel.inner.actions;
         let again = match (had.state, had.decider, &had.reviewer) {
             (ActionState::Pending, DeciderKind::Agent, Some(_)) => true,
             (ActionState::Approved, _, _) => had.attempts.is_empty(),
@@ -494,7 +552,9 @@ impl AgentRuntime {
                 _ => {
                     let reviewer = had.reviewer.clone().expect("matched");
                     let group = had.assignment.clone().unwrap_or_default();
-                    self.review(had.clone(), reviewer, group).await
+                    Proposals::of(self.kernel)
+                        .review(had.clone(), reviewer, group)
+                        .await
                 }
             };
             if let Err(e) = decided {
@@ -515,7 +575,7 @@ impl AgentRuntime {
     ) -> Result<Option<Task>, ToolResult> {
         match live.replayed(|r| r.task(kind, assignment, title)) {
             Next::Live => Ok(None),
-            Next::Had(task) => Ok(Some(task)),
+            Next::Had(task) => Ok(task),
             Next::Diverged(message) => {
                 let e = self.diverged(&live.snapshot().id, &message);
                 Err(ToolResult::error("failed", e.to_string()))
@@ -555,10 +615,14 @@ mod tests {
 
     #[test]
     fn recorded_calls_are_answered_in_order_then_the_run_goes_on_live() {
-        let mut replay = recorded(vec![
-            call("data.find_record", json!({"collection": "vehicles"})),
-            call("submit_result", json!({"status": "found"})),
-        ]);
+        let mut replay = Replay::from_history(
+            vec![
+                call("data.find_record", json!({"collection": "vehicles"})),
+                call("submit_result", json!({"status": "found"})),
+            ],
+            Vec::new(),
+            Vec::new(),
+        );
         assert!(matches!(
             replay.call("data.find_record", &text(json!({"collection": "vehicles"}))),
             Next::Had(had) if had.tool == "data.find_record"
@@ -576,10 +640,14 @@ mod tests {
 
     #[test]
     fn a_call_other_than_the_one_recorded_diverges_and_forgets_the_rest() {
-        let mut replay = recorded(vec![
-            call("data.find_record", json!({"collection": "vehicles"})),
-            call("submit_result", json!({"status": "found"})),
-        ]);
+        let mut replay = Replay::from_history(
+            vec![
+                call("data.find_record", json!({"collection": "vehicles"})),
+                call("submit_result", json!({"status": "found"})),
+            ],
+            Vec::new(),
+            Vec::new(),
+        );
         let Next::Diverged(message) =
             replay.call("data.find_record", &text(json!({"collection": "leases"})))
         else {
@@ -612,8 +680,14 @@ mod tests {
             max_output_tokens: 512,
             context: text(json!({})),
         };
-        let mut replay = Replay::default();
-        replay.turns.extend([turn("a"), turn("b")]);
+        let mut replay = Replay::from_history(
+            vec![
+                at(1, 0, SessionEvent::LlmTurn(Box::new(turn("a")))),
+                at(2, 0, SessionEvent::LlmTurn(Box::new(turn("b")))),
+            ],
+            Vec::new(),
+            Vec::new(),
+        );
         // The digest is taken with the output cap the turn had.
         assert!(matches!(
             replay.turn(|cap| if cap == 512 { "a".to_owned() } else { "x".to_owned() }),
@@ -623,6 +697,127 @@ mod tests {
             replay.turn(|_| "c".to_owned()),
             Next::Diverged(message) if message.contains("digest c") && message.contains("sent b")
         ));
-        assert!(replay.turns.is_empty());
+        assert!(replay.steps.is_empty());
+    }
+
+    fn at(seq: u64, at_ms: u64, event: SessionEvent) -> Recorded {
+        Recorded { seq, at_ms, event }
+    }
+
+    fn task(kind: &str, title: &str, created_at_ms: u64) -> Task {
+        Task {
+            id: TaskId::new(),
+            run: hane_core::RunId::new(),
+            kind: kind.to_owned(),
+            assignment: "fleet-desk".to_owned(),
+            title: title.to_owned(),
+            details: None,
+            created_at_ms,
+        }
+    }
+
+    fn created(seq: u64, task: &Task) -> Recorded {
+        at(
+            seq,
+            task.created_at_ms,
+            SessionEvent::TaskCreated {
+                task: task.id.clone(),
+                kind: task.kind.clone(),
+                assignment: task.assignment.clone(),
+                title: task.title.clone(),
+            },
+        )
+    }
+
+    #[test]
+    fn one_cursor_answers_calls_and_tasks_in_the_order_the_session_has_them() {
+        let handover = task("handover", "not in the ledger", 5);
+        let mut first = call("data.find_record", json!({"collection": "vehicles"}));
+        first.seq = 1;
+        let mut last = call("submit_result", json!({"status": "handed_over"}));
+        last.seq = 3;
+        let mut replay = Replay::from_history(
+            vec![first, created(2, &handover), last],
+            Vec::new(),
+            vec![handover.clone()],
+        );
+        assert!(matches!(
+            replay.call("data.find_record", &text(json!({"collection": "vehicles"}))),
+            Next::Had(_)
+        ));
+        assert!(matches!(
+            replay.task("handover", "fleet-desk", "not in the ledger"),
+            Next::Had(Some(had)) if had.id == handover.id
+        ));
+        assert!(matches!(
+            replay.call("submit_result", &text(json!({"status": "handed_over"}))),
+            Next::Had(_)
+        ));
+        assert_eq!(replay.answered, 3);
+    }
+
+    #[test]
+    fn asking_for_another_kind_than_the_next_step_diverges_naming_its_event() {
+        let handover = task("handover", "not in the ledger", 5);
+        let mut first = call("data.find_record", json!({"collection": "vehicles"}));
+        first.seq = 1;
+        let mut replay = Replay::from_history(
+            vec![first, created(2, &handover)],
+            Vec::new(),
+            vec![handover.clone()],
+        );
+        assert!(matches!(
+            replay.call("data.find_record", &text(json!({"collection": "vehicles"}))),
+            Next::Had(_)
+        ));
+        // Per kind, the call would have been live: in one history it is
+        // where the run had made a handover.
+        let Next::Diverged(message) =
+            replay.call("submit_result", &text(json!({"status": "found"})))
+        else {
+            panic!("a call where the run had created a task diverges");
+        };
+        assert_eq!(
+            message,
+            format!(
+                "called `submit_result` with {{\"status\":\"found\"}} where it had created handover task {} for fleet-desk titled \"not in the ledger\" (at event 2 of its session)",
+                handover.id
+            )
+        );
+        assert!(matches!(
+            replay.task("handover", "fleet-desk", "not in the ledger"),
+            Next::Live
+        ));
+    }
+
+    #[test]
+    fn a_task_recorded_and_never_stored_is_made_again() {
+        let handover = task("handover", "not in the ledger", 5);
+        let mut replay = Replay::from_history(vec![created(1, &handover)], Vec::new(), Vec::new());
+        assert!(matches!(
+            replay.task("handover", "fleet-desk", "not in the ledger"),
+            Next::Had(None)
+        ));
+    }
+
+    #[test]
+    fn a_task_an_older_session_does_not_record_is_placed_by_its_time() {
+        let handover = task("handover", "not in the ledger", 15);
+        let mut first = call("data.find_record", json!({"collection": "vehicles"}));
+        (first.seq, first.at_ms) = (1, 10);
+        let mut last = call("submit_result", json!({"status": "handed_over"}));
+        (last.seq, last.at_ms) = (2, 20);
+        let mut replay =
+            Replay::from_history(vec![first, last], Vec::new(), vec![handover.clone()]);
+        assert!(matches!(
+            replay.call("data.find_record", &text(json!({"collection": "vehicles"}))),
+            Next::Had(_)
+        ));
+        let Next::Diverged(message) =
+            replay.call("submit_result", &text(json!({"status": "handed_over"})))
+        else {
+            panic!("the task comes between the calls");
+        };
+        assert!(message.ends_with("(in its history)"), "{message}");
     }
 }

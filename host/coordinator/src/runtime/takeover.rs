@@ -4,30 +4,6 @@
 use super::*;
 
 impl AgentRuntime {
-    /// Makes the actions a stopped process left mid-delivery `unknown`;
-    /// with `resume`, also delivers the approved actions whose approver
-    /// stopped before attempting them, once each, under the active
-    /// release's budget (loaded first, if another process changed it).
-    pub(crate) async fn recover_actions(
-        &self,
-        resume: bool,
-    ) -> Result<crate::Recovered, crate::ActionError> {
-        if resume {
-            self.refresh_budget().await?;
-        }
-        self.inner.actions.recover(resume).await
-    }
-
-    /// Loads the active release if another process changed it, which sets
-    /// the execution ledger's budget to its Budget; none is fine.
-    pub(crate) async fn refresh_budget(&self) -> Result<(), crate::ActionError> {
-        match self.release().await {
-            Ok(_) | Err(RunError::NoRelease) => Ok(()),
-            Err(RunError::Store(e)) => Err(crate::ActionError::Store(e)),
-            Err(e) => Err(crate::ActionError::Corrupt(e.to_string())),
-        }
-    }
-
     /// Takes over the runs whose process died (its lease lapsed or was
     /// given up) while they were `queued` or `running`. With `resume`,
     /// a run that can be resumed ([`AgentRun::resumable`]) is resumed
@@ -94,12 +70,12 @@ impl AgentRuntime {
             };
             taken_over
                 .ended
-                .push(self.end_taken(run, &from, &why_not).await?);
+                .push(Takeover::of(self).end_taken(run, &from, &why_not).await?);
         }
         // An action a dead process was delivering becomes `unknown` now,
         // not when some process next starts; one it approved and never
         // attempted goes out now.
-        let recovered = self.recover_actions(any).await;
+        let recovered = Takeover::of(self).recover_actions(any).await;
         match recovered {
             Ok(recovered) if !recovered.unknown.is_empty() => tracing::warn!(
                 actions = recovered.unknown.len(),
@@ -109,6 +85,43 @@ impl AgentRuntime {
             Err(e) => tracing::error!("looking for actions a dead process was delivering: {e}"),
         }
         Ok(taken_over)
+    }
+}
+
+/// What taking over a dead process's runs and actions does beside
+/// resuming them: ending the runs that cannot be resumed, recovering the
+/// actions it left.
+pub(crate) struct Takeover<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> Takeover<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
+    }
+
+    /// Makes the actions a stopped process left mid-delivery `unknown`;
+    /// with `resume`, also delivers the approved actions whose approver
+    /// stopped before attempting them, once each, under the active
+    /// release's budget (loaded first, if another process changed it).
+    pub(crate) async fn recover_actions(
+        &self,
+        resume: bool,
+    ) -> Result<crate::Recovered, crate::ActionError> {
+        if resume {
+            self.refresh_budget().await?;
+        }
+        self.kernel.inner.actions.recover(resume).await
+    }
+
+    /// Loads the active release if another process changed it, which sets
+    /// the execution ledger's budget to its Budget; none is fine.
+    pub(crate) async fn refresh_budget(&self) -> Result<(), crate::ActionError> {
+        match self.kernel.release().await {
+            Ok(_) | Err(RunError::NoRelease) => Ok(()),
+            Err(RunError::Store(e)) => Err(crate::ActionError::Store(e)),
+            Err(e) => Err(crate::ActionError::Corrupt(e.to_string())),
+        }
     }
 
     /// Ends `run`, taken over from `from`, `failed`: see
@@ -125,11 +138,11 @@ impl AgentRuntime {
             ),
             _ => format!(
                 "the process running it ({from}) stopped (its lease lapsed): `{}` ended it, {why_not}; what it did is in its session, and a write or outbound call it was making is `unknown`",
-                self.inner.lease.holder()
+                self.kernel.inner.lease.holder()
             ),
         };
         if let Some(session) = &run.session {
-            let coordinator = &self.inner.coordinator;
+            let coordinator = &self.kernel.inner.coordinator;
             coordinator.abandon(session, &reason).await?;
             coordinator
                 .commit(
@@ -146,8 +159,14 @@ impl AgentRuntime {
         run.error = Some(reason.clone());
         run.result = None;
         run.updated_at_ms = now_ms();
-        self.persist(&run, from).await?;
-        if let Err(e) = self.inner.actions.withdraw_run(&run.id, &reason).await {
+        self.kernel.persist(&run, from).await?;
+        if let Err(e) = self
+            .kernel
+            .inner
+            .actions
+            .withdraw_run(&run.id, &reason)
+            .await
+        {
             tracing::error!(run = %run.id, "withdrawing the pending actions of a run taken over: {e}");
         }
         tracing::warn!(run = %run.id, from = %from, "a dead process's run was taken over and ended");

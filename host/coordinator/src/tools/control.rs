@@ -1,9 +1,12 @@
 //! The control tools the host runs itself: results, reviews, tasks for
 //! people; the outbound ones go to `approvals`.
 
+use crate::approvals::Proposals;
+use crate::runtime::Replaying;
 use hane_core::{JsonText, TaskId};
 use hane_sandbox::describe_violations;
 use serde_json::{Value, json};
+use std::sync::Weak;
 
 use std::sync::Arc;
 
@@ -44,103 +47,6 @@ struct TaskRequest {
     kind: &'static str,
     title: String,
     assignment: String,
-}
-
-impl AgentRuntime {
-    /// Runs a control tool of `live`'s run in the host.
-    pub(crate) async fn control(
-        &self,
-        live: &LiveRun,
-        control: ControlTool,
-        input: &Value,
-    ) -> ToolResult {
-        match control {
-            ControlTool::SubmitResult => submit_result(live, input),
-            ControlTool::SubmitReview => submit_review(live, input),
-            ControlTool::SendEmail
-            | ControlTool::SendSms
-            | ControlTool::PlaceCall
-            | ControlTool::IntegrationExecute => self.propose(live, control, input).await,
-            ControlTool::WorkflowStart | ControlTool::WorkflowGetCase => {
-                self.answer_elsewhere(live, control, input).await
-            }
-            ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
-                match task_request(live, control, input) {
-                    Ok(request) => self.create_task(live, request, input).await,
-                    Err(refused) => refused,
-                }
-            }
-        }
-    }
-
-    /// Has the service registered for `control` answer it.
-    async fn answer_elsewhere(
-        &self,
-        live: &LiveRun,
-        control: ControlTool,
-        input: &Value,
-    ) -> ToolResult {
-        let Some(service) = self.control_service(control) else {
-            return ToolResult::error(
-                "failed",
-                format!(
-                    "`{}` is not served by this process: its service was not composed with the runtime",
-                    control.name()
-                ),
-            );
-        };
-        service
-            .answer(ControlCall {
-                tool: control,
-                input,
-                run: live.snapshot(),
-                agent: &live.agent,
-                release: &live.release,
-            })
-            .await
-    }
-
-    /// Stores the task `request` for the run, or in a shadow run only says
-    /// what it would have created.
-    async fn create_task(&self, live: &LiveRun, request: TaskRequest, input: &Value) -> ToolResult {
-        let run = live.snapshot();
-        let TaskRequest {
-            kind,
-            title,
-            assignment,
-        } = request;
-        if run.shadow {
-            return ToolResult::Output(json!({
-                "task": null,
-                "assignment": assignment,
-                "shadow": true,
-                "summary": format!("shadow run: would create a {kind} task for {assignment}"),
-            }));
-        }
-        // A resumed run's task it had created is that one, not another.
-        match self.replayed_task(live, kind, &assignment, &title) {
-            Ok(Some(task)) => {
-                self.amend(live, |r| r.tasks.push(task.id.clone()));
-                return task_created(kind, &task.id, &assignment);
-            }
-            Ok(None) => {}
-            Err(diverged) => return diverged,
-        }
-        let task = Task {
-            id: TaskId::new(),
-            run: run.id.clone(),
-            kind: kind.to_owned(),
-            assignment: assignment.clone(),
-            title,
-            details: input.get("details").map(JsonText::from_value),
-            created_at_ms: now_ms(),
-        };
-        if let Err(e) = self.inner.registry.create_task(task_row(&task)).await {
-            return ToolResult::error("failed", format!("the task could not be stored: {e}"));
-        }
-        self.amend(live, |r| r.tasks.push(task.id.clone()));
-        task_created(kind, &task.id, &assignment)
-    }
 }
 
 /// What a control tool that created task `id` answers.
@@ -226,4 +132,143 @@ fn task_request(
         title: input["title"].as_str().unwrap_or_default().to_owned(),
         assignment,
     })
+}
+
+/// Runs the control tools of a run in the host.
+pub(crate) struct Controls<'a> {
+    pub(crate) kernel: &'a AgentRuntime,
+}
+
+impl<'a> Controls<'a> {
+    pub(crate) fn of(kernel: &'a AgentRuntime) -> Self {
+        Self { kernel }
+    }
+
+    /// The service answering `tool`, while it lives.
+    pub(crate) fn control_service(&self, tool: ControlTool) -> Option<Arc<dyn ControlService>> {
+        self.kernel
+            .inner
+            .controls
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tool)
+            .and_then(Weak::upgrade)
+    }
+    /// Runs a control tool of `live`'s run in the host.
+    pub(crate) async fn control(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        match control {
+            ControlTool::SubmitResult => submit_result(live, input),
+            ControlTool::SubmitReview => submit_review(live, input),
+            ControlTool::SendEmail
+            | ControlTool::SendSms
+            | ControlTool::PlaceCall
+            | ControlTool::IntegrationExecute => {
+                Proposals::of(self.kernel)
+                    .propose(live, control, input)
+                    .await
+            }
+            ControlTool::WorkflowStart | ControlTool::WorkflowGetCase => {
+                self.answer_elsewhere(live, control, input).await
+            }
+            ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
+                match task_request(live, control, input) {
+                    Ok(request) => self.create_task(live, request, input).await,
+                    Err(refused) => refused,
+                }
+            }
+        }
+    }
+
+    /// Has the service registered for `control` answer it.
+    async fn answer_elsewhere(
+        &self,
+        live: &LiveRun,
+        control: ControlTool,
+        input: &Value,
+    ) -> ToolResult {
+        let Some(service) = self.control_service(control) else {
+            return ToolResult::error(
+                "failed",
+                format!(
+                    "`{}` is not served by this process: its service was not composed with the runtime",
+                    control.name()
+                ),
+            );
+        };
+        service
+            .answer(ControlCall {
+                tool: control,
+                input,
+                run: live.snapshot(),
+                agent: &live.agent,
+                release: &live.release,
+            })
+            .await
+    }
+
+    /// Stores the task `request` for the run, or in a shadow run only says
+    /// what it would have created.
+    async fn create_task(&self, live: &LiveRun, request: TaskRequest, input: &Value) -> ToolResult {
+        let run = live.snapshot();
+        let TaskRequest {
+            kind,
+            title,
+            assignment,
+        } = request;
+        if run.shadow {
+            return ToolResult::Output(json!({
+                "task": null,
+                "assignment": assignment,
+                "shadow": true,
+                "summary": format!("shadow run: would create a {kind} task for {assignment}"),
+            }));
+        }
+        // A resumed run's task it had created is that one, not another.
+        match Replaying::of(self.kernel).replayed_task(live, kind, &assignment, &title) {
+            Ok(Some(task)) => {
+                live.amend(|r| r.tasks.push(task.id.clone()));
+                return task_created(kind, &task.id, &assignment);
+            }
+            Ok(None) => {}
+            Err(diverged) => return diverged,
+        }
+        let task = Task {
+            id: TaskId::new(),
+            run: run.id.clone(),
+            kind: kind.to_owned(),
+            assignment: assignment.clone(),
+            title,
+            details: input.get("details").map(JsonText::from_value),
+            created_at_ms: now_ms(),
+        };
+        // In the run's session before it is stored, so that the run,
+        // resumed, meets the task where it created it.
+        if let Some(journal) = live.journal.get() {
+            journal.record(vec![hane_core::SessionEvent::TaskCreated {
+                task: task.id.clone(),
+                kind: task.kind.clone(),
+                assignment: task.assignment.clone(),
+                title: task.title.clone(),
+            }]);
+            if let Err(e) = journal.flush().await {
+                return ToolResult::error("failed", e);
+            }
+        }
+        if let Err(e) = self
+            .kernel
+            .inner
+            .registry
+            .create_task(task_row(&task))
+            .await
+        {
+            return ToolResult::error("failed", format!("the task could not be stored: {e}"));
+        }
+        live.amend(|r| r.tasks.push(task.id.clone()));
+        task_created(kind, &task.id, &assignment)
+    }
 }

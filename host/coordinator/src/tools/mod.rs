@@ -7,7 +7,7 @@ mod control;
 mod registry;
 mod translate;
 
-pub(crate) use control::{ControlCall, ControlService};
+pub(crate) use control::{ControlCall, ControlService, Controls};
 pub(crate) use registry::ToolRegistry;
 
 pub use translate::{ToolResult, format, translate};

@@ -10,11 +10,11 @@ use hane_store::{
 
 use crate::{Scratch, run};
 
-/// An event as a later hane that writes `session-event` version 6 stores it.
+/// An event as a later hane that writes `session-event` version 8 stores it.
 fn future_event_blob() -> Vec<u8> {
     let payload = [7u8, 1, 2, 3];
     let mut blob = b"HANE".to_vec();
-    blob.extend(postcard::to_allocvec(&("session-event", 7u16, &payload[..])).unwrap());
+    blob.extend(postcard::to_allocvec(&("session-event", 8u16, &payload[..])).unwrap());
     blob
 }
 
@@ -53,15 +53,15 @@ async fn an_event_of_a_newer_version_is_unreadable() {
         source,
         &EnvelopeError::UnsupportedVersion {
             kind: "session-event",
-            found: 7,
-            supported: &[1, 2, 3, 4, 5, 6],
+            found: 8,
+            supported: &[1, 2, 3, 4, 5, 6, 7],
         }
     );
     assert_eq!(
         err.to_string(),
         format!(
-            "event 1 of session {session}: `session-event` version 7 is not supported: \
-             this build reads versions 1, 2, 3, 4, 5, 6"
+            "event 1 of session {session}: `session-event` version 8 is not supported: \
+             this build reads versions 1, 2, 3, 4, 5, 6, 7"
         )
     );
     assert!(err.source().is_some());
