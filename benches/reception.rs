@@ -19,6 +19,7 @@ use std::path::Path;
 use hane_coordinator::reception::ReceptionRequest;
 use hane_coordinator::{AgentRuntime, ModelConfig, RuntimeConfig};
 use hane_core::{ReceptionStatus, Secret};
+use hane_sandbox::SandboxConfig;
 use hane_test_support::LlamaServer;
 use serde::Deserialize;
 use serde_json::Value;
@@ -96,7 +97,12 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let mut config = RuntimeConfig::new();
-        config.sandbox(hane_test_support::sandbox_config(16));
+        config.sandbox(
+            SandboxConfig::new()
+                .cache_dir(Some(hane_test_support::component_cache()))
+                .max_instances(16)
+                .clone(),
+        );
         config.components(hane_manager::Components::with_builtins(hane_builtins::all()));
         let mut model = ModelConfig::new();
         model.credential("llama", Secret::new(server.api_key()));

@@ -488,7 +488,7 @@ async fn a_failed_activation_leaves_the_previous_release_active() {
     let err = runtime.activate(&broken).await.unwrap_err().to_string();
     assert!(err.contains("broken.yaml:12"), "{err}");
     assert!(err.contains("spec.limits.maxToolCalls"), "{err}");
-    let releases = runtime.registry().releases().await.unwrap();
+    let releases = runtime.registry().releases().list().await.unwrap();
     assert_eq!(releases.len(), 1);
     assert!(releases[0].active);
     assert_eq!(runtime.release().await.unwrap().info.number, 1);
@@ -504,7 +504,16 @@ async fn a_failed_activation_leaves_the_previous_release_active() {
             .agents
             .contains_key("greedy")
     );
-    assert_eq!(runtime.registry().rollback(None).await.unwrap().number, 1);
+    assert_eq!(
+        runtime
+            .registry()
+            .releases()
+            .rollback(None)
+            .await
+            .unwrap()
+            .number,
+        1
+    );
     let release = runtime.release().await.unwrap();
     assert_eq!(release.info.number, 1);
     assert!(!release.agents.contains_key("greedy"));

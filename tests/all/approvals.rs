@@ -735,7 +735,7 @@ async fn a_process_that_lost_its_lease_stops_its_runs_and_starts_and_sends_nothi
     // Its lease is gone from the store, as when another process took it
     // for dead: the next renewal finds out.
     let holder = runtime.lease().holder().to_owned();
-    runtime.registry().release_lease(&holder).await.unwrap();
+    runtime.registry().leases().give_up(&holder).await.unwrap();
     let ended = tokio::time::timeout(Duration::from_secs(10), runtime.wait(&run.id))
         .await
         .expect("the run is stopped once the lease is lost")

@@ -175,7 +175,10 @@ async fn gating_refuses_a_broken_candidate_and_activates_a_good_one() {
     );
     // Stored as release 2, never active; release 1 still runs.
     assert_eq!(gated.release.number, 2);
-    assert_eq!(runtime.registry().active_number().await.unwrap(), Some(1));
+    assert_eq!(
+        runtime.registry().releases().active_number().await.unwrap(),
+        Some(1)
+    );
     assert_eq!(runtime.release().await.unwrap().info.number, 1);
     let [candidate]: [Evaluation; 1] = gated.evaluations.try_into().unwrap();
     assert!(candidate.candidate && !candidate.meets_pass_rate());
@@ -259,7 +262,7 @@ async fn a_candidate_with_another_ledger_is_not_evaluated_before_it_is_active() 
     );
     assert!(refused.to_string().contains("without --eval"), "{refused}");
     // Nothing was stored.
-    assert_eq!(runtime.registry().releases().await.unwrap().len(), 1);
+    assert_eq!(runtime.registry().releases().list().await.unwrap().len(), 1);
 }
 
 fn write_suite(release: &Path, name: &str, agent: &str, input: &str) {
@@ -310,5 +313,13 @@ async fn a_suite_that_could_never_run_is_refused_at_activation() {
             && shown[0].contains("X-1"),
         "{shown:#?}"
     );
-    assert!(runtime.registry().releases().await.unwrap().is_empty());
+    assert!(
+        runtime
+            .registry()
+            .releases()
+            .list()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

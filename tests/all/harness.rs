@@ -4,11 +4,27 @@
 use std::net::SocketAddr;
 
 use hane_core::Policy;
-use hane_sandbox::Operation;
+use std::sync::OnceLock;
+
+use hane_sandbox::{Operation, Sandbox, SandboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-pub use hane_test_support::{component_cache as cache_dir, examples, sandbox};
+pub use hane_test_support::{component_cache as cache_dir, examples};
+
+/// The test process's sandbox: 64 instances, on the shared component cache.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        Sandbox::new(
+            &SandboxConfig::new()
+                .cache_dir(Some(cache_dir()))
+                .max_instances(64)
+                .clone(),
+        )
+        .expect("sandbox")
+    })
+}
 
 /// The test program `file` (such as `hostile_loop`) loaded under `policy`.
 pub async fn program(file: &str, policy: &Policy) -> Operation {

@@ -71,7 +71,12 @@ async fn activated(
 
 /// The ticks of `name`, oldest first, as (tick, outcome).
 async fn ticks(runtime: &AgentRuntime, name: &str) -> Vec<TickRow> {
-    let mut rows = runtime.registry().ticks(Some(name), 0).await.unwrap();
+    let mut rows = runtime
+        .registry()
+        .ticks()
+        .list(Some(name), 0)
+        .await
+        .unwrap();
     rows.reverse();
     rows
 }
@@ -100,9 +105,10 @@ async fn runs(runtime: &AgentRuntime) -> Vec<AgentRun> {
 /// Presets what an earlier process did: `tick` of `name` started a run.
 async fn handled(runtime: &AgentRuntime, name: &str, tick: u64) {
     let registry = runtime.registry();
-    assert!(registry.claim_tick(name, tick, "earlier").await.unwrap());
+    assert!(registry.ticks().claim(name, tick, "earlier").await.unwrap());
     registry
-        .finish_tick(
+        .ticks()
+        .finish(
             name,
             tick,
             TickEnd {

@@ -182,7 +182,8 @@ async fn a_waiting_case_goes_on_in_another_runtime_once_its_task_is_done() {
 async fn store(runtime: &AgentRuntime, case: &WorkflowCase) {
     runtime
         .registry()
-        .update_case(
+        .cases()
+        .update(
             CaseStatus::Waiting,
             CaseRow {
                 id: case.id.to_string(),
@@ -273,13 +274,14 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
         holder: Some("stopped-host/1/1".to_owned()),
     };
     let registry = runtime.registry();
-    registry.insert_run(row.clone()).await.unwrap();
+    registry.runs().insert(row.clone()).await.unwrap();
     let running = RunRow {
         status: left.status,
         ..row
     };
     registry
-        .update_run(RunStatus::Queued, running)
+        .runs()
+        .update(RunStatus::Queued, running)
         .await
         .unwrap();
     let before = lease_qa_runs(&runtime).await;
@@ -431,5 +433,13 @@ async fn workflows_that_could_never_run_are_refused_at_activation() {
                 .ends_with("spec.workflows[1]: no Workflow named `fleet-audit` in this bundle"),
         "{shown:#?}"
     );
-    assert!(runtime.registry().releases().await.unwrap().is_empty());
+    assert!(
+        runtime
+            .registry()
+            .releases()
+            .list()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

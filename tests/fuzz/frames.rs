@@ -17,6 +17,7 @@ use hane_manager::{
     Components, LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener,
     WorkerSecret, component_digest,
 };
+use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -234,7 +235,13 @@ fn a_live_worker_after_the_handshake() {
     let secret = WorkerSecret::new(b"the worker's secret, long enough").unwrap();
     tokio.block_on(async {
         let manager = LocalOperationManager::new(
-            hane_test_support::sandbox().clone(),
+            Sandbox::new(
+                &SandboxConfig::new()
+                    .cache_dir(Some(hane_test_support::component_cache()))
+                    .max_instances(2)
+                    .clone(),
+            )
+            .expect("a sandbox"),
             Components::with_builtins(hane_builtins::all()),
             LocalConfig::new().concurrency(2),
         );

@@ -230,7 +230,7 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
                 println!("activated release {}: {}", info.number, info.summary);
             }
             ReleaseCommand::List => {
-                let releases = runtime.registry().releases().await?;
+                let releases = runtime.registry().releases().list().await?;
                 if releases.is_empty() {
                     eprintln!("no releases yet: activate one with `hane release activate DIR`");
                 }
@@ -246,7 +246,7 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
                 }
             }
             ReleaseCommand::Rollback { number } => {
-                let info = runtime.registry().rollback(number).await?;
+                let info = runtime.registry().releases().rollback(number).await?;
                 println!("release {} is active again: {}", info.number, info.summary);
             }
         }

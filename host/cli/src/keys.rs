@@ -118,7 +118,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             KeysCommand::List { json } => {
-                let keys = registry.api_keys().await?;
+                let keys = registry.api_keys().list().await?;
                 if json {
                     let list: Vec<_> = keys
                         .iter()
@@ -147,7 +147,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             KeysCommand::Remove { name } => {
-                if !registry.remove_api_key(&name).await? {
+                if !registry.api_keys().remove(&name).await? {
                     eprintln!("error: no key is named `{name}`: `hane keys list` lists them");
                     return Ok(ExitCode::from(exit::USAGE));
                 }

@@ -74,7 +74,7 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
                 limit,
                 json,
             } => {
-                let ticks = registry.ticks(schedule.as_deref(), limit).await?;
+                let ticks = registry.ticks().list(schedule.as_deref(), limit).await?;
                 if json {
                     let list: Vec<Value> = ticks.iter().map(tick_json).collect();
                     println!("{}", terminal_json(&list)?);

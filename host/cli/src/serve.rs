@@ -127,7 +127,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 Err(e) => eprintln!("outbound actions could not be resumed: {e}"),
             }
         });
-        if agents.registry().api_keys().await?.is_empty() {
+        if agents.registry().api_keys().list().await?.is_empty() {
             return Err(NoKeys.into());
         }
         // Workflow cases a stopped process left running go on at their
@@ -140,7 +140,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // The registry names the store as it may be shown: a database by
         // server and name, never with its password.
         let store = agents.registry().path().display().to_string();
-        match agents.registry().active_number().await? {
+        match agents.registry().releases().active_number().await? {
             Some(n) => eprintln!("serving release {n} from {store}"),
             None => eprintln!(
                 "no release is active in {store}: runs are refused until `hane release activate DIR`"

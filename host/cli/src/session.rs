@@ -347,6 +347,23 @@ fn timeline(recorded: &Recorded) -> Vec<String> {
             cli.events.len(),
             cli.exit
         )],
+        SessionEvent::ActionProposed {
+            action,
+            tool,
+            digest,
+        } => vec![format!(
+            "action proposed   {action} {tool} {}",
+            &digest[..digest.len().min(19)]
+        )],
+        SessionEvent::TaskCreated {
+            task,
+            kind,
+            assignment,
+            title,
+        } => vec![format!(
+            "task created      {task} {kind} for {assignment}: {}",
+            clip(title, WIDTH)
+        )],
         other => vec![other.name().to_owned()],
     }
 }

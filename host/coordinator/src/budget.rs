@@ -47,7 +47,7 @@ impl Budgets {
             Err(e) => return Err(e),
         };
         let day = utc_day(now_ms());
-        let (usage, alerts) = self.registry.usage(&day, &scope.key()).await?;
+        let (usage, alerts) = self.registry.usage().of_day(&day, &scope.key()).await?;
         Ok(BudgetReport::new(
             day,
             &scope,

@@ -218,7 +218,8 @@ impl Evaluations {
             duration_ms: started.elapsed().as_millis() as u64,
         };
         self.registry
-            .add_evaluation(EvaluationRow {
+            .evaluations()
+            .add(EvaluationRow {
                 id: evaluation.id.to_string(),
                 suite: evaluation.suite.clone(),
                 release: evaluation.release,
@@ -295,7 +296,7 @@ impl Evaluations {
     /// [`EvalError::NotFound`], or the store failed.
     pub async fn get(&self, id: &str) -> Result<Evaluation, EvalError> {
         let row = match id.parse::<EvaluationId>() {
-            Ok(id) => self.registry.evaluation(id.as_str()).await?,
+            Ok(id) => self.registry.evaluations().get(id.as_str()).await?,
             Err(_) => None,
         };
         let row = row.ok_or_else(|| EvalError::NotFound(id.to_owned()))?;
@@ -314,7 +315,7 @@ impl Evaluations {
         suite: Option<String>,
         limit: u32,
     ) -> Result<Listed<Evaluation>, EvalError> {
-        let rows = self.registry.evaluations(suite, limit).await?;
+        let rows = self.registry.evaluations().list(suite, limit).await?;
         Ok(Listed::read(
             "evaluation",
             rows,
@@ -366,7 +367,7 @@ impl Evaluations {
             Ok(_) | Err(RunError::NoRelease) => {}
             Err(e) => return Err(e.into()),
         }
-        let info = self.registry.store_release(new).await?;
+        let info = self.registry.releases().store(new).await?;
         let candidate = Arc::new(LoadedRelease {
             info: info.clone(),
             ..loaded
@@ -392,7 +393,11 @@ impl Evaluations {
                 activated: false,
             });
         }
-        let release = self.registry.activate_stored(info.number).await?;
+        let release = self
+            .registry
+            .releases()
+            .activate_stored(info.number)
+            .await?;
         self.runs.release().await?;
         Ok(Gated {
             release,

@@ -134,7 +134,7 @@ impl Lease {
             hane_core::now_ms() % 1_000_000,
             hex::encode(random)
         );
-        registry.acquire_lease(&holder, &host, pid, ttl)?;
+        registry.leases().acquire(&holder, &host, pid, ttl)?;
         let lease = Lease {
             inner: Arc::new(Inner {
                 holder,
@@ -211,7 +211,11 @@ impl Lease {
         {
             task.abort();
         }
-        self.inner.registry.release_lease(&self.inner.holder).await
+        self.inner
+            .registry
+            .leases()
+            .give_up(&self.inner.holder)
+            .await
     }
 }
 
@@ -231,7 +235,12 @@ async fn renew(lease: std::sync::Weak<Inner>) {
         let Some(inner) = lease.upgrade() else {
             return;
         };
-        let why = match inner.registry.renew_lease(&inner.holder, inner.ttl).await {
+        let why = match inner
+            .registry
+            .leases()
+            .renew(&inner.holder, inner.ttl)
+            .await
+        {
             Ok(true) => {
                 renewed = tokio::time::Instant::now();
                 continue;

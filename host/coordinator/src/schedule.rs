@@ -5,7 +5,7 @@
 //! schedule, or every [`MAX_SLEEP`] to notice a new activation. At each
 //! pass it works out, for each schedule, which ticks are due
 //! ([`due`], pure) and claims each in the store
-//! ([`Registry::claim_tick`](hane_store::Registry::claim_tick)): the row's
+//! ([`TickTable::claim`](hane_store::TickTable::claim)): the row's
 //! key is the schedule and the tick's own time, so of all the processes
 //! that see a tick due only the one whose claim took acts on it. The
 //! winner starts the run ([`AgentRuntime::start`], which charges the day's
@@ -204,7 +204,7 @@ impl Scheduler {
                 }
             };
             let since = *self.since.entry(name.clone()).or_insert(now);
-            match self.runtime.registry().last_tick(name).await {
+            match self.runtime.registry().ticks().last(name).await {
                 Ok(last_tick) => {
                     for action in due(&cadence, schedule.spec.missed, last_tick, since, now) {
                         self.act(name, schedule, &cadence, action).await;
@@ -231,7 +231,7 @@ impl Scheduler {
         let tick = match action {
             TickAction::Start { tick } | TickAction::Skip { tick, .. } => tick,
         };
-        match registry.claim_tick(name, tick, &self.id).await {
+        match registry.ticks().claim(name, tick, &self.id).await {
             Ok(true) => {}
             // Another process has it.
             Ok(false) => return,
@@ -272,7 +272,7 @@ impl Scheduler {
                 }
             }
         };
-        if let Err(e) = registry.finish_tick(name, tick, end).await {
+        if let Err(e) = registry.ticks().finish(name, tick, end).await {
             warn!(schedule = %name, tick, error = %e, "tick's outcome not recorded");
         }
     }

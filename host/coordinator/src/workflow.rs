@@ -383,7 +383,7 @@ impl Workflows {
                 };
                 let live = self.runs.is_live(&run);
                 if !live {
-                    match self.registry.run(run.as_str()).await? {
+                    match self.registry.runs().get(run.as_str()).await? {
                         None => {
                             // Recorded, never started: the process stopped
                             // in between. Started now, once.
@@ -534,7 +534,8 @@ impl Workflows {
     pub async fn resume_cases(&self) -> Result<usize, WorkflowError> {
         let rows = self
             .registry
-            .cases(None, Some(CaseStatus::Running), 0)
+            .cases()
+            .list(None, Some(CaseStatus::Running), 0)
             .await?;
         for row in &rows {
             match row.id.parse::<WorkflowCaseId>() {
@@ -567,7 +568,7 @@ impl Workflows {
         status: Option<CaseStatus>,
         limit: u32,
     ) -> Result<Listed<WorkflowCase>, WorkflowError> {
-        let rows = self.registry.cases(workflow, status, limit).await?;
+        let rows = self.registry.cases().list(workflow, status, limit).await?;
         Ok(Listed::read(
             "workflow case",
             rows,
@@ -579,7 +580,8 @@ impl Workflows {
     async fn read_case(&self, id: &WorkflowCaseId) -> Result<WorkflowCase, WorkflowError> {
         let row = self
             .registry
-            .case(id.as_str())
+            .cases()
+            .get(id.as_str())
             .await?
             .ok_or_else(|| WorkflowError::NotFound(id.to_string()))?;
         open_case(&row)
@@ -611,8 +613,8 @@ impl Workflows {
         };
         let registry = &self.registry;
         match from {
-            None => registry.insert_case(row).await?,
-            Some(from) => registry.update_case(from, row).await?,
+            None => registry.cases().insert(row).await?,
+            Some(from) => registry.cases().update(from, row).await?,
         }
         Ok(())
     }

@@ -6,14 +6,22 @@ use std::sync::OnceLock;
 
 use hane_builtins::test_programs;
 use hane_core::{Impact, Limits, Outcome, Policy, ProposedAction};
-use hane_sandbox::{Call, CallError, GuestError, LoadError, Operation, Sandbox};
+use hane_sandbox::{Call, CallError, GuestError, LoadError, Operation, Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
 const EMAIL: &str = "communication.send_email";
 
 fn sandbox() -> &'static Sandbox {
     static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| Sandbox::new(&hane_test_support::sandbox_config(8)).expect("sandbox"))
+    SANDBOX.get_or_init(|| {
+        Sandbox::new(
+            &SandboxConfig::new()
+                .cache_dir(Some(hane_test_support::component_cache()))
+                .max_instances(8)
+                .clone(),
+        )
+        .expect("sandbox")
+    })
 }
 
 fn granting(tools: &[&str]) -> Policy {

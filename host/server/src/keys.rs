@@ -182,7 +182,8 @@ pub async fn create_key(
     getrandom::fill(&mut random).expect("the operating system provides random bytes");
     let secret = format!("{KEY_PREFIX}{}", hex::encode(random));
     registry
-        .add_api_key(name, role.as_str(), groups.as_deref(), &hash_key(&secret))
+        .api_keys()
+        .add(name, role.as_str(), groups.as_deref(), &hash_key(&secret))
         .await
         .map_err(|e| match e {
             StoreError::DuplicateKey(name) => KeyError::Duplicate(name),

@@ -543,7 +543,8 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
     let key = guard
         .runtime
         .registry()
-        .api_key(&hash_key(secret))
+        .api_keys()
+        .by_hash(&hash_key(secret))
         .await
         .map_err(|e| ApiError::internal("checking an API key", &e))?
         .ok_or_else(|| {

@@ -471,7 +471,8 @@ async fn a_removed_key_stops_working() -> anyhow::Result<()> {
         server
             .runtime
             .registry()
-            .remove_api_key("temporary")
+            .api_keys()
+            .remove("temporary")
             .await?
     );
     let reply = server.get("/v1/agents/runs", Some(&key)).await?;

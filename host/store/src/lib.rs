@@ -56,6 +56,10 @@ pub use registry::{
     OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TakenRun,
     TaskRow, TickEnd, TickRow, Usage, UsageDelta,
 };
+pub use registry::{
+    ActionTable, ApiKeyTable, CaseTable, ConversationTable, EvaluationTable, LeaseTable,
+    OverrideTable, ReceptionTable, ReleaseTable, RunTable, TaskTable, TickTable, UsageTable,
+};
 pub use sql::postgres::redact as without_password;
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};
 pub use store::{

@@ -3,7 +3,6 @@
 //! - [`component_cache`]: one directory of compiled components for every
 //!   test binary and every `hane` process a test starts, so a component
 //!   compiles once per engine configuration, not once per binary;
-//! - [`sandbox`]: a sandbox per test process on that cache;
 //! - [`examples`]: the repository's `examples/` release;
 //! - [`SmtpServer`]: a real SMTP server on loopback (`tests/smtp/server.py`
 //!   on aiosmtpd, in the Python that `cargo xtask test` provisions);
@@ -30,9 +29,6 @@ mod serve;
 mod smtp;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-use hane_sandbox::{Sandbox, SandboxConfig};
 
 pub use clients::model_client;
 pub use llama::LlamaServer;
@@ -90,20 +86,4 @@ pub fn component_cache() -> PathBuf {
     target
         .unwrap_or_else(|| repository().join("target"))
         .join("tmp/component-cache")
-}
-
-/// A sandbox configuration on [`component_cache`] with room for
-/// `instances` instances at once.
-pub fn sandbox_config(instances: u32) -> SandboxConfig {
-    let mut config = SandboxConfig::new();
-    config
-        .cache_dir(Some(component_cache()))
-        .max_instances(instances);
-    config
-}
-
-/// The test process's sandbox: 64 instances, on [`component_cache`].
-pub fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| Sandbox::new(&sandbox_config(64)).expect("sandbox"))
 }

@@ -360,8 +360,8 @@ fn stored_conversations(store: &Path) -> Vec<(String, usize)> {
         .unwrap()
         .block_on(async {
             let mut out = Vec::new();
-            for row in registry.conversations(None, 0).await.unwrap() {
-                let entries = registry.conversation_entries(&row.id).await.unwrap();
+            for row in registry.conversations().list(None, 0).await.unwrap() {
+                let entries = registry.conversations().entries(&row.id).await.unwrap();
                 out.push((row.id, entries.len()));
             }
             out

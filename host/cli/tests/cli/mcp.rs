@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use hane_coordinator::{AgentRuntime, AttachedRun, RuntimeConfig, StartRun};
 use hane_core::RunStatus;
 use hane_manager::Components;
+use hane_sandbox::SandboxConfig;
 use serde_json::{Value, json};
 
 const FOUND: &str = "架空 300 あ 10-02";
@@ -18,7 +19,12 @@ const FOUND: &str = "架空 300 あ 10-02";
 async fn served(dir: &std::path::Path) -> (AgentRuntime, SocketAddr, AttachedRun) {
     let mut config = RuntimeConfig::new();
     config
-        .sandbox(hane_test_support::sandbox_config(8))
+        .sandbox(
+            SandboxConfig::new()
+                .cache_dir(Some(hane_test_support::component_cache()))
+                .max_instances(8)
+                .clone(),
+        )
         .components(Components::with_builtins(hane_builtins::all()));
     let runtime = AgentRuntime::open(&dir.join("hane.db"), &config).unwrap();
     runtime

@@ -20,7 +20,7 @@ use hane_manager::{
     WorkerAddr, WorkerSecret, component_digest,
 };
 use hane_manager::{Ending, OperationManager, Update};
-use hane_sandbox::Sandbox;
+use hane_sandbox::{Sandbox, SandboxConfig};
 use tokio::net::{TcpStream, UnixListener};
 
 const SECRET: &str = "a secret only the tests know";
@@ -146,7 +146,13 @@ fn looping(programs: &Programs, limits: Limits) -> Operation {
 
 fn local_manager(components: Components) -> LocalOperationManager {
     LocalOperationManager::new(
-        Sandbox::new(&hane_test_support::sandbox_config(8)).unwrap(),
+        Sandbox::new(
+            &SandboxConfig::new()
+                .cache_dir(Some(hane_test_support::component_cache()))
+                .max_instances(8)
+                .clone(),
+        )
+        .unwrap(),
         components,
         LocalConfig::new().concurrency(2),
     )

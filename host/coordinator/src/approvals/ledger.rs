@@ -188,7 +188,7 @@ impl ExecutionLedger {
         if owner == lease.holder() {
             return Ok(!lease.lapsed());
         }
-        Ok(self.inner.registry.lease_is_live(owner).await?)
+        Ok(self.inner.registry.leases().is_live(owner).await?)
     }
 
     /// The registry.
@@ -255,7 +255,8 @@ impl ExecutionLedger {
         let row = self
             .inner
             .registry
-            .action(id)
+            .actions()
+            .get(id)
             .await?
             .ok_or_else(|| ActionError::NotFound(id.to_owned()))?;
         decode(&row)
@@ -276,7 +277,8 @@ impl ExecutionLedger {
         let rows = self
             .inner
             .registry
-            .actions(ActionQuery {
+            .actions()
+            .list(ActionQuery {
                 state,
                 run: run.map(ToString::to_string),
                 limit: 0,
@@ -296,7 +298,7 @@ impl ExecutionLedger {
     ///
     /// The store failed.
     pub async fn overrides(&self) -> Result<Vec<OverrideRow>, ActionError> {
-        Ok(self.inner.registry.overrides().await?)
+        Ok(self.inner.registry.overrides().list().await?)
     }
 
     /// Sends every later action of `tool` to people, whatever the decider
@@ -319,7 +321,8 @@ impl ExecutionLedger {
         Ok(self
             .inner
             .registry
-            .put_override(OverrideRow {
+            .overrides()
+            .put(OverrideRow {
                 tool: tool.to_owned(),
                 reason: reason.to_owned(),
                 created_by: by.to_owned(),
@@ -335,7 +338,7 @@ impl ExecutionLedger {
     ///
     /// The store failed.
     pub async fn remove_override(&self, tool: &str) -> Result<bool, ActionError> {
-        Ok(self.inner.registry.remove_override(tool).await?)
+        Ok(self.inner.registry.overrides().remove(tool).await?)
     }
 
     /// Stores a new action, and its approval task when a person decides,

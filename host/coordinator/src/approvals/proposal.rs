@@ -460,7 +460,8 @@ impl<'a> Proposals<'a> {
             .kernel
             .inner
             .registry
-            .usage(&day, &ledger.scope().key())
+            .usage()
+            .of_day(&day, &ledger.scope().key())
             .await
             .map_err(|e| e.to_string())?;
         if usage.actions >= limit {
@@ -492,6 +493,7 @@ impl<'a> Proposals<'a> {
             .inner
             .registry
             .overrides()
+            .list()
             .await
             .map_err(|e| e.to_string())?;
         if overrides.iter().any(|o| o.tool == action.tool) {

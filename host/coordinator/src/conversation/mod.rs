@@ -262,7 +262,8 @@ impl Conversations {
             created_at_ms: now,
         };
         self.registry
-            .create_conversation(
+            .conversations()
+            .create(
                 ConversationRow {
                     id: conversation.id.to_string(),
                     agent: agent.to_owned(),
@@ -318,7 +319,7 @@ impl Conversations {
         agent: Option<String>,
         limit: u32,
     ) -> Result<Listed<(Conversation, u64)>, ConversationError> {
-        let rows = self.registry.conversations(agent, limit).await?;
+        let rows = self.registry.conversations().list(agent, limit).await?;
         Ok(Listed::read(
             "conversation",
             rows,
@@ -406,7 +407,8 @@ impl Conversations {
         };
         let seq = match self
             .registry
-            .add_conversation_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
+            .conversations()
+            .add_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
             .await
         {
             Ok(seq) => seq,
@@ -467,7 +469,8 @@ impl Conversations {
         };
         let seq = self
             .registry
-            .add_conversation_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
+            .conversations()
+            .add_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
             .await?;
         Ok(SavedMemory { seq, memory, notes })
     }
@@ -478,7 +481,8 @@ impl Conversations {
     ) -> Result<(Conversation, u64), ConversationError> {
         let row = self
             .registry
-            .conversation(id.as_str())
+            .conversations()
+            .get(id.as_str())
             .await?
             .ok_or_else(|| ConversationError::NotFound(id.to_string()))?;
         Ok((open_conversation(&row)?, row.updated_at_ms))
@@ -488,7 +492,7 @@ impl Conversations {
         &self,
         id: &ConversationId,
     ) -> Result<Vec<(u64, ConversationEntry)>, ConversationError> {
-        let rows = self.registry.conversation_entries(id.as_str()).await?;
+        let rows = self.registry.conversations().entries(id.as_str()).await?;
         rows.iter()
             .map(|row| {
                 hane_core::open::<ConversationEntry>(&row.body)

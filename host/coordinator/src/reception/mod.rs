@@ -703,7 +703,8 @@ impl ReceptionDesk {
             "request answered"
         );
         self.registry
-            .add_reception(ReceptionRow {
+            .receptions()
+            .add(ReceptionRow {
                 id: reception.id.to_string(),
                 created_at_ms: reception.created_at_ms,
                 run: reception.run.as_ref().map(ToString::to_string),
@@ -721,7 +722,8 @@ impl ReceptionDesk {
     pub async fn get(&self, id: &str) -> Result<Reception, ReceptionError> {
         let row = self
             .registry
-            .reception(id)
+            .receptions()
+            .get(id)
             .await?
             .ok_or_else(|| ReceptionError::NotFound(id.to_owned()))?;
         open_reception(&row)
@@ -735,7 +737,7 @@ impl ReceptionDesk {
     ///
     /// The store failed.
     pub async fn list(&self, limit: u32) -> Result<Listed<Reception>, ReceptionError> {
-        let rows = self.registry.receptions(limit).await?;
+        let rows = self.registry.receptions().list(limit).await?;
         Ok(Listed::read(
             "reception",
             rows,

@@ -349,7 +349,7 @@ pub async fn activate_dir(
     cli: &CliConfig,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
     let (new, loaded) = prepare_dir(dir, sandbox, builtins, cli).await?;
-    let info = registry.activate(new).await?;
+    let info = registry.releases().activate(new).await?;
     let loaded = LoadedRelease {
         info: info.clone(),
         ..loaded
@@ -666,7 +666,7 @@ fn resolve_policy(policy: &Policy, folder: &Path) -> Policy {
 ///
 /// The store failed or the stored release cannot be read.
 pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, LoadError> {
-    let Some((info, body)) = registry.active().await? else {
+    let Some((info, body)) = registry.releases().active().await? else {
         return Ok(None);
     };
     let release = info.number;
@@ -686,7 +686,7 @@ pub(crate) async fn load_numbered(
     registry: &Registry,
     number: u64,
 ) -> Result<Option<LoadedRelease>, LoadError> {
-    let Some((info, body)) = registry.release(number).await? else {
+    let Some((info, body)) = registry.releases().get(number).await? else {
         return Ok(None);
     };
     let corrupt = |message: String| LoadError::Corrupt {

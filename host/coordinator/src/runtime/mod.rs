@@ -752,7 +752,8 @@ impl AgentRuntime {
         let row = self
             .inner
             .registry
-            .run(id.as_str())
+            .runs()
+            .get(id.as_str())
             .await?
             .ok_or_else(|| RunError::NotFound(id.to_string()))?;
         decode(&row)
@@ -765,7 +766,7 @@ impl AgentRuntime {
     ///
     /// The store failed.
     pub async fn list(&self, query: RunQuery) -> Result<Listed<AgentRun>, RunError> {
-        let rows = self.inner.registry.runs(query).await?;
+        let rows = self.inner.registry.runs().list(query).await?;
         let live = lock(&self.inner.live).clone();
         Ok(Listed::read(
             "run",
@@ -788,7 +789,7 @@ impl AgentRuntime {
     ///
     /// The store failed.
     pub async fn tasks(&self, id: &RunId) -> Result<Listed<Task>, RunError> {
-        let rows = self.inner.registry.tasks_of_run(id.as_str()).await?;
+        let rows = self.inner.registry.tasks().of_run(id.as_str()).await?;
         Ok(Listed::read(
             "task",
             rows,
@@ -854,7 +855,8 @@ impl AgentRuntime {
     pub(crate) async fn persist(&self, run: &AgentRun, from: RunStatus) -> Result<(), RunError> {
         self.inner
             .registry
-            .update_run(from, run_row(run, &self.inner.lease))
+            .runs()
+            .update(from, run_row(run, &self.inner.lease))
             .await?;
         Ok(())
     }

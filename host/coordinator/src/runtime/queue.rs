@@ -59,7 +59,8 @@ impl RunQueue<'_> {
             .kernel
             .inner
             .registry
-            .claim_queued_runs(self.kernel.inner.lease.holder(), room)
+            .runs()
+            .claim_queued(self.kernel.inner.lease.holder(), room)
             .await?;
         let mut started = Vec::with_capacity(claimed.len());
         for row in claimed {

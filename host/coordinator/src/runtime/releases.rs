@@ -41,7 +41,7 @@ impl AgentRuntime {
     ///
     /// [`RunError::NoRelease`], or the store failed.
     pub async fn release(&self) -> Result<Arc<LoadedRelease>, RunError> {
-        let number = self.inner.registry.active_number().await?;
+        let number = self.inner.registry.releases().active_number().await?;
         let current = self
             .inner
             .release
@@ -147,6 +147,7 @@ impl<'a> Releases<'a> {
                 .kernel
                 .inner
                 .registry
+                .releases()
                 .component(digest)
                 .await?
                 .ok_or_else(|| LoadError::Corrupt {

@@ -37,6 +37,7 @@ impl AgentRuntime {
         let taken = self
             .inner
             .registry
+            .leases()
             .take_over_runs(lease.holder(), move |row| {
                 resume || !decode(row).is_ok_and(|run| run.resumable)
             })

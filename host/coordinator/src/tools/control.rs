@@ -263,7 +263,8 @@ impl<'a> Controls<'a> {
             .kernel
             .inner
             .registry
-            .create_task(task_row(&task))
+            .tasks()
+            .create(task_row(&task))
             .await
         {
             return ToolResult::error("failed", format!("the task could not be stored: {e}"));

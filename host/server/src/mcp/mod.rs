@@ -549,7 +549,8 @@ async fn key_caller(runtime: &AgentRuntime, headers: &HeaderMap) -> Result<KeyCa
     let secret = bearer(headers, "an API key")?;
     let key = runtime
         .registry()
-        .api_key(&hash_key(secret))
+        .api_keys()
+        .by_hash(&hash_key(secret))
         .await
         .map_err(|e| {
             tracing::error!("checking an API key: {e}");

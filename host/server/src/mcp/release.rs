@@ -76,6 +76,7 @@ impl ReleaseTools {
         }
         let (info, body) = runtime
             .registry()
+            .releases()
             .active()
             .await
             .map_err(|e| failed(format!("reading the active release: {e}")))?
@@ -169,6 +170,7 @@ impl ReleaseTools {
         let runtime = &self.inner.runtime;
         let bytes = runtime
             .registry()
+            .releases()
             .component(&released.digest)
             .await
             .map_err(|e| format!("reading component {}: {e}", released.digest))?

@@ -10,10 +10,12 @@ use std::cell::RefCell;
 
 use hane_core::{ActionState, Lifecycle, TaskState};
 
-use super::{Registry, RunRow, TaskRow, insert_run, insert_task, state, state_changed};
+use super::{
+    ActionTable, OverrideTable, RunRow, TaskRow, UsageTable, insert_run, insert_task, state,
+    state_changed,
+};
 use crate::StoreError;
 use crate::sql::{Query, Row, Sql, SqlError, args, failed};
-use crate::sqlite::Synchronous;
 
 /// The most actions one listing returns.
 pub const MAX_ACTIONS_LISTED: u32 = 1000;
@@ -106,7 +108,7 @@ pub struct AlertRow {
 
 /// The registry inside one transaction; see [`Registry::transact`].
 pub struct RegistryTx<'a> {
-    tx: RefCell<&'a mut dyn Sql>,
+    pub(super) tx: RefCell<&'a mut dyn Sql>,
 }
 
 impl RegistryTx<'_> {
@@ -220,20 +222,20 @@ impl RegistryTx<'_> {
             .map_err(failed("reading decider overrides"))
     }
 
-    /// Stores a new run, as [`Registry::insert_run`].
+    /// Stores a new run, as [`RunTable::insert`](super::RunTable::insert).
     ///
     /// # Errors
     ///
-    /// As [`Registry::insert_run`].
+    /// As [`RunTable::insert`](super::RunTable::insert).
     pub fn insert_run(&self, run: &RunRow) -> Result<(), StoreError> {
         insert_run(*self.tx.borrow_mut(), run)
     }
 
-    /// Stores a new task, as [`Registry::create_task`].
+    /// Stores a new task, as [`TaskTable::create`](super::TaskTable::create).
     ///
     /// # Errors
     ///
-    /// As [`Registry::create_task`].
+    /// As [`TaskTable::create`](super::TaskTable::create).
     pub fn create_task(&self, task: &TaskRow) -> Result<(), StoreError> {
         insert_task(*self.tx.borrow_mut(), task)
     }
@@ -388,90 +390,25 @@ fn action_row(row: &dyn Row) -> Result<ActionRow, SqlError> {
     })
 }
 
-impl Registry {
-    /// Runs `f` in one write transaction: committed when `f` returns
-    /// `Ok`, rolled back when it returns `Err`. No other write
-    /// transaction on the store, of this process or another, interleaves
-    /// with it: on SQLite it is `IMMEDIATE` (another process waits up to
-    /// the busy timeout), on PostgreSQL it holds the store's write lock.
-    ///
-    /// # Errors
-    ///
-    /// What `f` returned, or the database failed.
-    pub async fn transact<T, E>(
-        &self,
-        f: impl FnOnce(&RegistryTx<'_>) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.transaction(false, f).await
-    }
-
-    /// As [`Registry::transact`], with the commit synced to disk whatever
-    /// the registry's synchronous mode: for a record that must survive a
-    /// power loss as well as a crash, such as the claim of an action about
-    /// to be sent.
-    ///
-    /// # Errors
-    ///
-    /// As [`Registry::transact`].
-    pub async fn transact_synced<T, E>(
-        &self,
-        f: impl FnOnce(&RegistryTx<'_>) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.transaction(true, f).await
-    }
-
-    async fn transaction<T, E>(
-        &self,
-        synced: bool,
-        f: impl FnOnce(&RegistryTx<'_>) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        let engine = self.engine.clone();
-        let mode = if synced {
-            Synchronous::Full
-        } else {
-            self.synchronous
-        };
-        let base = self.synchronous;
-        tokio::task::spawn_blocking(move || {
-            engine.write_synced(base, mode, |db| {
-                f(&RegistryTx {
-                    tx: RefCell::new(db),
-                })
-            })
-        })
-        .await
-        .map_err(|e| StoreError::Database(format!("a registry transaction: {e}")))?
-    }
-
+impl ActionTable<'_> {
     /// The action with this id.
     ///
     /// # Errors
     ///
     /// The database failed.
-    pub async fn action(&self, id: &str) -> Result<Option<ActionRow>, StoreError> {
+    pub async fn get(&self, id: &str) -> Result<Option<ActionRow>, StoreError> {
         let id = id.to_owned();
-        self.on("reading an action", move |db| {
-            db.row(
-                "SELECT id, run, tool, state, owner, created_at, updated_at, body
+        self.registry
+            .on("reading an action", move |db| {
+                db.row(
+                    "SELECT id, run, tool, state, owner, created_at, updated_at, body
                  FROM actions WHERE id = ?1",
-                args![&id],
-                action_row,
-            )
-            .map_err(failed("reading an action"))
-        })
-        .await
+                    args![&id],
+                    action_row,
+                )
+                .map_err(failed("reading an action"))
+            })
+            .await
     }
 
     /// Actions matching `query`, oldest first.
@@ -479,52 +416,56 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn actions(&self, query: ActionQuery) -> Result<Vec<ActionRow>, StoreError> {
-        self.on("listing actions", move |db| {
-            let limit = match query.limit {
-                0 => MAX_ACTIONS_LISTED,
-                n => n.min(MAX_ACTIONS_LISTED),
-            };
-            db.rows(
-                "SELECT id, run, tool, state, owner, created_at, updated_at, body
+    pub async fn list(&self, query: ActionQuery) -> Result<Vec<ActionRow>, StoreError> {
+        self.registry
+            .on("listing actions", move |db| {
+                let limit = match query.limit {
+                    0 => MAX_ACTIONS_LISTED,
+                    n => n.min(MAX_ACTIONS_LISTED),
+                };
+                db.rows(
+                    "SELECT id, run, tool, state, owner, created_at, updated_at, body
                  FROM actions
                  WHERE (CAST(?1 AS TEXT) IS NULL OR state = ?1)
                    AND (CAST(?2 AS TEXT) IS NULL OR run = ?2)
                  ORDER BY created_at, id LIMIT ?3",
-                args![
-                    query.state.map(ActionState::as_str),
-                    query.run.as_ref(),
-                    limit
-                ],
-                action_row,
-            )
-            .map_err(failed("listing actions"))
-        })
-        .await
+                    args![
+                        query.state.map(ActionState::as_str),
+                        query.run.as_ref(),
+                        limit
+                    ],
+                    action_row,
+                )
+                .map_err(failed("listing actions"))
+            })
+            .await
     }
+}
 
+impl OverrideTable<'_> {
     /// Sets an override for `tool`, replacing one that exists.
     ///
     /// # Errors
     ///
     /// The database failed.
-    pub async fn put_override(&self, row: OverrideRow) -> Result<OverrideRow, StoreError> {
-        self.on("storing a decider override", move |db| {
-            db.execute(
-                "INSERT INTO decider_overrides (tool, reason, created_by, created_at)
+    pub async fn put(&self, row: OverrideRow) -> Result<OverrideRow, StoreError> {
+        self.registry
+            .on("storing a decider override", move |db| {
+                db.execute(
+                    "INSERT INTO decider_overrides (tool, reason, created_by, created_at)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (tool) DO UPDATE SET reason = ?2, created_by = ?3, created_at = ?4",
-                args![
-                    &row.tool,
-                    &row.reason,
-                    &row.created_by,
-                    row.created_at_ms as i64
-                ],
-            )
-            .map_err(failed("storing a decider override"))?;
-            Ok(row)
-        })
-        .await
+                    args![
+                        &row.tool,
+                        &row.reason,
+                        &row.created_by,
+                        row.created_at_ms as i64
+                    ],
+                )
+                .map_err(failed("storing a decider override"))?;
+                Ok(row)
+            })
+            .await
     }
 
     /// Every decider override, by tool.
@@ -532,24 +473,25 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn overrides(&self) -> Result<Vec<OverrideRow>, StoreError> {
-        self.on("listing decider overrides", |db| {
-            db.rows(
-                "SELECT tool, reason, created_by, created_at FROM decider_overrides
+    pub async fn list(&self) -> Result<Vec<OverrideRow>, StoreError> {
+        self.registry
+            .on("listing decider overrides", |db| {
+                db.rows(
+                    "SELECT tool, reason, created_by, created_at FROM decider_overrides
                  ORDER BY tool",
-                &[],
-                |row| {
-                    Ok(OverrideRow {
-                        tool: row.text(0)?,
-                        reason: row.text(1)?,
-                        created_by: row.text(2)?,
-                        created_at_ms: row.int(3)? as u64,
-                    })
-                },
-            )
-            .map_err(failed("listing decider overrides"))
-        })
-        .await
+                    &[],
+                    |row| {
+                        Ok(OverrideRow {
+                            tool: row.text(0)?,
+                            reason: row.text(1)?,
+                            created_by: row.text(2)?,
+                            created_at_ms: row.int(3)? as u64,
+                        })
+                    },
+                )
+                .map_err(failed("listing decider overrides"))
+            })
+            .await
     }
 
     /// Removes the override of `tool`; false when there was none.
@@ -557,50 +499,54 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn remove_override(&self, tool: &str) -> Result<bool, StoreError> {
+    pub async fn remove(&self, tool: &str) -> Result<bool, StoreError> {
         let tool = tool.to_owned();
-        self.on("removing a decider override", move |db| {
-            let n = db
-                .execute(
-                    "DELETE FROM decider_overrides WHERE tool = ?1",
-                    args![&tool],
-                )
-                .map_err(failed("removing a decider override"))?;
-            Ok(n > 0)
-        })
-        .await
+        self.registry
+            .on("removing a decider override", move |db| {
+                let n = db
+                    .execute(
+                        "DELETE FROM decider_overrides WHERE tool = ?1",
+                        args![&tool],
+                    )
+                    .map_err(failed("removing a decider override"))?;
+                Ok(n > 0)
+            })
+            .await
     }
+}
 
+impl UsageTable<'_> {
     /// `day`'s usage of `scope` and its alerts.
     ///
     /// # Errors
     ///
     /// The database failed.
-    pub async fn usage(
+    pub async fn of_day(
         &self,
         day: &str,
         scope: &str,
     ) -> Result<(Usage, Vec<AlertRow>), StoreError> {
         let (day, scope) = (day.to_owned(), scope.to_owned());
-        self.on("reading budget usage", move |db| {
-            let used = usage(db, &day, &scope)?;
-            let alerts = db
-                .rows(
-                    "SELECT name, used, limit_value, at FROM budget_alerts
+        self.registry
+            .on("reading budget usage", move |db| {
+                let used = usage(db, &day, &scope)?;
+                let alerts = db
+                    .rows(
+                        "SELECT name, used, limit_value, at FROM budget_alerts
                      WHERE day = ?1 AND scope = ?2 ORDER BY at, name",
-                    args![&day, &scope],
-                    |row| {
-                        Ok(AlertRow {
-                            name: row.text(0)?,
-                            used: row.int(1)? as u64,
-                            limit: row.int(2)? as u64,
-                            at_ms: row.int(3)? as u64,
-                        })
-                    },
-                )
-                .map_err(failed("reading budget alerts"))?;
-            Ok((used, alerts))
-        })
-        .await
+                        args![&day, &scope],
+                        |row| {
+                            Ok(AlertRow {
+                                name: row.text(0)?,
+                                used: row.int(1)? as u64,
+                                limit: row.int(2)? as u64,
+                                at_ms: row.int(3)? as u64,
+                            })
+                        },
+                    )
+                    .map_err(failed("reading budget alerts"))?;
+                Ok((used, alerts))
+            })
+            .await
     }
 }

@@ -1,7 +1,7 @@
 //! What the registry keeps of conversations: one row per conversation and
 //! its entries in order, each body sealed by its owner.
 
-use super::Registry;
+use super::ConversationTable;
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 
@@ -34,7 +34,7 @@ pub struct EntryRow {
     pub body: Vec<u8>,
 }
 
-impl Registry {
+impl ConversationTable<'_> {
     /// Stores a new conversation, with `first` as its first entry when
     /// given (a saved memory it starts from), in one transaction.
     ///
@@ -42,36 +42,37 @@ impl Registry {
     ///
     /// The database failed, or a conversation with this id exists; then
     /// nothing was stored.
-    pub async fn create_conversation(
+    pub async fn create(
         &self,
         conversation: ConversationRow,
         first: Option<Vec<u8>>,
     ) -> Result<(), StoreError> {
-        self.tx("creating a conversation", move |db| {
-            let what = failed("creating a conversation");
-            db.execute(
-                "INSERT INTO conversations (id, agent, created_at, updated_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                args![
-                    &conversation.id,
-                    &conversation.agent,
-                    conversation.created_at_ms as i64,
-                    conversation.updated_at_ms as i64,
-                    &conversation.body
-                ],
-            )
-            .map_err(&what)?;
-            if let Some(body) = first {
+        self.registry
+            .tx("creating a conversation", move |db| {
+                let what = failed("creating a conversation");
                 db.execute(
-                    "INSERT INTO conversation_entries (conversation, seq, at, body)
-                     VALUES (?1, 0, ?2, ?3)",
-                    args![&conversation.id, conversation.created_at_ms as i64, &body],
+                    "INSERT INTO conversations (id, agent, created_at, updated_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                    args![
+                        &conversation.id,
+                        &conversation.agent,
+                        conversation.created_at_ms as i64,
+                        conversation.updated_at_ms as i64,
+                        &conversation.body
+                    ],
                 )
                 .map_err(&what)?;
-            }
-            Ok(())
-        })
-        .await
+                if let Some(body) = first {
+                    db.execute(
+                        "INSERT INTO conversation_entries (conversation, seq, at, body)
+                     VALUES (?1, 0, ?2, ?3)",
+                        args![&conversation.id, conversation.created_at_ms as i64, &body],
+                    )
+                    .map_err(&what)?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// The conversation with this id.
@@ -79,17 +80,18 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn conversation(&self, id: &str) -> Result<Option<ConversationRow>, StoreError> {
+    pub async fn get(&self, id: &str) -> Result<Option<ConversationRow>, StoreError> {
         let id = id.to_owned();
-        self.on("reading a conversation", move |db| {
-            db.row(
+        self.registry
+            .on("reading a conversation", move |db| {
+                db.row(
                 "SELECT id, agent, created_at, updated_at, body FROM conversations WHERE id = ?1",
                 args![&id],
                 conversation_row,
             )
             .map_err(failed("reading a conversation"))
-        })
-        .await
+            })
+            .await
     }
 
     /// Conversations, of `agent` when given, most recently changed first;
@@ -99,26 +101,27 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn conversations(
+    pub async fn list(
         &self,
         agent: Option<String>,
         limit: u32,
     ) -> Result<Vec<ConversationRow>, StoreError> {
-        self.on("listing conversations", move |db| {
-            let limit = match limit {
-                0 => MAX_CONVERSATIONS_LISTED,
-                n => n.min(MAX_CONVERSATIONS_LISTED),
-            };
-            db.rows(
-                "SELECT id, agent, created_at, updated_at, body FROM conversations
+        self.registry
+            .on("listing conversations", move |db| {
+                let limit = match limit {
+                    0 => MAX_CONVERSATIONS_LISTED,
+                    n => n.min(MAX_CONVERSATIONS_LISTED),
+                };
+                db.rows(
+                    "SELECT id, agent, created_at, updated_at, body FROM conversations
                  WHERE (CAST(?1 AS TEXT) IS NULL OR agent = ?1)
                  ORDER BY updated_at DESC, id DESC LIMIT ?2",
-                args![agent.as_ref(), limit],
-                conversation_row,
-            )
-            .map_err(failed("listing conversations"))
-        })
-        .await
+                    args![agent.as_ref(), limit],
+                    conversation_row,
+                )
+                .map_err(failed("listing conversations"))
+            })
+            .await
     }
 
     /// Adds `body` as the next entry of conversation `id` and returns its
@@ -128,14 +131,9 @@ impl Registry {
     ///
     /// No conversation has this id ([`StoreError::Database`] naming it), or
     /// the database failed; then nothing was added.
-    pub async fn add_conversation_entry(
-        &self,
-        id: &str,
-        at_ms: u64,
-        body: Vec<u8>,
-    ) -> Result<u64, StoreError> {
+    pub async fn add_entry(&self, id: &str, at_ms: u64, body: Vec<u8>) -> Result<u64, StoreError> {
         let id = id.to_owned();
-        self.tx("adding to a conversation", move |db| {
+        self.registry.tx("adding to a conversation", move |db| {
             let what = failed("adding to a conversation");
             let changed = db
                 .execute(
@@ -174,9 +172,9 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn conversation_entries(&self, id: &str) -> Result<Vec<EntryRow>, StoreError> {
+    pub async fn entries(&self, id: &str) -> Result<Vec<EntryRow>, StoreError> {
         let id = id.to_owned();
-        self.on("reading a conversation", move |db| {
+        self.registry.on("reading a conversation", move |db| {
             db.rows(
                 "SELECT seq, at, body FROM conversation_entries WHERE conversation = ?1 ORDER BY seq",
                 args![&id],

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::{Registry, RunRow, now_ms, run_row};
+use super::{LeaseTable, RunRow, now_ms, run_row};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 
@@ -36,7 +36,7 @@ impl LeaseRow {
     }
 }
 
-/// A run taken over from a dead holder ([`Registry::take_over_runs`]).
+/// A run taken over from a dead holder ([`LeaseTable::take_over_runs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TakenRun {
     /// The run, now held by the taker.
@@ -66,7 +66,7 @@ fn lease_at(row: &dyn Row, first: usize) -> Result<LeaseRow, SqlError> {
     })
 }
 
-impl Registry {
+impl LeaseTable<'_> {
     /// Takes the lease `holder` for `ttl`, for the process `pid` on
     /// `host`. Blocking: a process takes its lease while it opens the
     /// store, before it runs anything under it.
@@ -75,7 +75,7 @@ impl Registry {
     ///
     /// The database failed, or `holder` is held already (holder names are
     /// never reused).
-    pub fn acquire_lease(
+    pub fn acquire(
         &self,
         holder: &str,
         host: &str,
@@ -84,7 +84,7 @@ impl Registry {
     ) -> Result<LeaseRow, StoreError> {
         let now = now_ms();
         let expires = now.saturating_add(ms(ttl) as u64);
-        self.blocking(|db| {
+        self.registry.blocking(|db| {
             db.execute(
                 "INSERT INTO leases (holder, host, pid, acquired_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -108,19 +108,20 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed; the lease may lapse meanwhile.
-    pub async fn renew_lease(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+    pub async fn renew(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         let holder = holder.to_owned();
-        self.on("renewing a lease", move |db| {
-            let now = now_ms() as i64;
-            let changed = db
-                .execute(
-                    "UPDATE leases SET expires_at = ?2 WHERE holder = ?1 AND expires_at >= ?3",
-                    args![&holder, now.saturating_add(ms(ttl)), now],
-                )
-                .map_err(failed("renewing a lease"))?;
-            Ok(changed == 1)
-        })
-        .await
+        self.registry
+            .on("renewing a lease", move |db| {
+                let now = now_ms() as i64;
+                let changed = db
+                    .execute(
+                        "UPDATE leases SET expires_at = ?2 WHERE holder = ?1 AND expires_at >= ?3",
+                        args![&holder, now.saturating_add(ms(ttl)), now],
+                    )
+                    .map_err(failed("renewing a lease"))?;
+                Ok(changed == 1)
+            })
+            .await
     }
 
     /// Gives lease `holder` up: what it still holds is taken over at once.
@@ -128,14 +129,15 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed; the lease lapses by itself.
-    pub async fn release_lease(&self, holder: &str) -> Result<(), StoreError> {
+    pub async fn give_up(&self, holder: &str) -> Result<(), StoreError> {
         let holder = holder.to_owned();
-        self.on("giving up a lease", move |db| {
-            db.execute("DELETE FROM leases WHERE holder = ?1", args![&holder])
-                .map_err(failed("giving up a lease"))?;
-            Ok(())
-        })
-        .await
+        self.registry
+            .on("giving up a lease", move |db| {
+                db.execute("DELETE FROM leases WHERE holder = ?1", args![&holder])
+                    .map_err(failed("giving up a lease"))?;
+                Ok(())
+            })
+            .await
     }
 
     /// Lease `holder`, if it is in the table (live or lapsed).
@@ -143,17 +145,18 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn lease(&self, holder: &str) -> Result<Option<LeaseRow>, StoreError> {
+    pub async fn get(&self, holder: &str) -> Result<Option<LeaseRow>, StoreError> {
         let holder = holder.to_owned();
-        self.on("reading a lease", move |db| {
-            db.row(
+        self.registry
+            .on("reading a lease", move |db| {
+                db.row(
                 "SELECT holder, host, pid, acquired_at, expires_at FROM leases WHERE holder = ?1",
                 args![&holder],
                 lease_row,
             )
             .map_err(failed("reading a lease"))
-        })
-        .await
+            })
+            .await
     }
 
     /// Whether lease `holder` is held now: in the table and not past its
@@ -162,9 +165,9 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn lease_is_live(&self, holder: &str) -> Result<bool, StoreError> {
+    pub async fn is_live(&self, holder: &str) -> Result<bool, StoreError> {
         Ok(self
-            .lease(holder)
+            .get(holder)
             .await?
             .is_some_and(|lease| lease.is_live(now_ms())))
     }
@@ -184,13 +187,14 @@ impl Registry {
         wanted: impl Fn(&RunRow) -> bool + Send + 'static,
     ) -> Result<Vec<TakenRun>, StoreError> {
         let holder = holder.to_owned();
-        self.tx("taking over runs", move |db| {
-            let what = failed("taking over runs");
-            let now = now_ms() as i64;
-            // `runs_live` covers queued and running, the only states a
-            // run is held in. A run queued for any process (held by none)
-            // waits for one with room (`claim_queued_runs`).
-            let found = db
+        self.registry
+            .tx("taking over runs", move |db| {
+                let what = failed("taking over runs");
+                let now = now_ms() as i64;
+                // `runs_live` covers queued and running, the only states a
+                // run is held in. A run queued for any process (held by none)
+                // waits for one with room (`RunTable::claim_queued`).
+                let found = db
                 .rows(
                     "SELECT r.id, r.agent, r.status, r.created_at, r.updated_at, r.body, r.holder,
                             l.holder, l.host, l.pid, l.acquired_at, l.expires_at
@@ -211,70 +215,31 @@ impl Registry {
                     },
                 )
                 .map_err(&what)?;
-            let mut runs = Vec::new();
-            for (mut run, lease) in found {
-                if !wanted(&run) {
-                    continue;
+                let mut runs = Vec::new();
+                for (mut run, lease) in found {
+                    if !wanted(&run) {
+                        continue;
+                    }
+                    db.execute(
+                        "UPDATE runs SET holder = ?2 WHERE id = ?1",
+                        args![&run.id, &holder],
+                    )
+                    .map_err(&what)?;
+                    let from = run.holder.replace(holder.clone());
+                    runs.push(TakenRun { run, from, lease });
                 }
+                // A lapsed lease that holds no live run is of no more use: a
+                // delivery naming it finds it gone, which is as dead.
                 db.execute(
-                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
-                    args![&run.id, &holder],
-                )
-                .map_err(&what)?;
-                let from = run.holder.replace(holder.clone());
-                runs.push(TakenRun { run, from, lease });
-            }
-            // A lapsed lease that holds no live run is of no more use: a
-            // delivery naming it finds it gone, which is as dead.
-            db.execute(
-                "DELETE FROM leases WHERE expires_at < ?1
+                    "DELETE FROM leases WHERE expires_at < ?1
                    AND NOT EXISTS (SELECT 1 FROM runs
                                    WHERE runs.holder = leases.holder
                                      AND runs.status IN ('queued', 'running'))",
-                args![now],
-            )
-            .map_err(&what)?;
-            Ok(runs)
-        })
-        .await
-    }
-
-    /// Claims for `holder` at most `limit` runs queued for any process
-    /// (`queued`, held by none), oldest first, in one write transaction,
-    /// so of any number of processes claiming at once each run goes to
-    /// one.
-    ///
-    /// # Errors
-    ///
-    /// The database failed; then nothing was claimed.
-    pub async fn claim_queued_runs(
-        &self,
-        holder: &str,
-        limit: usize,
-    ) -> Result<Vec<RunRow>, StoreError> {
-        let holder = holder.to_owned();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.tx("claiming queued runs", move |db| {
-            let what = failed("claiming queued runs");
-            let mut found = db
-                .rows(
-                    "SELECT id, agent, status, created_at, updated_at, body, holder FROM runs
-                     WHERE status = 'queued' AND holder IS NULL
-                     ORDER BY created_at, id LIMIT ?1",
-                    args![limit],
-                    run_row,
+                    args![now],
                 )
                 .map_err(&what)?;
-            for run in &mut found {
-                db.execute(
-                    "UPDATE runs SET holder = ?2 WHERE id = ?1",
-                    args![&run.id, &holder],
-                )
-                .map_err(&what)?;
-                run.holder = Some(holder.clone());
-            }
-            Ok(found)
-        })
-        .await
+                Ok(runs)
+            })
+            .await
     }
 }

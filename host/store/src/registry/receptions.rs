@@ -1,7 +1,7 @@
 //! What the registry keeps of reception: one row per request answered,
 //! its body sealed by its owner.
 
-use super::Registry;
+use super::ReceptionTable;
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 
@@ -21,28 +21,29 @@ pub struct ReceptionRow {
     pub body: Vec<u8>,
 }
 
-impl Registry {
+impl ReceptionTable<'_> {
     /// Stores a request reception answered.
     ///
     /// # Errors
     ///
     /// The database failed, or a request with this id is stored; then
     /// nothing was stored.
-    pub async fn add_reception(&self, reception: ReceptionRow) -> Result<(), StoreError> {
-        self.on("storing a request", move |db| {
-            db.execute(
-                "INSERT INTO receptions (id, created_at, run, body) VALUES (?1, ?2, ?3, ?4)",
-                args![
-                    &reception.id,
-                    reception.created_at_ms as i64,
-                    reception.run.as_ref(),
-                    &reception.body
-                ],
-            )
-            .map(drop)
-            .map_err(failed("storing a request"))
-        })
-        .await
+    pub async fn add(&self, reception: ReceptionRow) -> Result<(), StoreError> {
+        self.registry
+            .on("storing a request", move |db| {
+                db.execute(
+                    "INSERT INTO receptions (id, created_at, run, body) VALUES (?1, ?2, ?3, ?4)",
+                    args![
+                        &reception.id,
+                        reception.created_at_ms as i64,
+                        reception.run.as_ref(),
+                        &reception.body
+                    ],
+                )
+                .map(drop)
+                .map_err(failed("storing a request"))
+            })
+            .await
     }
 
     /// The request with this id.
@@ -50,17 +51,18 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn reception(&self, id: &str) -> Result<Option<ReceptionRow>, StoreError> {
+    pub async fn get(&self, id: &str) -> Result<Option<ReceptionRow>, StoreError> {
         let id = id.to_owned();
-        self.on("reading a request", move |db| {
-            db.row(
-                "SELECT id, created_at, run, body FROM receptions WHERE id = ?1",
-                args![&id],
-                reception_row,
-            )
-            .map_err(failed("reading a request"))
-        })
-        .await
+        self.registry
+            .on("reading a request", move |db| {
+                db.row(
+                    "SELECT id, created_at, run, body FROM receptions WHERE id = ?1",
+                    args![&id],
+                    reception_row,
+                )
+                .map_err(failed("reading a request"))
+            })
+            .await
     }
 
     /// Requests, newest first; at most `limit` (capped at
@@ -69,21 +71,22 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn receptions(&self, limit: u32) -> Result<Vec<ReceptionRow>, StoreError> {
-        self.on("listing requests", move |db| {
-            let limit = match limit {
-                0 => MAX_RECEPTIONS_LISTED,
-                n => n.min(MAX_RECEPTIONS_LISTED),
-            };
-            db.rows(
-                "SELECT id, created_at, run, body FROM receptions
+    pub async fn list(&self, limit: u32) -> Result<Vec<ReceptionRow>, StoreError> {
+        self.registry
+            .on("listing requests", move |db| {
+                let limit = match limit {
+                    0 => MAX_RECEPTIONS_LISTED,
+                    n => n.min(MAX_RECEPTIONS_LISTED),
+                };
+                db.rows(
+                    "SELECT id, created_at, run, body FROM receptions
                  ORDER BY created_at DESC, id DESC LIMIT ?1",
-                args![limit],
-                reception_row,
-            )
-            .map_err(failed("listing requests"))
-        })
-        .await
+                    args![limit],
+                    reception_row,
+                )
+                .map_err(failed("listing requests"))
+            })
+            .await
     }
 }
 

@@ -3,7 +3,7 @@
 //! start once: every process that sees the tick due tries to insert it,
 //! and only the one whose insert took starts its run.
 
-use super::{Registry, now_ms};
+use super::{TickTable, now_ms};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 use hane_core::TickOutcome;
@@ -33,7 +33,7 @@ pub struct TickRow {
     pub error: Option<String>,
 }
 
-/// What became of a claimed tick ([`Registry::finish_tick`]).
+/// What became of a claimed tick ([`TickTable::finish`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickEnd {
     /// Its outcome.
@@ -58,39 +58,40 @@ impl TickEnd {
     }
 }
 
-impl Registry {
+impl TickTable<'_> {
     /// Claims tick `tick_ms` of `schedule` for `claimed_by`, in one
     /// statement: `true` for the one caller, of any process, whose claim
     /// took; `false` when the tick was claimed before. A claimed tick is
-    /// `claimed` until [`Registry::finish_tick`] says more.
+    /// `claimed` until [`TickTable::finish`] says more.
     ///
     /// # Errors
     ///
     /// The database failed; then nothing was claimed.
-    pub async fn claim_tick(
+    pub async fn claim(
         &self,
         schedule: &str,
         tick_ms: u64,
         claimed_by: &str,
     ) -> Result<bool, StoreError> {
         let (schedule, claimed_by) = (schedule.to_owned(), claimed_by.to_owned());
-        self.on("claiming a tick", move |db| {
-            db.execute(
-                "INSERT INTO schedule_ticks (schedule, tick, claimed_at, claimed_by, outcome)
+        self.registry
+            .on("claiming a tick", move |db| {
+                db.execute(
+                    "INSERT INTO schedule_ticks (schedule, tick, claimed_at, claimed_by, outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT DO NOTHING",
-                args![
-                    &schedule,
-                    tick_ms as i64,
-                    now_ms() as i64,
-                    &claimed_by,
-                    TickOutcome::Claimed.as_str()
-                ],
-            )
-            .map(|inserted| inserted == 1)
-            .map_err(failed("claiming a tick"))
-        })
-        .await
+                    args![
+                        &schedule,
+                        tick_ms as i64,
+                        now_ms() as i64,
+                        &claimed_by,
+                        TickOutcome::Claimed.as_str()
+                    ],
+                )
+                .map(|inserted| inserted == 1)
+                .map_err(failed("claiming a tick"))
+            })
+            .await
     }
 
     /// Records what became of a claimed tick: its outcome, the run or the
@@ -101,7 +102,7 @@ impl Registry {
     ///
     /// The database failed, or the tick was never claimed
     /// ([`StoreError::Database`], naming it).
-    pub async fn finish_tick(
+    pub async fn finish(
         &self,
         schedule: &str,
         tick_ms: u64,
@@ -114,7 +115,7 @@ impl Registry {
             workflow_case,
             error,
         } = end;
-        self.on("recording a tick", move |db| {
+        self.registry.on("recording a tick", move |db| {
             let updated = db
                 .execute(
                     "UPDATE schedule_ticks SET outcome = ?3, run = ?4, workflow_case = ?5, error = ?6
@@ -144,18 +145,19 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn last_tick(&self, schedule: &str) -> Result<Option<u64>, StoreError> {
+    pub async fn last(&self, schedule: &str) -> Result<Option<u64>, StoreError> {
         let schedule = schedule.to_owned();
-        self.on("reading the last tick", move |db| {
-            db.row(
-                "SELECT MAX(tick) FROM schedule_ticks WHERE schedule = ?1",
-                args![&schedule],
-                |row| row.opt_int(0),
-            )
-            .map(|tick| tick.flatten().map(|t| t as u64))
-            .map_err(failed("reading the last tick"))
-        })
-        .await
+        self.registry
+            .on("reading the last tick", move |db| {
+                db.row(
+                    "SELECT MAX(tick) FROM schedule_ticks WHERE schedule = ?1",
+                    args![&schedule],
+                    |row| row.opt_int(0),
+                )
+                .map(|tick| tick.flatten().map(|t| t as u64))
+                .map_err(failed("reading the last tick"))
+            })
+            .await
     }
 
     /// Ticks handled, newest first, of `schedule` or of every schedule; at
@@ -164,18 +166,19 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed, or a row's outcome is not one this build knows.
-    pub async fn ticks(
+    pub async fn list(
         &self,
         schedule: Option<&str>,
         limit: u32,
     ) -> Result<Vec<TickRow>, StoreError> {
         let schedule = schedule.map(str::to_owned);
-        self.on("listing ticks", move |db| {
-            let limit = match limit {
-                0 => MAX_TICKS_LISTED,
-                n => n.min(MAX_TICKS_LISTED),
-            };
-            db.rows(
+        self.registry
+            .on("listing ticks", move |db| {
+                let limit = match limit {
+                    0 => MAX_TICKS_LISTED,
+                    n => n.min(MAX_TICKS_LISTED),
+                };
+                db.rows(
                 "SELECT schedule, tick, claimed_at, claimed_by, outcome, run, workflow_case, error
                  FROM schedule_ticks WHERE CAST(?1 AS TEXT) IS NULL OR schedule = ?1
                  ORDER BY tick DESC, schedule LIMIT ?2",
@@ -183,8 +186,8 @@ impl Registry {
                 tick_row,
             )
             .map_err(failed("listing ticks"))
-        })
-        .await
+            })
+            .await
     }
 }
 

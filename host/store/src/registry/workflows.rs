@@ -3,7 +3,7 @@
 
 use hane_core::{CaseStatus, Lifecycle};
 
-use super::{Registry, state, state_changed};
+use super::{CaseTable, state, state_changed};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
 
@@ -27,7 +27,7 @@ pub struct CaseRow {
     pub body: Vec<u8>,
 }
 
-impl Registry {
+impl CaseTable<'_> {
     /// Stores a new case, in an initial status (`running`), committed
     /// before it returns (and synced as the registry's commits are).
     ///
@@ -36,10 +36,11 @@ impl Registry {
     /// [`StoreError::IllegalTransition`] for a status a case does not
     /// start in, [`StoreError::AlreadyExists`] when a case has this id, or
     /// the database failed; then nothing changed.
-    pub async fn insert_case(&self, case: CaseRow) -> Result<(), StoreError> {
+    pub async fn insert(&self, case: CaseRow) -> Result<(), StoreError> {
         case.status.check_initial()?;
-        self.on("storing a new workflow case", move |db| {
-            let inserted = db
+        self.registry
+            .on("storing a new workflow case", move |db| {
+                let inserted = db
                 .execute(
                     "INSERT INTO workflow_cases (id, workflow, status, created_at, updated_at, body)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -54,15 +55,15 @@ impl Registry {
                     ],
                 )
                 .map_err(failed("storing a new workflow case"))?;
-            if inserted == 0 {
-                return Err(StoreError::AlreadyExists {
-                    kind: CaseStatus::KIND,
-                    id: case.id,
-                });
-            }
-            Ok(())
-        })
-        .await
+                if inserted == 0 {
+                    return Err(StoreError::AlreadyExists {
+                        kind: CaseStatus::KIND,
+                        id: case.id,
+                    });
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Stores a case's new state, moving it from status `from` to its
@@ -76,35 +77,36 @@ impl Registry {
     /// `from` to `case.status`, [`StoreError::StateChanged`] when it is
     /// not `from` (or not stored), or the database failed; then nothing
     /// changed.
-    pub async fn update_case(&self, from: CaseStatus, case: CaseRow) -> Result<(), StoreError> {
+    pub async fn update(&self, from: CaseStatus, case: CaseRow) -> Result<(), StoreError> {
         from.check_transition(case.status)?;
-        self.on("storing a workflow case", move |db| {
-            let what = "storing a workflow case";
-            let changed = db
-                .execute(
-                    "UPDATE workflow_cases SET status = ?3, updated_at = ?4, body = ?5
+        self.registry
+            .on("storing a workflow case", move |db| {
+                let what = "storing a workflow case";
+                let changed = db
+                    .execute(
+                        "UPDATE workflow_cases SET status = ?3, updated_at = ?4, body = ?5
                      WHERE id = ?1 AND status = ?2",
-                    args![
-                        &case.id,
-                        from.as_str(),
-                        case.status.as_str(),
-                        case.updated_at_ms as i64,
-                        &case.body
-                    ],
-                )
-                .map_err(failed(what))?;
-            if changed == 1 {
-                return Ok(());
-            }
-            Err(state_changed(
-                db,
-                "SELECT status FROM workflow_cases WHERE id = ?1",
-                &case.id,
-                from,
-                what,
-            ))
-        })
-        .await
+                        args![
+                            &case.id,
+                            from.as_str(),
+                            case.status.as_str(),
+                            case.updated_at_ms as i64,
+                            &case.body
+                        ],
+                    )
+                    .map_err(failed(what))?;
+                if changed == 1 {
+                    return Ok(());
+                }
+                Err(state_changed(
+                    db,
+                    "SELECT status FROM workflow_cases WHERE id = ?1",
+                    &case.id,
+                    from,
+                    what,
+                ))
+            })
+            .await
     }
 
     /// The case with this id.
@@ -112,18 +114,19 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn case(&self, id: &str) -> Result<Option<CaseRow>, StoreError> {
+    pub async fn get(&self, id: &str) -> Result<Option<CaseRow>, StoreError> {
         let id = id.to_owned();
-        self.on("reading a workflow case", move |db| {
-            db.row(
-                "SELECT id, workflow, status, created_at, updated_at, body
+        self.registry
+            .on("reading a workflow case", move |db| {
+                db.row(
+                    "SELECT id, workflow, status, created_at, updated_at, body
                  FROM workflow_cases WHERE id = ?1",
-                args![&id],
-                case_row,
-            )
-            .map_err(failed("reading a workflow case"))
-        })
-        .await
+                    args![&id],
+                    case_row,
+                )
+                .map_err(failed("reading a workflow case"))
+            })
+            .await
     }
 
     /// Cases, newest first, of `workflow` (or every workflow) in `status`
@@ -133,28 +136,29 @@ impl Registry {
     /// # Errors
     ///
     /// The database failed.
-    pub async fn cases(
+    pub async fn list(
         &self,
         workflow: Option<String>,
         status: Option<CaseStatus>,
         limit: u32,
     ) -> Result<Vec<CaseRow>, StoreError> {
-        self.on("listing workflow cases", move |db| {
-            let limit = match limit {
-                0 => MAX_CASES_LISTED,
-                n => n.min(MAX_CASES_LISTED),
-            };
-            db.rows(
-                "SELECT id, workflow, status, created_at, updated_at, body FROM workflow_cases
+        self.registry
+            .on("listing workflow cases", move |db| {
+                let limit = match limit {
+                    0 => MAX_CASES_LISTED,
+                    n => n.min(MAX_CASES_LISTED),
+                };
+                db.rows(
+                    "SELECT id, workflow, status, created_at, updated_at, body FROM workflow_cases
                  WHERE (CAST(?1 AS TEXT) IS NULL OR workflow = ?1)
                    AND (CAST(?2 AS TEXT) IS NULL OR status = ?2)
                  ORDER BY created_at DESC, id DESC LIMIT ?3",
-                args![workflow.as_ref(), status.map(CaseStatus::as_str), limit],
-                case_row,
-            )
-            .map_err(failed("listing workflow cases"))
-        })
-        .await
+                    args![workflow.as_ref(), status.map(CaseStatus::as_str), limit],
+                    case_row,
+                )
+                .map_err(failed("listing workflow cases"))
+            })
+            .await
     }
 }
 

@@ -75,13 +75,14 @@ async fn filled(scratch: &Scratch) -> (String, Vec<String>) {
                 ..row.clone()
             };
             match from {
-                None => registry.insert_run(row).await.unwrap(),
-                Some(from) => registry.update_run(from, row).await.unwrap(),
+                None => registry.runs().insert(row).await.unwrap(),
+                Some(from) => registry.runs().update(from, row).await.unwrap(),
             }
         }
         runs.push(run.id.to_string());
     }
     registry
+        .releases()
         .activate(NewRelease {
             source: "examples".into(),
             summary: "one agent".into(),

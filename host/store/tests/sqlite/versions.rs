@@ -159,7 +159,8 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         let registry = Registry::open(scratch.path()).unwrap();
         let desk = ["fleet-desk".to_owned(), "lease desk".to_owned()];
         registry
-            .add_api_key("desk", "approver", Some(&desk), "hash-desk")
+            .api_keys()
+            .add("desk", "approver", Some(&desk), "hash-desk")
             .await
             .unwrap();
     }
@@ -185,14 +186,20 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         .unwrap();
     }
     let registry = Registry::open(scratch.path()).unwrap();
-    let old = registry.api_key("hash-old").await.unwrap().unwrap();
+    let old = registry
+        .api_keys()
+        .by_hash("hash-old")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((old.name.as_str(), old.groups), ("old", None));
     let desk = ["fleet-desk".to_owned(), "lease desk".to_owned()];
     registry
-        .add_api_key("desk", "approver", Some(&desk), "hash-desk")
+        .api_keys()
+        .add("desk", "approver", Some(&desk), "hash-desk")
         .await
         .unwrap();
-    let listed = registry.api_keys().await.unwrap();
+    let listed = registry.api_keys().list().await.unwrap();
     let groups: Vec<_> = listed
         .iter()
         .map(|k| (k.name.as_str(), k.groups.clone()))
@@ -215,7 +222,8 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
     {
         let registry = Registry::open(scratch.path()).unwrap();
         registry
-            .add_api_key("ops", "operator", None, "hash-ops")
+            .api_keys()
+            .add("ops", "operator", None, "hash-ops")
             .await
             .unwrap();
     }
@@ -238,11 +246,18 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
     }
     let registry = Registry::open(scratch.path()).unwrap();
     assert_eq!(
-        registry.api_key("hash-ops").await.unwrap().unwrap().name,
+        registry
+            .api_keys()
+            .by_hash("hash-ops")
+            .await
+            .unwrap()
+            .unwrap()
+            .name,
         "ops"
     );
     registry
-        .create_conversation(
+        .conversations()
+        .create(
             ConversationRow {
                 id: "conv_a".to_owned(),
                 agent: "a".to_owned(),
@@ -254,7 +269,10 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         )
         .await
         .unwrap();
-    assert_eq!(registry.conversations(None, 0).await.unwrap().len(), 1);
+    assert_eq!(
+        registry.conversations().list(None, 0).await.unwrap().len(),
+        1
+    );
     let version: u32 = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
@@ -268,7 +286,8 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
     {
         let registry = Registry::open(scratch.path()).unwrap();
         registry
-            .create_conversation(
+            .conversations()
+            .create(
                 ConversationRow {
                     id: "conv_a".to_owned(),
                     agent: "fleet-assistant".to_owned(),
@@ -289,11 +308,18 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
     }
     let registry = Registry::open(scratch.path()).unwrap();
     assert_eq!(
-        registry.conversation("conv_a").await.unwrap().unwrap().body,
+        registry
+            .conversations()
+            .get("conv_a")
+            .await
+            .unwrap()
+            .unwrap()
+            .body,
         b"conversation"
     );
     registry
-        .add_reception(ReceptionRow {
+        .receptions()
+        .add(ReceptionRow {
             id: "req_a".to_owned(),
             created_at_ms: 10,
             run: None,
@@ -301,7 +327,7 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
         })
         .await
         .unwrap();
-    assert_eq!(registry.receptions(0).await.unwrap().len(), 1);
+    assert_eq!(registry.receptions().list(0).await.unwrap().len(), 1);
     let version: u32 = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))

@@ -23,30 +23,39 @@ async fn evaluations_are_read_back_and_listed_newest_first_by_suite(place: Store
         evaluation("eval_b", "t", 1, 30),
         evaluation("eval_c", "s", 2, 20),
     ] {
-        registry.add_evaluation(row).await.unwrap();
+        registry.evaluations().add(row).await.unwrap();
     }
     assert_eq!(
-        registry.evaluation("eval_c").await.unwrap(),
+        registry.evaluations().get("eval_c").await.unwrap(),
         Some(evaluation("eval_c", "s", 2, 20))
     );
-    assert_eq!(registry.evaluation("eval_x").await.unwrap(), None);
+    assert_eq!(registry.evaluations().get("eval_x").await.unwrap(), None);
     let ids = |rows: Vec<EvaluationRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(registry.evaluations(None, 0).await.unwrap()),
+        ids(registry.evaluations().list(None, 0).await.unwrap()),
         ["eval_b", "eval_c", "eval_a"]
     );
     assert_eq!(
-        ids(registry.evaluations(Some("s".to_owned()), 0).await.unwrap()),
+        ids(registry
+            .evaluations()
+            .list(Some("s".to_owned()), 0)
+            .await
+            .unwrap()),
         ["eval_c", "eval_a"]
     );
     assert_eq!(
-        ids(registry.evaluations(Some("s".to_owned()), 1).await.unwrap()),
+        ids(registry
+            .evaluations()
+            .list(Some("s".to_owned()), 1)
+            .await
+            .unwrap()),
         ["eval_c"]
     );
     // An id is stored once.
     assert!(
         registry
-            .add_evaluation(evaluation("eval_a", "s", 3, 40))
+            .evaluations()
+            .add(evaluation("eval_a", "s", 3, 40))
             .await
             .is_err()
     );
@@ -63,13 +72,16 @@ fn release(source: &str) -> NewRelease {
 
 async fn a_candidate_release_is_stored_inactive_until_made_active(place: Store) {
     let registry = place.open();
-    let first = registry.activate(release("one")).await.unwrap();
-    let candidate = registry.store_release(release("two")).await.unwrap();
+    let first = registry.releases().activate(release("one")).await.unwrap();
+    let candidate = registry.releases().store(release("two")).await.unwrap();
     assert!(!candidate.active);
     assert_eq!(candidate.number, first.number + 1);
     // The active release is still the first; the candidate is listed.
-    assert_eq!(registry.active_number().await.unwrap(), Some(first.number));
-    let listed = registry.releases().await.unwrap();
+    assert_eq!(
+        registry.releases().active_number().await.unwrap(),
+        Some(first.number)
+    );
+    let listed = registry.releases().list().await.unwrap();
     assert_eq!(
         listed
             .iter()
@@ -78,16 +90,25 @@ async fn a_candidate_release_is_stored_inactive_until_made_active(place: Store) 
         [(first.number, true), (candidate.number, false)]
     );
     assert_eq!(
-        registry.component("sha256:c").await.unwrap().as_deref(),
+        registry
+            .releases()
+            .component("sha256:c")
+            .await
+            .unwrap()
+            .as_deref(),
         Some(&b"component"[..])
     );
-    let active = registry.activate_stored(candidate.number).await.unwrap();
+    let active = registry
+        .releases()
+        .activate_stored(candidate.number)
+        .await
+        .unwrap();
     assert!(active.active);
     assert_eq!(active.source, "two");
-    let (info, body) = registry.active().await.unwrap().unwrap();
+    let (info, body) = registry.releases().active().await.unwrap().unwrap();
     assert_eq!((info.number, body), (candidate.number, b"two".to_vec()));
     assert!(matches!(
-        registry.activate_stored(99).await,
+        registry.releases().activate_stored(99).await,
         Err(StoreError::ReleaseNotFound(m)) if m.contains("release 99")
     ));
 }

@@ -32,7 +32,7 @@ async fn put(registry: &Registry, row: RunRow) {
         status: RunStatus::Queued,
         ..row.clone()
     };
-    registry.insert_run(queued).await.unwrap();
+    registry.runs().insert(queued).await.unwrap();
     let mut from = RunStatus::Queued;
     if row.status == from {
         return;
@@ -42,10 +42,10 @@ async fn put(registry: &Registry, row: RunRow) {
             status: RunStatus::Running,
             ..row.clone()
         };
-        registry.update_run(from, running).await.unwrap();
+        registry.runs().update(from, running).await.unwrap();
         from = RunStatus::Running;
     }
-    registry.update_run(from, row).await.unwrap();
+    registry.runs().update(from, row).await.unwrap();
 }
 
 fn ids(runs: &[hane_store::TakenRun]) -> Vec<&str> {
@@ -54,37 +54,40 @@ fn ids(runs: &[hane_store::TakenRun]) -> Vec<&str> {
 
 async fn a_live_lease_is_renewed_and_a_lapsed_one_never_again(store: Store) {
     let registry = store.open();
-    let live = registry.acquire_lease("h/1/a", "h", 1, LONG).unwrap();
-    assert!(registry.lease_is_live("h/1/a").await.unwrap());
-    assert!(registry.renew_lease("h/1/a", LONG).await.unwrap());
-    let renewed = registry.lease("h/1/a").await.unwrap().unwrap();
+    let live = registry.leases().acquire("h/1/a", "h", 1, LONG).unwrap();
+    assert!(registry.leases().is_live("h/1/a").await.unwrap());
+    assert!(registry.leases().renew("h/1/a", LONG).await.unwrap());
+    let renewed = registry.leases().get("h/1/a").await.unwrap().unwrap();
     assert!(renewed.expires_at_ms >= live.expires_at_ms);
     assert_eq!((renewed.host.as_str(), renewed.pid), ("h", 1));
 
-    registry.acquire_lease("h/2/b", "h", 2, SHORT).unwrap();
+    registry.leases().acquire("h/2/b", "h", 2, SHORT).unwrap();
     tokio::time::sleep(SHORT * 2).await;
-    assert!(!registry.lease_is_live("h/2/b").await.unwrap());
+    assert!(!registry.leases().is_live("h/2/b").await.unwrap());
     assert!(
-        !registry.renew_lease("h/2/b", LONG).await.unwrap(),
+        !registry.leases().renew("h/2/b", LONG).await.unwrap(),
         "a lapsed lease is not revived"
     );
-    assert!(!registry.lease_is_live("h/2/b").await.unwrap());
+    assert!(!registry.leases().is_live("h/2/b").await.unwrap());
 
-    registry.release_lease("h/1/a").await.unwrap();
-    assert!(registry.lease("h/1/a").await.unwrap().is_none());
-    assert!(!registry.renew_lease("h/1/a", LONG).await.unwrap());
-    assert!(!registry.lease_is_live("nobody").await.unwrap());
+    registry.leases().give_up("h/1/a").await.unwrap();
+    assert!(registry.leases().get("h/1/a").await.unwrap().is_none());
+    assert!(!registry.leases().renew("h/1/a", LONG).await.unwrap());
+    assert!(!registry.leases().is_live("nobody").await.unwrap());
 
-    let again = registry.acquire_lease("h/2/b", "h", 2, LONG).unwrap_err();
+    let again = registry
+        .leases()
+        .acquire("h/2/b", "h", 2, LONG)
+        .unwrap_err();
     assert!(matches!(again, StoreError::Database(_)), "{again:?}");
 }
 
 async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
     let registry = store.open();
-    registry.acquire_lease("alive", "h", 1, LONG).unwrap();
-    registry.acquire_lease("lapsed", "h", 2, SHORT).unwrap();
-    registry.acquire_lease("released", "h", 3, LONG).unwrap();
-    registry.acquire_lease("me", "h", 4, LONG).unwrap();
+    registry.leases().acquire("alive", "h", 1, LONG).unwrap();
+    registry.leases().acquire("lapsed", "h", 2, SHORT).unwrap();
+    registry.leases().acquire("released", "h", 3, LONG).unwrap();
+    registry.leases().acquire("me", "h", 4, LONG).unwrap();
     for row in [
         run("r-alive", RunStatus::Running, Some("alive")),
         run("r-lapsed", RunStatus::Running, Some("lapsed")),
@@ -97,10 +100,11 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
     ] {
         put(&registry, row).await;
     }
-    registry.release_lease("released").await.unwrap();
+    registry.leases().give_up("released").await.unwrap();
     tokio::time::sleep(SHORT * 2).await;
 
     let taken = registry
+        .leases()
         .take_over_runs("me", |_: &RunRow| true)
         .await
         .unwrap();
@@ -123,45 +127,48 @@ async fn only_the_live_runs_of_dead_holders_are_taken_over(store: Store) {
     let older = taken.iter().find(|t| t.run.id == "r-older").unwrap();
     assert_eq!((older.from.as_deref(), older.lease.as_ref()), (None, None));
     for t in &taken {
-        let stored = registry.run(&t.run.id).await.unwrap().unwrap();
+        let stored = registry.runs().get(&t.run.id).await.unwrap().unwrap();
         assert_eq!(stored.holder.as_deref(), Some("me"), "{}", t.run.id);
     }
-    let done = registry.run("r-lapsed-done").await.unwrap().unwrap();
+    let done = registry.runs().get("r-lapsed-done").await.unwrap().unwrap();
     assert_eq!(done.holder.as_deref(), Some("lapsed"), "an ended run stays");
 
     // Nothing is left to take, and the lapsed lease, holding nothing
     // live any more, is gone.
     let again = registry
+        .leases()
         .take_over_runs("me", |_: &RunRow| true)
         .await
         .unwrap();
     assert!(again.is_empty(), "{:?}", ids(&again));
-    assert!(registry.lease("lapsed").await.unwrap().is_none());
-    assert!(registry.lease("alive").await.unwrap().is_some());
+    assert!(registry.leases().get("lapsed").await.unwrap().is_none());
+    assert!(registry.leases().get("alive").await.unwrap().is_some());
 
     // Only the statuses asked for are taken.
-    registry.acquire_lease("short", "h", 5, SHORT).unwrap();
+    registry.leases().acquire("short", "h", 5, SHORT).unwrap();
     put(&registry, run("q", RunStatus::Queued, Some("short"))).await;
     tokio::time::sleep(SHORT * 2).await;
     let running_only = registry
+        .leases()
         .take_over_runs("me", |run: &RunRow| run.status == RunStatus::Running)
         .await
         .unwrap();
     assert!(running_only.is_empty());
     assert!(
-        registry.lease("short").await.unwrap().is_some(),
+        registry.leases().get("short").await.unwrap().is_some(),
         "a lapsed lease still holding a live run is kept"
     );
 }
 
 async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
     let registry = store.open();
-    registry.acquire_lease("old", "h", 1, SHORT).unwrap();
-    registry.acquire_lease("new", "h", 2, LONG).unwrap();
+    registry.leases().acquire("old", "h", 1, SHORT).unwrap();
+    registry.leases().acquire("new", "h", 2, LONG).unwrap();
     put(&registry, run("r", RunStatus::Running, Some("old"))).await;
     // While it holds the run, its holder writes it.
     registry
-        .update_run(
+        .runs()
+        .update(
             RunStatus::Running,
             run("r", RunStatus::Running, Some("old")),
         )
@@ -169,6 +176,7 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
         .unwrap();
     tokio::time::sleep(SHORT * 2).await;
     let taken = registry
+        .leases()
         .take_over_runs("new", |run: &RunRow| run.status == RunStatus::Running)
         .await
         .unwrap();
@@ -177,7 +185,8 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
     let mut late = run("r", RunStatus::Succeeded, Some("old"));
     late.body = b"the old holder's end".to_vec();
     let err = registry
-        .update_run(RunStatus::Running, late)
+        .runs()
+        .update(RunStatus::Running, late)
         .await
         .unwrap_err();
     let StoreError::NotHolder { run: id, holder } = &err else {
@@ -188,7 +197,7 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
         err.to_string(),
         "run `r` is held by `new`; this process no longer holds it"
     );
-    let stored = registry.run("r").await.unwrap().unwrap();
+    let stored = registry.runs().get("r").await.unwrap().unwrap();
     assert_eq!(
         stored.status,
         RunStatus::Running,
@@ -197,18 +206,19 @@ async fn a_lapsed_holder_cannot_write_a_run_taken_from_it(store: Store) {
     assert_eq!(stored.body, b"r");
 
     registry
-        .update_run(RunStatus::Running, run("r", RunStatus::Failed, Some("new")))
+        .runs()
+        .update(RunStatus::Running, run("r", RunStatus::Failed, Some("new")))
         .await
         .unwrap();
     assert_eq!(
-        registry.run("r").await.unwrap().unwrap().status,
+        registry.runs().get("r").await.unwrap().unwrap().status,
         RunStatus::Failed
     );
 }
 
 async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
     let setup = store.open();
-    setup.acquire_lease("dead", "h", 1, SHORT).unwrap();
+    setup.leases().acquire("dead", "h", 1, SHORT).unwrap();
     for i in 0..200 {
         put(
             &setup,
@@ -222,11 +232,15 @@ async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
     for p in 0..8 {
         let registry = store.open();
         let holder = format!("taker-{p}");
-        registry.acquire_lease(&holder, "h", 10 + p, LONG).unwrap();
+        registry
+            .leases()
+            .acquire(&holder, "h", 10 + p, LONG)
+            .unwrap();
         takers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             for _ in 0..5 {
                 let taken = registry
+                    .leases()
                     .take_over_runs(&holder, |run: &RunRow| run.status == RunStatus::Running)
                     .await
                     .unwrap();
@@ -241,7 +255,7 @@ async fn each_dead_run_is_taken_by_one_of_many_processes(store: Store) {
         for (id, holder) in taker.await.unwrap() {
             total += 1;
             assert!(seen.insert(id.clone()), "{id} taken twice");
-            let stored = setup.run(&id).await.unwrap().unwrap();
+            let stored = setup.runs().get(&id).await.unwrap().unwrap();
             assert_eq!(stored.holder.as_deref(), Some(holder.as_str()));
         }
     }
@@ -258,14 +272,15 @@ async fn runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_ove
     put(&setup, run("held", RunStatus::Queued, Some("someone"))).await;
     put(&setup, run("done", RunStatus::Succeeded, None)).await;
     // Waiting for room is not being left by a dead process.
-    setup.acquire_lease("looker", "h", 1, LONG).unwrap();
+    setup.leases().acquire("looker", "h", 1, LONG).unwrap();
     let taken = setup
+        .leases()
         .take_over_runs("looker", |_: &RunRow| true)
         .await
         .unwrap();
     assert_eq!(ids(&taken), ["held"], "only the run a dead holder held");
     // Oldest first, at most as many as asked for.
-    let first = setup.claim_queued_runs("looker", 3).await.unwrap();
+    let first = setup.runs().claim_queued("looker", 3).await.unwrap();
     let first: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(first, ["q000", "q001", "q002"]);
     // Eight processes claiming at once, a few at a time: each run once.
@@ -276,7 +291,7 @@ async fn runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_ove
         claimers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let claimed = registry.claim_queued_runs(&holder, 4).await.unwrap();
+                let claimed = registry.runs().claim_queued(&holder, 4).await.unwrap();
                 if claimed.is_empty() {
                     return mine;
                 }
@@ -288,14 +303,15 @@ async fn runs_queued_for_any_process_are_claimed_each_by_one_and_never_taken_ove
     for claimer in claimers {
         for (id, holder) in claimer.await.unwrap() {
             assert!(seen.insert(id.clone()), "{id} claimed twice");
-            let stored = setup.run(&id).await.unwrap().unwrap();
+            let stored = setup.runs().get(&id).await.unwrap().unwrap();
             assert_eq!(stored.holder.as_deref(), Some(holder.as_str()));
         }
     }
     assert_eq!(seen.len(), 117);
     assert!(
         setup
-            .claim_queued_runs("looker", 10)
+            .runs()
+            .claim_queued("looker", 10)
             .await
             .unwrap()
             .is_empty()

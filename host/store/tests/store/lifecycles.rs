@@ -155,15 +155,15 @@ impl Subject for Runs {
     type State = RunStatus;
 
     async fn create(&self, id: &str, state: RunStatus) -> Result<(), StoreError> {
-        self.0.insert_run(run_row(id, state)).await
+        self.0.runs().insert(run_row(id, state)).await
     }
 
     async fn change(&self, id: &str, from: RunStatus, to: RunStatus) -> Result<(), StoreError> {
-        self.0.update_run(from, run_row(id, to)).await
+        self.0.runs().update(from, run_row(id, to)).await
     }
 
     async fn state(&self, id: &str) -> Option<RunStatus> {
-        let row = self.0.run(id).await.unwrap()?;
+        let row = self.0.runs().get(id).await.unwrap()?;
         assert_eq!(row.body, row.status.as_str().as_bytes(), "written whole");
         Some(row.status)
     }
@@ -200,7 +200,7 @@ impl Subject for Actions {
     }
 
     async fn state(&self, id: &str) -> Option<ActionState> {
-        let row = self.0.action(id).await.unwrap()?;
+        let row = self.0.actions().get(id).await.unwrap()?;
         assert_eq!(row.body, row.state.as_str().as_bytes(), "written whole");
         assert_eq!(row.owner.is_some(), row.state == ActionState::Executing);
         Some(row.state)
@@ -214,7 +214,8 @@ impl Subject for Tasks {
 
     async fn create(&self, id: &str, state: TaskState) -> Result<(), StoreError> {
         self.0
-            .create_task(TaskRow {
+            .tasks()
+            .create(TaskRow {
                 id: id.to_owned(),
                 run: "run".to_owned(),
                 kind: "approval".to_owned(),
@@ -234,7 +235,7 @@ impl Subject for Tasks {
     }
 
     async fn state(&self, id: &str) -> Option<TaskState> {
-        let tasks = self.0.tasks_of_run("run").await.unwrap();
+        let tasks = self.0.tasks().of_run("run").await.unwrap();
         tasks.into_iter().find(|t| t.id == id).map(|t| t.state)
     }
 }
@@ -256,15 +257,15 @@ impl Subject for Cases {
     type State = CaseStatus;
 
     async fn create(&self, id: &str, state: CaseStatus) -> Result<(), StoreError> {
-        self.0.insert_case(case_row(id, state)).await
+        self.0.cases().insert(case_row(id, state)).await
     }
 
     async fn change(&self, id: &str, from: CaseStatus, to: CaseStatus) -> Result<(), StoreError> {
-        self.0.update_case(from, case_row(id, to)).await
+        self.0.cases().update(from, case_row(id, to)).await
     }
 
     async fn state(&self, id: &str) -> Option<CaseStatus> {
-        let row = self.0.case(id).await.unwrap()?;
+        let row = self.0.cases().get(id).await.unwrap()?;
         assert_eq!(row.body, row.status.as_str().as_bytes(), "written whole");
         Some(row.status)
     }

@@ -10,13 +10,13 @@ use crate::{Store, on_both};
 
 async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
     let registry = place.open();
-    assert!(registry.claim_tick("nightly", 2_000, "a").await.unwrap());
-    assert!(!registry.claim_tick("nightly", 2_000, "b").await.unwrap());
-    assert!(!registry.claim_tick("nightly", 2_000, "a").await.unwrap());
+    assert!(registry.ticks().claim("nightly", 2_000, "a").await.unwrap());
+    assert!(!registry.ticks().claim("nightly", 2_000, "b").await.unwrap());
+    assert!(!registry.ticks().claim("nightly", 2_000, "a").await.unwrap());
     // Another schedule's tick at the same time is its own.
-    assert!(registry.claim_tick("hourly", 2_000, "b").await.unwrap());
+    assert!(registry.ticks().claim("hourly", 2_000, "b").await.unwrap());
 
-    let claimed = &registry.ticks(Some("nightly"), 0).await.unwrap()[0];
+    let claimed = &registry.ticks().list(Some("nightly"), 0).await.unwrap()[0];
     assert_eq!(
         (claimed.claimed_by.as_str(), claimed.outcome),
         ("a", TickOutcome::Claimed)
@@ -24,7 +24,8 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
     assert!(claimed.claimed_at_ms > 0);
 
     registry
-        .finish_tick(
+        .ticks()
+        .finish(
             "nightly",
             2_000,
             TickEnd {
@@ -35,7 +36,8 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
         .await
         .unwrap();
     registry
-        .finish_tick(
+        .ticks()
+        .finish(
             "hourly",
             2_000,
             TickEnd {
@@ -45,7 +47,7 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
         )
         .await
         .unwrap();
-    let nightly = &registry.ticks(Some("nightly"), 0).await.unwrap()[0];
+    let nightly = &registry.ticks().list(Some("nightly"), 0).await.unwrap()[0];
     assert_eq!(
         nightly,
         &TickRow {
@@ -59,13 +61,14 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
             error: None,
         }
     );
-    let hourly = &registry.ticks(Some("hourly"), 0).await.unwrap()[0];
+    let hourly = &registry.ticks().list(Some("hourly"), 0).await.unwrap()[0];
     assert_eq!(hourly.outcome, TickOutcome::Refused);
     assert_eq!(hourly.error.as_deref(), Some("the day's budget is used up"));
 
     // Only a claimed tick can be finished.
     let never = registry
-        .finish_tick(
+        .ticks()
+        .finish(
             "nightly",
             4_000,
             TickEnd {
@@ -85,19 +88,19 @@ async fn a_tick_is_claimed_once_and_its_outcome_recorded(place: Store) {
 
 async fn the_last_tick_and_the_ticks_newest_first(place: Store) {
     let registry = place.open();
-    assert_eq!(registry.last_tick("nightly").await.unwrap(), None);
+    assert_eq!(registry.ticks().last("nightly").await.unwrap(), None);
     for (schedule, tick) in [("nightly", 3_000), ("nightly", 1_000), ("hourly", 2_000)] {
-        assert!(registry.claim_tick(schedule, tick, "a").await.unwrap());
+        assert!(registry.ticks().claim(schedule, tick, "a").await.unwrap());
     }
-    assert_eq!(registry.last_tick("nightly").await.unwrap(), Some(3_000));
-    assert_eq!(registry.last_tick("hourly").await.unwrap(), Some(2_000));
-    assert_eq!(registry.last_tick("weekly").await.unwrap(), None);
+    assert_eq!(registry.ticks().last("nightly").await.unwrap(), Some(3_000));
+    assert_eq!(registry.ticks().last("hourly").await.unwrap(), Some(2_000));
+    assert_eq!(registry.ticks().last("weekly").await.unwrap(), None);
 
     let listed = |rows: Vec<TickRow>| -> Vec<(String, u64)> {
         rows.into_iter().map(|r| (r.schedule, r.tick_ms)).collect()
     };
     assert_eq!(
-        listed(registry.ticks(None, 0).await.unwrap()),
+        listed(registry.ticks().list(None, 0).await.unwrap()),
         [
             ("nightly".to_owned(), 3_000),
             ("hourly".to_owned(), 2_000),
@@ -105,10 +108,17 @@ async fn the_last_tick_and_the_ticks_newest_first(place: Store) {
         ]
     );
     assert_eq!(
-        listed(registry.ticks(Some("nightly"), 1).await.unwrap()),
+        listed(registry.ticks().list(Some("nightly"), 1).await.unwrap()),
         [("nightly".to_owned(), 3_000)]
     );
-    assert!(registry.ticks(Some("weekly"), 0).await.unwrap().is_empty());
+    assert!(
+        registry
+            .ticks()
+            .list(Some("weekly"), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn two_handles_on_one_store_racing_for_each_tick_claim_it_once(place: Store) {
@@ -127,7 +137,12 @@ async fn two_handles_on_one_store_racing_for_each_tick_claim_it_once(place: Stor
             runtime.block_on(async {
                 let mut won = Vec::new();
                 for tick in 0..TICKS {
-                    if registry.claim_tick("race", tick * 1000, who).await.unwrap() {
+                    if registry
+                        .ticks()
+                        .claim("race", tick * 1000, who)
+                        .await
+                        .unwrap()
+                    {
                         won.push(tick * 1000);
                     }
                 }
@@ -151,7 +166,7 @@ async fn two_handles_on_one_store_racing_for_each_tick_claim_it_once(place: Stor
     assert_eq!(all.len(), TICKS as usize, "a tick won twice: {a:?} {b:?}");
 
     // The store agrees on who won each one.
-    let rows = first.ticks(Some("race"), 0).await.unwrap();
+    let rows = first.ticks().list(Some("race"), 0).await.unwrap();
     assert_eq!(rows.len(), TICKS as usize);
     for row in rows {
         let winner = if a.contains(&row.tick_ms) { "a" } else { "b" };
