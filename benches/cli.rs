@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use hane_coordinator::{AgentRuntime, CliConfig, RuntimeConfig, StartRun};
+use hane_cli_drivers::CliConfig;
+use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
 use hane_core::RunStatus;
 use hane_manager::Components;
 use tokio::runtime::Runtime;
@@ -78,16 +79,17 @@ fn runtime(rt: &Runtime, dir: &Path) -> AgentRuntime {
     let bwrap = hane_container::Bubblewrap::find().unwrap_or_else(|e| panic!("{e}"));
     let mut cli = CliConfig::new();
     cli.clis(clis()).container(Arc::new(bwrap));
+    let server = cli.server().clone();
     let mut config = RuntimeConfig::new();
     config
         .components(Components::with_builtins(hane_builtins::all()))
-        .cli(cli);
+        .external_drivers(Arc::new(cli));
     let _entered = rt.enter();
     let runtime = AgentRuntime::open(&dir.join("hane.db"), &config).unwrap();
     rt.block_on(async {
         runtime.activate(&release(dir)).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        runtime.set_server_address(listener.local_addr().unwrap());
+        server.set(listener.local_addr().unwrap());
         tokio::spawn(hane_server::serve(
             listener,
             hane_coordinator::Services::new(runtime.clone()),

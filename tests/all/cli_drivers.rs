@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hane_coordinator::{AgentRuntime, CliConfig, RunError, StartRun};
+use hane_cli_drivers::{CliConfig, ServerAddress};
+use hane_coordinator::{AgentRuntime, RunError, StartRun};
 use hane_core::RunStatus;
 use serde_json::json;
 
@@ -125,9 +126,10 @@ pub(crate) async fn served_with(
     cli: CliConfig,
 ) -> AgentRuntime {
     let release = release_with_recording(dir, agents);
+    let server = cli.server().clone();
     let runtime = open_with(dir, cli);
     runtime.activate(&release).await.unwrap();
-    serve(&runtime).await;
+    serve(&runtime, &server).await;
     runtime
 }
 
@@ -135,14 +137,15 @@ pub(crate) async fn served_with(
 /// configuration, no release active.
 pub(crate) fn open_with(dir: &Path, cli: CliConfig) -> AgentRuntime {
     let mut config = crate::agents::config();
-    config.cli(cli);
+    config.external_drivers(Arc::new(cli));
     AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
 }
 
-/// hane's HTTP server for `runtime` on a loopback port.
-pub(crate) async fn serve(runtime: &AgentRuntime) {
+/// hane's HTTP server for `runtime` on a loopback port, told to the CLI
+/// drivers through `server`.
+pub(crate) async fn serve(runtime: &AgentRuntime, server: &ServerAddress) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    runtime.set_server_address(listener.local_addr().unwrap());
+    server.set(listener.local_addr().unwrap());
     tokio::spawn(hane_server::serve(
         listener,
         hane_coordinator::Services::new(runtime.clone()),
@@ -331,8 +334,7 @@ async fn a_release_naming_an_image_is_refused_without_an_image_store_and_a_run_w
             vehicle_check("vehicle-check-codex", "codex", ""),
         )],
     );
-    let runtime =
-        AgentRuntime::open(&bare.path().join("hane.db"), &crate::agents::config()).unwrap();
+    let runtime = open_with(bare.path(), CliConfig::new());
     runtime.activate(&release).await.unwrap();
     let err = runtime
         .start(start("vehicle-check-codex", FOUND))
@@ -340,6 +342,37 @@ async fn a_release_naming_an_image_is_refused_without_an_image_store_and_a_run_w
         .unwrap_err();
     assert!(
         err.to_string().contains("no directory of installed CLIs"),
+        "{err}"
+    );
+
+    // A runtime given no external drivers at all refuses the run and a
+    // release naming an image, saying why.
+    let none = tempfile::tempdir().unwrap();
+    let runtime =
+        AgentRuntime::open(&none.path().join("hane.db"), &crate::agents::config()).unwrap();
+    runtime.activate(&release).await.unwrap();
+    let err = runtime
+        .start(start("vehicle-check-codex", FOUND))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("this process runs no coding CLIs"),
+        "{err}"
+    );
+    let pinned = release_with_recording(
+        none.path(),
+        &[(
+            "pinned.yaml",
+            vehicle_check(
+                "vehicle-check-pinned",
+                "codex",
+                &format!("  cliProfile:\n    cliVersion: 0.171.0\n    image: {digest}\n"),
+            ),
+        )],
+    );
+    let err = runtime.activate(&pinned).await.unwrap_err().to_string();
+    assert!(
+        err.contains("pinned.yaml: spec.cliProfile.image: this process runs no coding CLIs"),
         "{err}"
     );
 }
@@ -616,11 +649,12 @@ async fn a_live_run_on_the_local_model_ends_in_a_valid_state_with_its_tokens_cou
     model.credential("llama", hane_core::Secret::new(llama.api_key()));
     let mut cli = CliConfig::new();
     cli.clis(clis()).container(bwrap());
+    let server = cli.server().clone();
     let mut config = crate::agents::config();
-    config.cli(cli).model(model);
+    config.external_drivers(Arc::new(cli)).model(model);
     let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
     runtime.activate(&release).await.unwrap();
-    serve(&runtime).await;
+    serve(&runtime, &server).await;
 
     let run = runtime
         .run_to_end(start("vehicle-check-live", FOUND))

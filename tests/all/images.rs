@@ -10,10 +10,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use hane_cli_drivers::{CliConfig, CliImageProfile};
 use hane_container::{
     ContainerSpec, Exit, ImageDigest, ImageStore, Limits, OciLayout, PROFILE_ANNOTATION, RootFs,
 };
-use hane_coordinator::{CliConfig, CliImageProfile, RunError};
+use hane_coordinator::RunError;
 use hane_core::RunStatus;
 use tokio::io::AsyncReadExt as _;
 

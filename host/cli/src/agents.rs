@@ -342,7 +342,7 @@ pub(crate) async fn serve_for_cli(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("listening on 127.0.0.1 for the CLI driver")?;
-    runtime.set_server_address(listener.local_addr()?);
+    crate::runtime::server_address().set(listener.local_addr()?);
     let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
     let server = hane_server::serve(listener, services.clone(), async {
         let _ = stopping.await;

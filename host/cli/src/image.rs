@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use hane_cli_drivers::{BASELINE_PROFILES, CliImageProfile};
 use hane_container::{ImageStore, StoredImage};
-use hane_coordinator::{BASELINE_PROFILES, CliImageProfile};
 use serde_json::json;
 
 use crate::agents::StoreArg;

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use hane_cli_drivers::{CliConfig, ServerAddress};
 use hane_coordinator::{AgentRuntime, Services};
-use hane_coordinator::{BudgetScope, CliConfig, ModelConfig, RuntimeConfig};
+use hane_coordinator::{BudgetScope, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 use hane_store::Registry;
@@ -92,6 +93,7 @@ const CONTAINER_ENV: &str = "HANE_CONTAINER_RUNTIME";
 pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let mut config = CliConfig::new();
+    config.server_address(server_address().clone());
     if let Some(dir) = var(CLIS_ENV) {
         config.clis(std::path::PathBuf::from(dir));
     }
@@ -127,6 +129,15 @@ pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
     Ok(config)
 }
 
+/// Where this process's HTTP server listens, for the CLI drivers'
+/// containers (which reach the Model Gateway and the MCP server there):
+/// set by the command that starts the server, read by every runtime of
+/// the process.
+pub(crate) fn server_address() -> &'static ServerAddress {
+    static SERVER: std::sync::OnceLock<ServerAddress> = std::sync::OnceLock::new();
+    SERVER.get_or_init(ServerAddress::default)
+}
+
 /// The operations built into this binary, which releases and `hane op run`
 /// name `builtin:NAME` (or `NAME`).
 pub(crate) fn builtins() -> Components {
@@ -154,10 +165,10 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
         .components(components)
         .lease(hane_coordinator::lease_from_env()?)
         .model(model)
-        .cli({
+        .external_drivers({
             let mut cli = cli_from_env()?;
             cli.images(crate::image::store_for(path));
-            cli
+            Arc::new(cli)
         });
     // The store's errors name its file and what is wrong with it; a
     // context here would only say the path again.

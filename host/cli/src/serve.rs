@@ -172,7 +172,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("listening on http://{}", listener.local_addr()?);
         // The CLI drivers' containers reach the Model Gateway and the MCP
         // server here.
-        agents.set_server_address(listener.local_addr()?);
+        crate::runtime::server_address().set(listener.local_addr()?);
         // The release's schedules start their runs from here, beside the
         // server, until it stops.
         let (stop_schedules, schedules_stopping) = tokio::sync::oneshot::channel::<()>();

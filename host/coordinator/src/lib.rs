@@ -51,9 +51,9 @@ pub use coordinator::{
     Settled, ending_event,
 };
 pub use drivers::{
-    BASELINE_PROFILES, BoxFuture, CliConfig, CliImageProfile, Driver, IMAGE_PREFIX, Llm,
-    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ServerAddress,
-    ToolCaller, UNTRUSTED_NOTE, model_tool_name, task_message,
+    BoxFuture, Driver, DriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun, Llm,
+    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ToolCaller,
+    UNTRUSTED_NOTE, model_tool_name, task_message,
 };
 pub use evaluation::Evaluations;
 pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};

@@ -4,7 +4,7 @@
 //! through a [`ModelCaller`], which passes every call through the Model
 //! Gateway; a driver never holds the runtime, the store or a credential.
 
-pub(crate) mod cli;
+mod external;
 mod llm;
 mod scripted;
 
@@ -13,7 +13,8 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-pub use cli::{BASELINE_PROFILES, CliConfig, CliImageProfile, IMAGE_PREFIX, ServerAddress};
+pub(crate) use external::NoExternalDrivers;
+pub use external::{DriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun};
 pub use llm::{Llm, MAX_RESULT_BYTES, REMINDER, UNTRUSTED_NOTE, model_tool_name, task_message};
 pub use scripted::Scripted;
 
@@ -120,8 +121,8 @@ pub trait Driver: Send + Sync {
 pub(crate) enum Chosen<'a> {
     /// A [`Driver`] in this process.
     Driver(Box<dyn Driver + 'a>),
-    /// A CLI in a container, attached to the run (see [`cli`]).
-    Cli,
+    /// An [`ExternalDriver`], attached to the run.
+    External,
 }
 
 /// What runs `agent`, when this build has a driver for its `driver`: the
@@ -142,7 +143,7 @@ pub(crate) fn for_agent(
             Llm::new(agent).with_history(history),
         ))),
         hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => {
-            Some(Chosen::Cli)
+            Some(Chosen::External)
         }
     }
 }

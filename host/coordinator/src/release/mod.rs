@@ -17,7 +17,7 @@ use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
-use crate::drivers::CliConfig;
+use crate::drivers::{ExternalDrivers, NoExternalDrivers};
 use crate::tools::{ReleasedOperation, Tool, ToolDefinition, ToolRegistry};
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
@@ -333,8 +333,8 @@ impl LoadedRelease {
 /// `components`) loaded in `sandbox` under its
 /// policy (so an import without its grant is refused now, not at the
 /// first call), the ledger read, and every agent's schemas and tools
-/// checked, and the image every agent's `cliProfile` names found in
-/// `cli`'s image store; then the release is stored and made active in one
+/// checked, and what every agent's `cliProfile` names checked by
+/// `external`; then the release is stored and made active in one
 /// transaction.
 ///
 /// # Errors
@@ -346,9 +346,9 @@ pub async fn activate_dir(
     sandbox: &Sandbox,
     builtins: &Components,
     registry: &Registry,
-    cli: &CliConfig,
+    external: Option<&dyn ExternalDrivers>,
 ) -> Result<(ReleaseInfo, LoadedRelease), ActivationError> {
-    let (new, loaded) = prepare_dir(dir, sandbox, builtins, cli).await?;
+    let (new, loaded) = prepare_dir(dir, sandbox, builtins, external).await?;
     let info = registry.releases().activate(new).await?;
     let loaded = LoadedRelease {
         info: info.clone(),
@@ -363,9 +363,9 @@ pub(crate) async fn prepare_dir(
     dir: &Path,
     sandbox: &Sandbox,
     builtins: &Components,
-    cli: &CliConfig,
+    external: Option<&dyn ExternalDrivers>,
 ) -> Result<(NewRelease, LoadedRelease), ActivationError> {
-    let (body, components) = build(dir, sandbox, builtins, cli).await?;
+    let (body, components) = build(dir, sandbox, builtins, external).await?;
     let sealed = hane_core::seal(&body);
     let providers = match body.model_providers.len() {
         0 => String::new(),
@@ -418,7 +418,7 @@ async fn build(
     dir: &Path,
     sandbox: &Sandbox,
     builtins: &Components,
-    cli: &CliConfig,
+    external: Option<&dyn ExternalDrivers>,
 ) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
     let definitions =
         hane_core::read_bundle_dir(dir).map_err(|e| ActivationError::Invalid(e.errors))?;
@@ -452,10 +452,14 @@ async fn build(
             Definition::Agent(manifest) => {
                 // A release runs only what is there: the image a profile
                 // names must be built before the release is active.
-                if let Some(profile) = &manifest.spec.cli_profile
-                    && let Err(message) = cli.image(manifest.spec.driver, profile)
-                {
-                    errors.push(ManifestError::new(&file, "spec.cliProfile.image", message));
+                if manifest.spec.cli_profile.is_some() {
+                    let checked = match external {
+                        Some(external) => external.check(&manifest).map_err(|e| e.to_string()),
+                        None => Err(NoExternalDrivers.to_string()),
+                    };
+                    if let Err(message) = checked {
+                        errors.push(ManifestError::new(&file, "spec.cliProfile.image", message));
+                    }
                 }
                 agents.push(SourceFile {
                     file,

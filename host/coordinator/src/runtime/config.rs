@@ -14,7 +14,7 @@ use super::*;
 /// | `components` | [`Components::new`]: none built in, so `builtin:` components are refused at activation |
 /// | `scope` | project `default`, environment `default` |
 /// | `model` | [`ModelConfig::new`] |
-/// | `cli` | [`CliConfig::new`]: no CLIs and no container runtime, so CLI drivers' runs are refused |
+/// | `external_drivers` | none: runs of agents whose driver is a coding CLI are refused, and so are releases naming a `cliProfile` |
 /// | `lease` | [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) |
 /// | `operations` | a [`LocalOperationManager`] over the sandbox, with `local` and `components` |
 #[derive(Debug, Clone, Default)]
@@ -27,7 +27,7 @@ pub struct RuntimeConfig {
     pub(super) scope: BudgetScope,
     pub(super) components: Components,
     pub(super) model: ModelConfig,
-    pub(super) cli: CliConfig,
+    pub(super) external: Option<Arc<dyn ExternalDrivers>>,
     pub(super) lease: Option<Duration>,
     pub(super) operations: Option<Operations>,
 }
@@ -98,11 +98,10 @@ impl RuntimeConfig {
         self
     }
 
-    /// Where the CLI drivers' CLIs are, which container runtime runs them,
-    /// and (through [`CliConfig::server`], or later
-    /// [`AgentRuntime::set_server_address`]) where hane's HTTP server is.
-    pub fn cli(&mut self, config: CliConfig) -> &mut Self {
-        self.cli = config;
+    /// The drivers of agents whose driver runs outside this process (the
+    /// coding CLIs, which `hane-cli-drivers` runs in containers).
+    pub fn external_drivers(&mut self, drivers: Arc<dyn ExternalDrivers>) -> &mut Self {
+        self.external = Some(drivers);
         self
     }
 

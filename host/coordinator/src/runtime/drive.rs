@@ -255,10 +255,10 @@ impl<'a> Drive<'a> {
                 Err(_) => Err(self.out_of_time(&run, max)),
             };
         }
-        let prepared = lock(&live.cli).take();
+        let prepared = lock(&live.external).take();
         if let Some(prepared) = prepared {
             return self
-                .drive_cli(live, &run, token, input, prepared, max)
+                .drive_external(live, &run, token, input, prepared, max)
                 .await;
         }
         let Some(drivers::Chosen::Driver(driver)) =
@@ -286,21 +286,21 @@ impl<'a> Drive<'a> {
         }
     }
 
-    /// A CLI driver's run: the CLI in its container, until hane ends the
-    /// run (its result accepted, a cancel, a limit, `maxSeconds`) or the
-    /// CLI exits; what it printed goes into the run's session.
-    pub(super) async fn drive_cli(
+    /// An external driver's run (a CLI in its container), until hane ends
+    /// the run (its result accepted, a cancel, a limit, `maxSeconds`) or
+    /// the driver stops; what it printed goes into the run's session.
+    pub(super) async fn drive_external(
         &self,
         live: &LiveRun,
         run: &RunId,
         token: &RunToken,
         input: Value,
-        prepared: drivers::cli::Prepared,
+        prepared: Box<dyn drivers::ExternalDriver>,
         max: Duration,
     ) -> Result<(), RunEnd> {
         let Some(model) = live.model.as_ref() else {
             return Err(RunEnd::Failed(
-                "a CLI driver's run needs a model".to_owned(),
+                "an external driver's run needs a model".to_owned(),
             ));
         };
         let ended = async move {
@@ -309,16 +309,16 @@ impl<'a> Drive<'a> {
                 Err(_) => Err(self.out_of_time(run, max)),
             }
         };
-        let (ended, output) = drivers::cli::drive(drivers::cli::CliRun {
-            prepared,
-            agent: &live.agent,
-            token,
-            input,
-            history: &live.history,
-            model: &model.info,
-            ended: Box::pin(ended),
-        })
-        .await;
+        let (ended, output) = prepared
+            .drive(drivers::ExternalRun {
+                agent: &live.agent,
+                token,
+                input,
+                history: &live.history,
+                model: &model.info,
+                ended: Box::pin(ended),
+            })
+            .await;
         if let Some(journal) = live.journal.get() {
             journal.record(vec![SessionEvent::CliOutput(Box::new(output))]);
         }

@@ -50,7 +50,7 @@ pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
-use crate::drivers::{self, BoxFuture, CliConfig, RunEnd, ToolCaller};
+use crate::drivers::{self, BoxFuture, ExternalDrivers, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
 use crate::lease::Lease;
 use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
@@ -142,9 +142,8 @@ pub(crate) struct LiveRun {
     /// For a run driven from outside ([`AgentRuntime::start_attached`]):
     /// where its token goes once its gate is open.
     pub(crate) attached: Mutex<Option<tokio::sync::oneshot::Sender<RunToken>>>,
-    /// For a run of a CLI driver: what its start found (the CLI, its
-    /// version, the container runtime, the server's address).
-    pub(crate) cli: Mutex<Option<drivers::cli::Prepared>>,
+    /// For a run of an external driver: what its start prepared.
+    pub(crate) external: Mutex<Option<Box<dyn drivers::ExternalDriver>>>,
     /// The run's status, told to waiters on every change of the run (the
     /// run itself is read from `run` when wanted: a run of many tool calls
     /// is not copied on each).
@@ -187,7 +186,7 @@ impl LiveRun {
             submitted: Mutex::new(None),
             result_ready: tokio::sync::Notify::new(),
             attached: Mutex::new(None),
-            cli: Mutex::new(None),
+            external: Mutex::new(None),
             changes,
             history: Vec::new(),
             events: None,
@@ -245,7 +244,8 @@ pub(crate) struct Inner {
     pub(crate) live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
     pub(crate) actions: ExecutionLedger,
     pub(crate) models: model::Models,
-    pub(crate) cli: CliConfig,
+    /// The drivers of agents whose driver runs outside this process.
+    pub(crate) external: Option<Arc<dyn ExternalDrivers>>,
     /// The most runs this process drives at once before it leaves new
     /// ones queued for any process; 0 for no limit.
     pub(crate) max_runs: std::sync::atomic::AtomicUsize,
@@ -343,8 +343,8 @@ impl AgentRuntime {
         let mut runtime =
             Self::assemble(registry, coordinator, sandbox, components, actions, lease);
         if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
-            inner.models = model::Models::new(config.model.clone());
-            inner.cli = config.cli.clone();
+            inner.models = model::Models::new(config.model.clone(), config.external.clone());
+            inner.external = config.external.clone();
         }
         // Actions a stopped process left mid-delivery become `unknown`.
         // Approved ones never attempted are left to `resume_actions` (a
@@ -434,7 +434,7 @@ impl AgentRuntime {
                 live: Mutex::new(HashMap::new()),
                 actions,
                 models: model::Models::default(),
-                cli: CliConfig::default(),
+                external: None,
                 max_runs: std::sync::atomic::AtomicUsize::new(0),
                 room: tokio::sync::Notify::new(),
                 controls: RwLock::default(),
@@ -606,19 +606,19 @@ impl AgentRuntime {
         } else {
             agent.manifest.spec.limits.max_model_tokens
         };
-        let unavailable = match drivers::cli::Cli::of(driver) {
-            _ if attached.is_some() => Ok(None),
-            Some(_) if model.is_none() => {
+        let unavailable = match &self.inner.external {
+            _ if attached.is_some() || !driver.is_cli() => Ok(None),
+            _ if model.is_none() => {
                 Err("it names no model and the release has no default ModelProvider".to_owned())
             }
-            Some(cli) => self.inner.cli.prepare(cli, &agent).map(Some),
-            None if !driver.is_available_in_this_build() => {
-                Err("this build does not have it".to_owned())
-            }
-            None => Ok(None),
+            Some(external) => external
+                .prepare(&agent)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            None => Err(drivers::NoExternalDrivers.to_string()),
         };
-        let cli = match unavailable {
-            Ok(cli) => cli,
+        let external = match unavailable {
+            Ok(external) => external,
             Err(reason) => {
                 // The budget answers first: a run it cannot cover is
                 // refused as such. Nothing is kept of a run that never
@@ -656,7 +656,7 @@ impl AgentRuntime {
             // (the workflow cases it starts) or whose end another run
             // waits for in its process (a review).
             resumable: attached.is_none()
-                && cli.is_none()
+                && external.is_none()
                 && context.history.is_empty()
                 && matches!(driver, hane_core::Driver::Scripted | hane_core::Driver::Llm)
                 && agent.manifest.spec.workflows.is_empty()
@@ -684,7 +684,7 @@ impl AgentRuntime {
         let reservation = (tokens > 0).then_some((day, tokens));
         let live = Arc::new(LiveRun {
             attached: Mutex::new(attached),
-            cli: Mutex::new(cli),
+            external: Mutex::new(external),
             history: context.history,
             events: context.follow.then(events::Events::default),
             ..LiveRun::new(run.clone(), agent, release, reservation, model)

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::resume::Next;
 use super::{AgentRuntime, LiveRun, lock};
-use crate::drivers::cli::{Cli, CliTranscript};
+use crate::drivers::ExternalDrivers;
 use crate::drivers::{BoxFuture, ModelCall, ModelCaller, ModelInfo};
 use crate::gateway::RunToken;
 use crate::gateway::model::ModelCallError;
@@ -93,13 +93,15 @@ type MadeAdapter = Result<Arc<dyn ModelAdapter>, String>;
 pub(crate) struct Models {
     config: ModelConfig,
     made: Mutex<HashMap<(u64, String), MadeAdapter>>,
+    external: Option<Arc<dyn ExternalDrivers>>,
 }
 
 impl Models {
-    pub(crate) fn new(config: ModelConfig) -> Self {
+    pub(crate) fn new(config: ModelConfig, external: Option<Arc<dyn ExternalDrivers>>) -> Self {
         Self {
             config,
             made: Mutex::default(),
+            external,
         }
     }
 
@@ -123,9 +125,8 @@ impl Models {
     }
 
     /// The model `agent_model` names in `release`, ready to call by a run
-    /// of `agent`. A CLI driver's run calls a `recorded` provider
-    /// through [`CliTranscript`], which matches the CLI's requests as
-    /// hane sees them.
+    /// of `agent`. An external driver's run calls a `recorded` provider
+    /// through what [`ExternalDrivers::recorded`] puts in front of it.
     pub(crate) fn for_run(
         &self,
         release: &LoadedRelease,
@@ -138,16 +139,11 @@ impl Models {
             .ok_or_else(|| format!("no ModelProvider `{}`", agent_model.provider))?;
         let adapter = self.adapter(release, provider)?;
         let spec = &agent.manifest.spec;
-        let adapter: Arc<dyn ModelAdapter> = match Cli::of(spec.driver) {
-            Some(cli) if provider.manifest.spec.api == ModelApi::Recorded => {
-                let tools = spec
-                    .tools
-                    .iter()
-                    .map(String::as_str)
-                    .chain([hane_core::SUBMIT_RESULT])
-                    .map(crate::drivers::model_tool_name)
-                    .collect();
-                Arc::new(CliTranscript::new(cli, tools, adapter))
+        let adapter = match &self.external {
+            Some(external)
+                if spec.driver.is_cli() && provider.manifest.spec.api == ModelApi::Recorded =>
+            {
+                external.recorded(agent, adapter)
             }
             _ => adapter,
         };

@@ -5,13 +5,6 @@
 use super::*;
 
 impl AgentRuntime {
-    /// Tells the CLI drivers where hane's HTTP server listens (the Model
-    /// Gateway and the MCP server): their containers' service forwards
-    /// there. Until it is set, CLI drivers' runs are refused.
-    pub fn set_server_address(&self, address: std::net::SocketAddr) {
-        self.inner.cli.server().set(address);
-    }
-
     /// Checks the release in `dir` and makes it active (see
     /// [`activate_dir`](crate::activate_dir)); runs started afterwards use it.
     ///
@@ -27,7 +20,7 @@ impl AgentRuntime {
             &self.inner.sandbox,
             &self.inner.components,
             &self.inner.registry,
-            &self.inner.cli,
+            self.inner.external.as_deref(),
         )
         .await?;
         Releases::of(self).install(Arc::new(loaded)).await?;
@@ -105,7 +98,7 @@ impl<'a> Releases<'a> {
             dir,
             &self.kernel.inner.sandbox,
             &self.kernel.inner.components,
-            &self.kernel.inner.cli,
+            self.kernel.inner.external.as_deref(),
         )
         .await
     }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Launch, Setup, TOKEN_VAR};
+use crate::drive::{Launch, Setup, TOKEN_VAR};
 
 /// Its configuration file, in the run's directory.
 const CONFIG: &str = "opencode.json";

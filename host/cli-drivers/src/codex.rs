@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Launch, Setup, TOKEN_VAR};
+use crate::drive::{Launch, Setup, TOKEN_VAR};
 
 /// The file its base prompt is replaced with.
 const INSTRUCTIONS: &str = "instructions.md";

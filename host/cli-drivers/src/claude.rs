@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Launch, Setup, TOKEN_VAR};
+use crate::drive::{Launch, Setup, TOKEN_VAR};
 
 pub(super) fn launch(setup: &Setup<'_>, _dir: &Path) -> std::io::Result<Launch> {
     let base = setup.base_url();

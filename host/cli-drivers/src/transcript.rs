@@ -33,7 +33,7 @@ use hane_model::{
     Role, StreamEvent,
 };
 
-use super::Cli;
+use crate::Cli;
 
 /// A `recorded` provider's adapter as a CLI driver's runs see it.
 #[derive(Debug)]
