@@ -290,7 +290,7 @@ impl Relay {
                 continue;
             };
             if sse {
-                let parsed = events.push(&data).map_err(failed)?;
+                let parsed = events.push(&data).map_err(|e| failed(e.to_string()))?;
                 answers.extend(
                     parsed
                         .iter()

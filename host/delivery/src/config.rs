@@ -284,7 +284,8 @@ impl DeliveryConfig {
         ] {
             requires(token_var, url_var)?;
             if let Some(url) = var(url_var) {
-                check_http_url(url).map_err(|problem| ConfigError::new(url_var, problem))?;
+                check_http_url(url)
+                    .map_err(|problem| ConfigError::new(url_var, problem.to_string()))?;
                 *slot = Some(HttpProvider {
                     url: url.to_owned(),
                     token: var(token_var).map(Secret::from),
@@ -496,17 +497,29 @@ fn check_root_certificate(path: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The problem with a provider URL, if any.
-pub(super) fn check_http_url(url: &str) -> Result<http::Uri, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("is not a URL: {e}"))?;
+/// What is wrong with a provider or connection URL; the text follows the
+/// URL's name ("the SMS URL must be ...").
+#[derive(Debug, thiserror::Error)]
+pub(super) enum UrlProblem {
+    #[error("is not a URL: {0}")]
+    NotUrl(#[source] http::uri::InvalidUri),
+    #[error("must be an http:// or https:// URL")]
+    NotHttp,
+    #[error("names no host")]
+    NoHost,
+    #[error("must not carry credentials before the host; use the token variable")]
+    Credentials,
+}
+
+/// The provider URL, if nothing is wrong with it.
+pub(super) fn check_http_url(url: &str) -> Result<http::Uri, UrlProblem> {
+    let uri: http::Uri = url.parse().map_err(UrlProblem::NotUrl)?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err("must be an http:// or https:// URL".to_owned());
+        return Err(UrlProblem::NotHttp);
     }
     match uri.authority() {
-        None => Err("names no host".to_owned()),
-        Some(authority) if authority.as_str().contains('@') => {
-            Err("must not carry credentials before the host; use the token variable".to_owned())
-        }
+        None => Err(UrlProblem::NoHost),
+        Some(authority) if authority.as_str().contains('@') => Err(UrlProblem::Credentials),
         Some(_) => Ok(uri),
     }
 }

@@ -191,9 +191,21 @@ where
     classify(what, status, &excerpt)
 }
 
-fn build(request: &Request<'_>) -> Result<http::Request<Full<Bytes>>, String> {
+/// Why [`build`] could not make the request; says which part is bad
+/// without quoting the request.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    #[error("the URL names no host")]
+    NoHost,
+    #[error("the credential cannot be sent in a header (it holds control characters)")]
+    Credential,
+    #[error("cannot build the request: {0}")]
+    Request(#[source] http::Error),
+}
+
+fn build(request: &Request<'_>) -> Result<http::Request<Full<Bytes>>, BuildError> {
     let url = &request.url;
-    let authority = url.authority().ok_or("the URL names no host")?;
+    let authority = url.authority().ok_or(BuildError::NoHost)?;
     let path = url.path_and_query().map_or("/", |p| p.as_str());
     let mut builder = http::Request::builder()
         .method(request.method.clone())
@@ -205,17 +217,13 @@ fn build(request: &Request<'_>) -> Result<http::Request<Full<Bytes>>, String> {
         builder = builder.header(CONTENT_TYPE, "application/json");
     }
     if let Some(secret) = request.bearer {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose())).map_err(
-            |_| "the credential cannot be sent in a header (it holds control characters)",
-        )?;
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
+            .map_err(|_| BuildError::Credential)?;
         value.set_sensitive(true);
         builder = builder.header(AUTHORIZATION, value);
     }
     let body = Full::new(Bytes::from(request.body.clone().unwrap_or_default()));
-    // The error says which part is bad without quoting the request.
-    builder
-        .body(body)
-        .map_err(|e| format!("cannot build the request: {e}"))
+    builder.body(body).map_err(BuildError::Request)
 }
 
 /// Up to [`BODY_EXCERPT_BYTES`] of the answer's body, as text. The status has

@@ -83,7 +83,7 @@ use std::time::Duration;
 use ::http::Method;
 use tokio::time::Instant;
 
-use config::CA_FILE_CAP;
+use config::{CA_FILE_CAP, UrlProblem};
 pub use config::{
     CALL_TOKEN_ENV, CALL_URL_ENV, CREDENTIAL_ENV_PREFIX, ConfigError, DEFAULT_TIMEOUT,
     DeliveryConfig, HttpProvider, MAX_CA_FILE_BYTES, SMS_TOKEN_ENV, SMS_URL_ENV, SMTP_CA_FILE_ENV,
@@ -373,17 +373,37 @@ fn check_action_id(id: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Why [`integration_url`] refused a connection's base URL and path.
+#[derive(Debug, thiserror::Error)]
+enum IntegrationUrlError {
+    #[error("the base URL {0}")]
+    Base(#[source] UrlProblem),
+    #[error("the base URL must not have a query")]
+    BaseQuery,
+    #[error("path {path:?} must start with /")]
+    PathStart { path: String },
+    #[error("path {path:?} does not make a valid URL: {source}")]
+    InvalidPath {
+        path: String,
+        #[source]
+        source: ::http::uri::InvalidUri,
+    },
+    #[error("path {path:?} leaves the connection's host")]
+    LeavesHost { path: String },
+}
+
 /// `base_url` followed by `path`, refusing anything that would leave the
 /// connection's scheme, host and port (and so carry its credential
 /// elsewhere).
-fn integration_url(base_url: &str, path: &str) -> Result<::http::Uri, String> {
-    let base =
-        config::check_http_url(base_url).map_err(|problem| format!("the base URL {problem}"))?;
+fn integration_url(base_url: &str, path: &str) -> Result<::http::Uri, IntegrationUrlError> {
+    let base = config::check_http_url(base_url).map_err(IntegrationUrlError::Base)?;
     if base.query().is_some() {
-        return Err("the base URL must not have a query".to_owned());
+        return Err(IntegrationUrlError::BaseQuery);
     }
     if !(path.is_empty() || path.starts_with('/') || path.starts_with('?')) {
-        return Err(format!("path {path:?} must start with /"));
+        return Err(IntegrationUrlError::PathStart {
+            path: path.to_owned(),
+        });
     }
     let joined = match (base_url.ends_with('/'), path.strip_prefix('/')) {
         (true, Some(rest)) => format!("{base_url}{rest}"),
@@ -391,9 +411,14 @@ fn integration_url(base_url: &str, path: &str) -> Result<::http::Uri, String> {
     };
     let url: ::http::Uri = joined
         .parse()
-        .map_err(|e| format!("path {path:?} does not make a valid URL: {e}"))?;
+        .map_err(|source| IntegrationUrlError::InvalidPath {
+            path: path.to_owned(),
+            source,
+        })?;
     if url.scheme() != base.scheme() || url.authority() != base.authority() {
-        return Err(format!("path {path:?} leaves the connection's host"));
+        return Err(IntegrationUrlError::LeavesHost {
+            path: path.to_owned(),
+        });
     }
     Ok(url)
 }

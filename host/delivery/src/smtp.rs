@@ -5,9 +5,13 @@
 //! [`Delivery::Unknown`].
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use hane_core::ReadError;
+
 use lettre::Message;
+use lettre::address::AddressError;
 use lettre::message::header::{ContentType, HeaderName, HeaderValue};
 use lettre::message::{Mailbox, Mailboxes};
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
@@ -90,18 +94,37 @@ struct Stop {
     quit: bool,
 }
 
+/// Why [`compose`] could not build the message.
+#[derive(Debug, thiserror::Error)]
+enum ComposeError {
+    #[error(
+        "the configured sender {sender:?} is not an email address ({source}); fix from= in {SMTP_URL_ENV}"
+    )]
+    Sender {
+        sender: String,
+        #[source]
+        source: AddressError,
+    },
+    #[error("recipient {recipient:?} is not an email address ({source})")]
+    Recipient {
+        recipient: String,
+        #[source]
+        source: AddressError,
+    },
+    #[error("cannot compose the email: {0}")]
+    Message(#[source] lettre::error::Error),
+}
+
 /// The message, with its envelope taken from the headers.
-fn compose(config: &SmtpConfig, email: &Email<'_>) -> Result<Message, String> {
-    let from: Mailbox = config.from.parse().map_err(|e| {
-        format!(
-            "the configured sender {:?} is not an email address ({e}); fix from= in {SMTP_URL_ENV}",
-            config.from
-        )
+fn compose(config: &SmtpConfig, email: &Email<'_>) -> Result<Message, ComposeError> {
+    let from: Mailbox = config.from.parse().map_err(|source| ComposeError::Sender {
+        sender: config.from.clone(),
+        source,
     })?;
-    let to: Mailboxes = email
-        .to
-        .parse()
-        .map_err(|e| format!("recipient {:?} is not an email address ({e})", email.to))?;
+    let to: Mailboxes = email.to.parse().map_err(|source| ComposeError::Recipient {
+        recipient: email.to.to_owned(),
+        source,
+    })?;
     // A line break in a header would end it; the subject is one line.
     let subject = email.subject.replace(['\r', '\n'], " ");
     Message::builder()
@@ -115,23 +138,46 @@ fn compose(config: &SmtpConfig, email: &Email<'_>) -> Result<Message, String> {
         ))
         .header(ContentType::TEXT_PLAIN)
         .body(email.body.to_owned())
-        .map_err(|e| format!("cannot compose the email: {e}"))
+        .map_err(ComposeError::Message)
 }
 
-fn tls_parameters(config: &SmtpConfig) -> Result<TlsParameters, String> {
+/// Why [`tls_parameters`] could not set up TLS for the server.
+#[derive(Debug, thiserror::Error)]
+enum TlsSetupError {
+    #[error("the root certificate ({SMTP_CA_FILE_ENV}): {0}")]
+    ReadCertificate(#[source] ReadError),
+    #[error("cannot use the root certificate {path} ({SMTP_CA_FILE_ENV}): {source}")]
+    Certificate {
+        path: PathBuf,
+        #[source]
+        source: lettre::transport::smtp::Error,
+    },
+    #[error("cannot set up TLS for {host}: {source}")]
+    Build {
+        host: String,
+        #[source]
+        source: lettre::transport::smtp::Error,
+    },
+}
+
+fn tls_parameters(config: &SmtpConfig) -> Result<TlsParameters, TlsSetupError> {
     let mut builder = TlsParameters::builder(config.host.clone());
     if let Some(path) = &config.root_certificate {
-        let shown = path.display();
-        let pem = hane_core::read_capped(path, CA_FILE_CAP)
-            .map_err(|e| format!("the root certificate ({SMTP_CA_FILE_ENV}): {e}"))?;
-        let certificate = Certificate::from_pem(&pem).map_err(|e| {
-            format!("cannot use the root certificate {shown} ({SMTP_CA_FILE_ENV}): {e}")
-        })?;
+        let pem =
+            hane_core::read_capped(path, CA_FILE_CAP).map_err(TlsSetupError::ReadCertificate)?;
+        let certificate =
+            Certificate::from_pem(&pem).map_err(|source| TlsSetupError::Certificate {
+                path: path.clone(),
+                source,
+            })?;
         builder = builder.add_root_certificate(certificate);
     }
     builder
         .build_rustls()
-        .map_err(|e| format!("cannot set up TLS for {}: {e}", config.host))
+        .map_err(|source| TlsSetupError::Build {
+            host: config.host.clone(),
+            source,
+        })
 }
 
 /// One step before the message data: any error or the deadline is a failure.
@@ -389,10 +435,11 @@ mod tests {
             body: "b",
             action: "act-3",
         };
+        let refused = compose(&config(), &email).unwrap_err();
         assert!(
-            compose(&config(), &email)
-                .unwrap_err()
-                .contains("not an email address")
+            matches!(refused, ComposeError::Recipient { .. })
+                && refused.to_string().contains("not an email address"),
+            "{refused}"
         );
         let sender = SmtpConfig {
             from: "nobody".into(),
@@ -402,6 +449,10 @@ mod tests {
             to: "a@example.com",
             ..email
         };
-        assert!(compose(&sender, &email).unwrap_err().contains("from="));
+        let refused = compose(&sender, &email).unwrap_err();
+        assert!(
+            matches!(refused, ComposeError::Sender { .. }) && refused.to_string().contains("from="),
+            "{refused}"
+        );
     }
 }

@@ -189,7 +189,7 @@ impl LocalOperationManager {
             }
             Err(refusal) => {
                 tracing::warn!(operation = %operation.id, "operation refused: {refusal}");
-                sender.finish(Ending::failed(Outcome::HostError, refusal));
+                sender.finish(Ending::failed(Outcome::HostError, refusal.to_string()));
             }
         }
         ticket
@@ -215,32 +215,28 @@ impl OperationManager for LocalOperationManager {
 
 impl Inner {
     /// Queues `operation` as active, or says why it cannot even be queued.
-    fn admit(&self, operation: &Operation) -> Result<Arc<Cancel>, String> {
+    fn admit(&self, operation: &Operation) -> Result<Arc<Cancel>, AdmitError> {
         let OperationKind::Wasm(call) = &operation.kind else {
-            return Err(format!(
-                "the local operation manager runs wasm operations only, not `{}`",
-                operation.summary()
-            ));
+            return Err(AdmitError::NotWasm {
+                summary: operation.summary().to_owned(),
+            });
         };
         if !self.components.contains(&call.component) {
-            return Err(format!(
-                "component {} of `{}` is not available here: it is not among this manager's components",
-                call.component, call.name
-            ));
+            return Err(AdmitError::UnknownComponent {
+                component: call.component.clone(),
+                name: call.name.clone(),
+            });
         }
         let mut active = lock(&self.active);
         if active.contains_key(&operation.id) {
-            return Err(format!(
-                "operation {} is already queued or running",
-                operation.id
-            ));
+            return Err(AdmitError::Duplicate {
+                id: operation.id.clone(),
+            });
         }
         let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
         if waiting >= self.queue_limit {
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            return Err(format!(
-                "the operation queue is full: {waiting} operations are waiting"
-            ));
+            return Err(AdmitError::QueueFull { waiting });
         }
         let cancel = Arc::new(Cancel::default());
         active.insert(operation.id.clone(), cancel.clone());
@@ -290,7 +286,7 @@ impl Inner {
         };
         let loaded = match self.load(call).await {
             Ok(loaded) => loaded,
-            Err(message) => return Ending::failed(Outcome::HostError, message),
+            Err(e) => return Ending::failed(Outcome::HostError, e.to_string()),
         };
         let done = match ledger {
             Some(ledger) => {
@@ -360,7 +356,7 @@ impl Inner {
     /// The component of `call` loaded under its policy, loaded once however
     /// many operations ask at the same time. A failed load is not kept, so
     /// the next operation tries again.
-    async fn load(&self, call: &WasmCall) -> Result<hane_sandbox::Operation, String> {
+    async fn load(&self, call: &WasmCall) -> Result<hane_sandbox::Operation, ComponentLoadError> {
         let cell = {
             let mut loaded = lock(&self.loaded);
             let by_policy = loaded.entry(call.component.clone()).or_default();
@@ -375,10 +371,11 @@ impl Inner {
         };
         let loaded = cell
             .get_or_try_init(|| async {
-                let bytes = self
-                    .components
-                    .get(&call.component)
-                    .ok_or_else(|| format!("component {} is not available", call.component))?;
+                let bytes = self.components.get(&call.component).ok_or_else(|| {
+                    ComponentLoadError::Unavailable {
+                        component: call.component.clone(),
+                    }
+                })?;
                 let sandbox = self.sandbox.clone();
                 let runtime = self.runtime.clone();
                 let name = call.name.clone();
@@ -389,12 +386,54 @@ impl Inner {
                     runtime.block_on(sandbox.load(&name, &bytes, &policy))
                 })
                 .await
-                .map_err(|e| format!("loading component {} stopped: {e}", call.component))?
-                .map_err(|e| format!("cannot load component {}: {e}", call.component))
+                .map_err(|source| ComponentLoadError::Stopped {
+                    component: call.component.clone(),
+                    source,
+                })?
+                .map_err(|source| ComponentLoadError::Load {
+                    component: call.component.clone(),
+                    source,
+                })
             })
             .await?;
         Ok(loaded.clone())
     }
+}
+
+/// Why [`Inner::admit`] refused an operation before queueing it; the
+/// operation fails with outcome `host_error` and this text.
+#[derive(Debug, thiserror::Error)]
+enum AdmitError {
+    #[error("the local operation manager runs wasm operations only, not `{summary}`")]
+    NotWasm { summary: String },
+    #[error(
+        "component {component} of `{name}` is not available here: it is not among this manager's components"
+    )]
+    UnknownComponent { component: String, name: String },
+    #[error("operation {id} is already queued or running")]
+    Duplicate { id: OperationId },
+    #[error("the operation queue is full: {waiting} operations are waiting")]
+    QueueFull { waiting: usize },
+}
+
+/// Why [`Inner::load`] could not load a call's component; the operation
+/// fails with outcome `host_error` and this text.
+#[derive(Debug, thiserror::Error)]
+enum ComponentLoadError {
+    #[error("component {component} is not available")]
+    Unavailable { component: String },
+    #[error("loading component {component} stopped: {source}")]
+    Stopped {
+        component: String,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    #[error("cannot load component {component}: {source}")]
+    Load {
+        component: String,
+        #[source]
+        source: hane_sandbox::LoadError,
+    },
 }
 
 /// Removes an operation from [`Inner::active`] when dropped, also when

@@ -183,16 +183,42 @@ pub fn encode_ledger(ledger: &hane_core::Ledger) -> (String, Bytes) {
 ///
 /// # Errors
 ///
-/// Another digest, or bytes that are not a ledger; the message says which.
-pub fn decode_ledger(digest: &str, bytes: &[u8]) -> Result<hane_core::Ledger, String> {
+/// Another digest, or bytes that are not a ledger; see [`LedgerDecodeError`].
+pub fn decode_ledger(digest: &str, bytes: &[u8]) -> Result<hane_core::Ledger, LedgerDecodeError> {
     let actual = hane_sandbox::component_digest(bytes);
     if actual != digest {
-        return Err(format!(
-            "the ledger sent for {digest} has the digest {actual}"
-        ));
+        return Err(LedgerDecodeError::Digest {
+            digest: digest.to_owned(),
+            actual,
+        });
     }
-    postcard::from_bytes(bytes)
-        .map_err(|e| format!("the ledger sent for {digest} does not read: {e}"))
+    postcard::from_bytes(bytes).map_err(|source| LedgerDecodeError::Decode {
+        digest: digest.to_owned(),
+        source,
+    })
+}
+
+/// Why [`decode_ledger`] refused the bytes a client sent as a ledger.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerDecodeError {
+    /// The bytes do not have the digest they were sent under.
+    #[error("the ledger sent for {digest} has the digest {actual}")]
+    Digest {
+        /// The digest they were sent under.
+        digest: String,
+        /// Their digest.
+        actual: String,
+    },
+    /// The bytes have the digest but are not a ledger.
+    #[error("the ledger sent for {digest} does not read: {source}")]
+    Decode {
+        /// The digest they were sent under.
+        digest: String,
+        /// What postcard found wrong.
+        #[source]
+        source: postcard::Error,
+    },
 }
 
 /// Why the protocol could not go on.
@@ -670,7 +696,7 @@ mod tests {
         let (digest, bytes) = encode_ledger(&ledger);
         assert_eq!(decode_ledger(&digest, &bytes).unwrap(), ledger);
         let other = format!("sha256:{}", "0".repeat(64));
-        let refused = decode_ledger(&other, &bytes).unwrap_err();
+        let refused = decode_ledger(&other, &bytes).unwrap_err().to_string();
         assert!(
             refused.contains(&other) && refused.contains(&digest),
             "{refused}"

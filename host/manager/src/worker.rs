@@ -533,20 +533,11 @@ impl Client {
             return;
         };
         let checked = digest.clone();
-        let decoded = tokio::task::spawn_blocking(move || decode_ledger(&checked, &bytes))
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()));
+        let decoded = tokio::task::spawn_blocking(move || decode_ledger(&checked, &bytes)).await;
         let ledger = match decoded {
-            Ok(ledger) => Arc::new(ledger),
-            Err(message) => {
-                for operation in waiting {
-                    self.finish(
-                        operation.id,
-                        Ending::failed(Outcome::HostError, message.clone()),
-                    );
-                }
-                return;
-            }
+            Ok(Ok(ledger)) => Arc::new(ledger),
+            Ok(Err(e)) => return self.without_ledger(waiting, &e),
+            Err(e) => return self.without_ledger(waiting, &e),
         };
         {
             let mut kept = lock(&self.ledgers);
@@ -558,6 +549,17 @@ impl Client {
         }
         for operation in waiting {
             self.with_ledger(operation, ledger.clone());
+        }
+    }
+
+    /// Fails the operations `waiting` for a ledger that could not be had.
+    fn without_ledger(&self, waiting: Vec<Operation>, why: &dyn fmt::Display) {
+        let message = why.to_string();
+        for operation in waiting {
+            self.finish(
+                operation.id,
+                Ending::failed(Outcome::HostError, message.clone()),
+            );
         }
     }
 

@@ -295,7 +295,10 @@ impl HttpAdapter {
                 )));
             }
             let mut done = false;
-            for event in parser.push(&chunk).map_err(ModelError::Transport)? {
+            for event in parser
+                .push(&chunk)
+                .map_err(|e| ModelError::Transport(e.to_string()))?
+            {
                 done |= stream.event(&event)?;
             }
             if done {

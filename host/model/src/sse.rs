@@ -35,6 +35,12 @@ pub struct SseParser {
     has_data: bool,
 }
 
+/// An event stream line longer than [`MAX_SSE_LINE_BYTES`]: the stream is
+/// not one a model server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an event stream line is longer than {MAX_SSE_LINE_BYTES} bytes")]
+pub struct LineTooLong;
+
 impl SseParser {
     /// A parser at the start of a stream.
     pub fn new() -> Self {
@@ -46,7 +52,7 @@ impl SseParser {
     /// # Errors
     ///
     /// A line longer than [`MAX_SSE_LINE_BYTES`].
-    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, LineTooLong> {
         let mut events = Vec::new();
         for &byte in chunk {
             let after_cr = std::mem::take(&mut self.after_cr);
@@ -61,9 +67,7 @@ impl SseParser {
                 }
                 _ => {
                     if self.line.len() >= MAX_SSE_LINE_BYTES {
-                        return Err(format!(
-                            "an event stream line is longer than {MAX_SSE_LINE_BYTES} bytes"
-                        ));
+                        return Err(LineTooLong);
                     }
                     self.line.push(byte);
                 }

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use hane_core::{ControlTool, JsonText, Policy, ProposedAction, check_recipient};
+use hane_core::{AddressError, ControlTool, JsonText, Policy, ProposedAction, check_recipient};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
@@ -101,7 +101,7 @@ impl actions::Host for ActionsCtx {
         }
         let content = match check(&tool, &recipient, &content) {
             Ok(content) => content,
-            Err(message) => return Ok(Err(Error::InvalidInput(message))),
+            Err(refused) => return Ok(Err(Error::InvalidInput(refused.to_string()))),
         };
         if self.proposals.len() >= MAX_PROPOSALS {
             return Ok(Err(Error::InvalidInput(format!(
@@ -119,35 +119,49 @@ impl actions::Host for ActionsCtx {
     }
 }
 
+/// Why [`check`] refused a proposal; the guest reads its text in the WIT
+/// `invalid-input` error.
+#[derive(Debug, thiserror::Error)]
+enum ProposalError {
+    #[error("the recipient is empty")]
+    EmptyRecipient,
+    #[error("the recipient is {bytes} bytes; recipients are at most {MAX_RECIPIENT_BYTES}")]
+    RecipientTooLong { bytes: usize },
+    #[error("the recipient {0}")]
+    Recipient(#[source] AddressError),
+    #[error("the content is {bytes} bytes; content is at most {MAX_CONTENT_BYTES}")]
+    ContentTooLong { bytes: usize },
+    #[error("the content is JSON but not an object; it must be a JSON object")]
+    NotAnObject,
+    #[error("the content is not JSON: {0}; it must be a JSON object")]
+    NotJson(#[source] serde_json::Error),
+}
+
 /// The content as JSON when the recipient and content are within the caps,
 /// the recipient is one of the kind `tool` sends to
 /// ([`hane_core::check_recipient`], as the host checks every proposal
 /// again), and the content is a JSON object.
-fn check(tool: &str, recipient: &str, content: &str) -> Result<JsonText, String> {
+fn check(tool: &str, recipient: &str, content: &str) -> Result<JsonText, ProposalError> {
     if recipient.trim().is_empty() {
-        return Err("the recipient is empty".to_owned());
+        return Err(ProposalError::EmptyRecipient);
     }
     if recipient.len() > MAX_RECIPIENT_BYTES {
-        return Err(format!(
-            "the recipient is {} bytes; recipients are at most {MAX_RECIPIENT_BYTES}",
-            recipient.len()
-        ));
+        return Err(ProposalError::RecipientTooLong {
+            bytes: recipient.len(),
+        });
     }
     if let Some(tool) = ControlTool::named(tool) {
-        check_recipient(tool, recipient).map_err(|e| format!("the recipient {e}"))?;
+        check_recipient(tool, recipient).map_err(ProposalError::Recipient)?;
     }
     if content.len() > MAX_CONTENT_BYTES {
-        return Err(format!(
-            "the content is {} bytes; content is at most {MAX_CONTENT_BYTES}",
-            content.len()
-        ));
+        return Err(ProposalError::ContentTooLong {
+            bytes: content.len(),
+        });
     }
     match serde_json::from_str::<Value>(content) {
         Ok(value @ Value::Object(_)) => Ok(JsonText::from_value(&value)),
-        Ok(_) => Err("the content is JSON but not an object; it must be a JSON object".to_owned()),
-        Err(e) => Err(format!(
-            "the content is not JSON: {e}; it must be a JSON object"
-        )),
+        Ok(_) => Err(ProposalError::NotAnObject),
+        Err(e) => Err(ProposalError::NotJson(e)),
     }
 }
 

@@ -108,7 +108,7 @@ impl records::Host for RecordsCtx {
         }
         let fields = match parse_fields(fields) {
             Ok(fields) => fields,
-            Err(message) => return Ok(Err(Error::InvalidInput(message))),
+            Err(refused) => return Ok(Err(Error::InvalidInput(refused.to_string()))),
         };
         let found = match self
             .ledger
@@ -154,32 +154,47 @@ impl records::Host for RecordsCtx {
     }
 }
 
+/// Why [`parse_fields`] refused a `find`; the guest reads its text in the
+/// WIT `invalid-input` error.
+#[derive(Debug, thiserror::Error)]
+enum FieldsError {
+    #[error("{count} fields to match; at most {MAX_MATCH_FIELDS} are allowed")]
+    TooMany { count: usize },
+    #[error("a field name is {bytes} bytes; field names are at most {MAX_KEY_BYTES}")]
+    NameTooLong { bytes: usize },
+    #[error("the value of `{field}` is {bytes} bytes; values are at most {MAX_VALUE_BYTES}")]
+    ValueTooLong { field: String, bytes: usize },
+    #[error("the value of `{field}` is not JSON: {source}")]
+    NotJson {
+        field: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// The guest's `(field, JSON text)` pairs as values, within the caps.
-fn parse_fields(fields: Vec<(String, String)>) -> Result<Vec<(String, Value)>, String> {
+fn parse_fields(fields: Vec<(String, String)>) -> Result<Vec<(String, Value)>, FieldsError> {
     if fields.len() > MAX_MATCH_FIELDS {
-        return Err(format!(
-            "{} fields to match; at most {MAX_MATCH_FIELDS} are allowed",
-            fields.len()
-        ));
+        return Err(FieldsError::TooMany {
+            count: fields.len(),
+        });
     }
     fields
         .into_iter()
         .map(|(field, value)| {
             if field.len() > MAX_KEY_BYTES {
-                return Err(format!(
-                    "a field name is {} bytes; field names are at most {MAX_KEY_BYTES}",
-                    field.len()
-                ));
+                return Err(FieldsError::NameTooLong { bytes: field.len() });
             }
             if value.len() > MAX_VALUE_BYTES {
-                return Err(format!(
-                    "the value of `{field}` is {} bytes; values are at most {MAX_VALUE_BYTES}",
-                    value.len()
-                ));
+                return Err(FieldsError::ValueTooLong {
+                    bytes: value.len(),
+                    field,
+                });
             }
-            let value = serde_json::from_str(&value)
-                .map_err(|e| format!("the value of `{field}` is not JSON: {e}"))?;
-            Ok((field, value))
+            match serde_json::from_str(&value) {
+                Ok(value) => Ok((field, value)),
+                Err(source) => Err(FieldsError::NotJson { field, source }),
+            }
         })
         .collect()
 }

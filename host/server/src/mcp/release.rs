@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use hane_coordinator::{AgentRuntime, ReleaseBody, ReleasedOperation, model_tool_name};
-use hane_sandbox::Operation;
+use hane_sandbox::{LoadError, Operation};
+use hane_store::StoreError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     Implementation, InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
@@ -114,7 +115,11 @@ impl ReleaseTools {
         };
         let operation = match self.load(&release, name, released).await {
             Ok(operation) => operation,
-            Err(message) => return Ok(CallToolResult::error(vec![ContentBlock::text(message)])),
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    e.to_string(),
+                )]));
+            }
         };
         let call = operation.call(&input.to_string(), &released.limits).await;
         let receipt = &call.receipt;
@@ -162,7 +167,7 @@ impl ReleaseTools {
         release: &ReleaseOperations,
         name: &str,
         released: &ReleasedOperation,
-    ) -> Result<Operation, String> {
+    ) -> Result<Operation, OperationLoadError> {
         let mut loaded = release.loaded.lock().await;
         if let Some(operation) = loaded.get(name) {
             return Ok(operation.clone());
@@ -173,16 +178,44 @@ impl ReleaseTools {
             .releases()
             .component(&released.digest)
             .await
-            .map_err(|e| format!("reading component {}: {e}", released.digest))?
-            .ok_or_else(|| format!("component {} is missing from the store", released.digest))?;
+            .map_err(|source| OperationLoadError::Read {
+                digest: released.digest.clone(),
+                source,
+            })?
+            .ok_or_else(|| OperationLoadError::Missing {
+                digest: released.digest.clone(),
+            })?;
         let operation = runtime
             .sandbox()
             .load(&released.name, &bytes, &released.policy)
             .await
-            .map_err(|e| format!("loading operation `{}`: {e}", released.name))?;
+            .map_err(|source| OperationLoadError::Load {
+                name: released.name.clone(),
+                source,
+            })?;
         loaded.insert(name.to_owned(), operation.clone());
         Ok(operation)
     }
+}
+
+/// Why [`ReleaseTools::load`] could not load an operation; the call's
+/// result is an error with this text.
+#[derive(Debug, thiserror::Error)]
+enum OperationLoadError {
+    #[error("reading component {digest}: {source}")]
+    Read {
+        digest: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("component {digest} is missing from the store")]
+    Missing { digest: String },
+    #[error("loading operation `{name}`: {source}")]
+    Load {
+        name: String,
+        #[source]
+        source: LoadError,
+    },
 }
 
 /// The operations as MCP lists them.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hane_coordinator::{
-    AgentRuntime, ControlTool, GatewayError, LoadedAgent, TOKEN_GRACE, Tool, ToolKind, ToolResult,
-    model_tool_name,
+    AgentRuntime, ControlTool, GatewayError, LoadedAgent, RunError, TOKEN_GRACE, Tool, ToolKind,
+    ToolResult, model_tool_name,
 };
 use hane_core::{ActionRequest, ActionState, DeciderKind, Impact, RunId};
 use rmcp::model::{
@@ -112,7 +112,7 @@ impl RunTools {
     }
 
     /// The agent of `run`, from the release the run started in.
-    async fn agent_of(&self, run: &RunId) -> Result<Arc<LoadedAgent>, String> {
+    async fn agent_of(&self, run: &RunId) -> Result<Arc<LoadedAgent>, AgentError> {
         let now = Instant::now();
         {
             let mut agents = lock(&self.inner.agents);
@@ -122,20 +122,25 @@ impl RunTools {
             }
         }
         let runtime = &self.inner.runtime;
-        let found = runtime.get(run).await.map_err(|e| e.to_string())?;
-        let release = runtime.release().await.map_err(|e| e.to_string())?;
+        let found = runtime.get(run).await?;
+        let release = runtime.release().await?;
         if release.info.number != found.release {
-            return Err(format!(
-                "run `{run}` started in release {}, and release {} is active now: the run's tools are no longer known to this server",
-                found.release, release.info.number
-            ));
+            return Err(AgentError::OtherRelease {
+                run: run.clone(),
+                started: found.release,
+                active: release.info.number,
+            });
         }
-        let agent = release.agents.get(&found.agent).cloned().ok_or_else(|| {
-            format!(
-                "agent `{}` of run `{run}` is not in release {}",
-                found.agent, release.info.number
-            )
-        })?;
+        let agent =
+            release
+                .agents
+                .get(&found.agent)
+                .cloned()
+                .ok_or_else(|| AgentError::NotInRelease {
+                    agent: found.agent.clone(),
+                    run: run.clone(),
+                    release: release.info.number,
+                })?;
         // A token lives the run's maxSeconds and a grace from when its
         // gate opened, which is after now only by the time to get here.
         let until = now
@@ -575,8 +580,29 @@ fn output_schema(tool: &Tool) -> Option<JsonObject> {
     }
 }
 
-fn protocol_error(message: String) -> ErrorData {
-    ErrorData::internal_error(message, None)
+/// Why [`RunTools::agent_of`] does not know a run's agent.
+#[derive(Debug, thiserror::Error)]
+enum AgentError {
+    #[error(transparent)]
+    Runtime(#[from] RunError),
+    #[error(
+        "run `{run}` started in release {started}, and release {active} is active now: the run's tools are no longer known to this server"
+    )]
+    OtherRelease {
+        run: RunId,
+        started: u64,
+        active: u64,
+    },
+    #[error("agent `{agent}` of run `{run}` is not in release {release}")]
+    NotInRelease {
+        agent: String,
+        run: RunId,
+        release: u64,
+    },
+}
+
+fn protocol_error(e: AgentError) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
 }
 
 impl ServerHandler for RunTools {
