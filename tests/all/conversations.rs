@@ -139,12 +139,12 @@ fn after_first() -> Vec<Message> {
             tool_calls: vec![
                 ToolCallNote {
                     tool: "data.find_record".to_owned(),
-                    status: "succeeded".to_owned(),
+                    status: hane_core::ToolCallEnd::Succeeded,
                     detail: String::new(),
                 },
                 ToolCallNote {
                     tool: "submit_result".to_owned(),
-                    status: "succeeded".to_owned(),
+                    status: hane_core::ToolCallEnd::Succeeded,
                     detail: String::new(),
                 },
             ],

@@ -624,7 +624,7 @@ pub(crate) async fn print_run(
             "  {:>2}. {:<24} {:<9} {:>8.2} ms{detail}",
             i + 1,
             terminal_line(&call.tool),
-            terminal_line(&call.status),
+            call.status.as_str(),
             call.duration_us as f64 / 1000.0
         );
     }

@@ -452,7 +452,7 @@ impl Screen {
         self.line(&format!(
             "  tool    {}  {}{detail}",
             terminal_line(&call.tool),
-            terminal_line(&call.status)
+            call.status.as_str()
         ))
     }
 
@@ -555,7 +555,7 @@ mod tests {
     fn an_ended_run_is_replayed_in_the_order_a_follower_sees() {
         let summary = |tool: &str| ToolCallSummary {
             tool: tool.to_owned(),
-            status: "succeeded".to_owned(),
+            status: hane_core::ToolCallEnd::Succeeded,
             detail: String::new(),
             operation: None,
             duration_us: 1,

@@ -249,7 +249,7 @@ impl Scheduler {
                 Err(error) => {
                     warn!(schedule = %name, tick, %error, "schedule's start refused");
                     TickEnd {
-                        error: Some(error),
+                        error: Some(error.to_string()),
                         ..TickEnd::new(TickOutcome::Refused)
                     }
                 }
@@ -279,7 +279,7 @@ impl Scheduler {
 
     /// Starts what `schedule` targets: a run of its agent, or a case of
     /// its workflow (in the active release); what started, or why not.
-    async fn start(&self, schedule: &ScheduleManifest) -> Result<TickEnd, String> {
+    async fn start(&self, schedule: &ScheduleManifest) -> Result<TickEnd, StartRefused> {
         let spec = &schedule.spec;
         match spec.target() {
             Some(ScheduleTarget::Agent(agent)) => self
@@ -294,7 +294,7 @@ impl Scheduler {
                     run: Some(run.id.to_string()),
                     ..TickEnd::new(TickOutcome::Started)
                 })
-                .map_err(|e| e.to_string()),
+                .map_err(StartRefused::Run),
             Some(ScheduleTarget::Workflow(workflow)) => self
                 .workflows
                 .start_case(workflow, spec.input.clone())
@@ -303,10 +303,24 @@ impl Scheduler {
                     workflow_case: Some(case.id.to_string()),
                     ..TickEnd::new(TickOutcome::Started)
                 })
-                .map_err(|e| e.to_string()),
-            None => Err("the schedule names no agent or workflow".to_owned()),
+                .map_err(StartRefused::Case),
+            None => Err(StartRefused::NoTarget),
         }
     }
+}
+
+/// Why a tick started nothing.
+#[derive(Debug, thiserror::Error)]
+enum StartRefused {
+    /// The run was refused.
+    #[error(transparent)]
+    Run(RunError),
+    /// The workflow case was refused.
+    #[error(transparent)]
+    Case(crate::workflow::WorkflowError),
+    /// The schedule names neither.
+    #[error("the schedule names no agent or workflow")]
+    NoTarget,
 }
 
 #[cfg(test)]

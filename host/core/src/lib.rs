@@ -130,7 +130,9 @@ pub use provider::{
 pub use quantity::{ByteSize, Duration, Limits, LimitsSpec, QuantityError};
 pub use receipt::{HostCalls, Impact, Outcome, Receipt};
 pub use reception::{Reception, ReceptionCandidate, ReceptionModelCall, ReceptionStatus};
-pub use run::{AgentRun, RunStatus, Task, TaskState, ToolCallSummary, UnknownRunStatus};
+pub use run::{
+    AgentRun, RunStatus, Task, TaskState, ToolCallEnd, ToolCallSummary, UnknownRunStatus,
+};
 pub use schedule::{
     Cadence, CadenceError, DEFAULT_TIME_ZONE, Missed, ScheduleManifest, ScheduleSpec,
     ScheduleTarget, TickOutcome, UnknownTickOutcome,

@@ -153,16 +153,85 @@ impl Lifecycle for TaskState {
     }
 }
 
+/// How one tool call of a run ended. Stored and shown as its name
+/// (`succeeded`), as it was when it was a string, so stored runs read the
+/// same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ToolCallEnd {
+    /// It ran and answered.
+    Succeeded,
+    /// It ran and failed (the operation's outcome is in the detail).
+    Failed,
+    /// The gateway or the translator refused it.
+    Rejected,
+    /// Not done: a handover in a shadow run.
+    Skipped,
+}
+
+impl ToolCallEnd {
+    /// Every end.
+    pub const ALL: [ToolCallEnd; 4] = [
+        ToolCallEnd::Succeeded,
+        ToolCallEnd::Failed,
+        ToolCallEnd::Rejected,
+        ToolCallEnd::Skipped,
+    ];
+
+    /// Its name, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCallEnd::Succeeded => "succeeded",
+            ToolCallEnd::Failed => "failed",
+            ToolCallEnd::Rejected => "rejected",
+            ToolCallEnd::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for ToolCallEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ToolCallEnd {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|end| end.as_str() == s)
+            .ok_or_else(|| UnknownState {
+                kind: "tool call",
+                name: s.to_owned(),
+                expected: Self::ALL.map(Self::as_str).join(", "),
+            })
+    }
+}
+
+impl TryFrom<String> for ToolCallEnd {
+    type Error = UnknownState;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        name.parse()
+    }
+}
+
+impl From<ToolCallEnd> for String {
+    fn from(end: ToolCallEnd) -> Self {
+        end.as_str().to_owned()
+    }
+}
+
 /// How one tool call of a run went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallSummary {
     /// The tool.
     pub tool: String,
-    /// `succeeded`, `failed` (with the operation's outcome in `detail`),
-    /// `rejected` (by the gateway or the translator), or `skipped` (a
-    /// handover in a shadow run).
-    pub status: String,
+    /// How it ended (a failure's outcome is in `detail`).
+    pub status: ToolCallEnd,
     /// What the driver was told went wrong, or what a control tool did.
     pub detail: String,
     /// The operation that ran it, for operation-backed tools.

@@ -662,7 +662,7 @@ async fn start_requests_are_checked() -> anyhow::Result<()> {
         start(json!({"agent": "vehicle-check", "input": {"vehicle": FOUND}}).to_string()).await?;
     let message = reply.error(422, "invalid_input");
     assert!(message.contains("driver `opencode`"), "{message}");
-    assert!(message.contains("HANE_CLIS"), "{message}");
+    assert!(message.contains("runs no coding CLIs"), "{message}");
     assert_eq!(reply.body["error"]["path"], "/agent");
 
     let reply = server.post("/v1/agents/runs?wait=maybe", key, "{}").await?;

@@ -39,8 +39,6 @@ enum Choice {
     Policy(PolicyVerdict),
 }
 
-impl AgentRuntime {}
-
 /// The group whose people decide the run's actions when no rule says
 /// otherwise: the agent's `approval.assignment`, else its handover group,
 /// else [`DEFAULT_APPROVERS`].
@@ -293,7 +291,7 @@ impl<'a> Proposals<'a> {
             }
             return match self.wait_action(&run.id, had.id.as_str()).await {
                 Ok(settled) => action_result(&settled),
-                Err(e) => ToolResult::error("failed", e),
+                Err(e) => ToolResult::error("failed", e.to_string()),
             };
         }
         if run.shadow {
@@ -301,12 +299,12 @@ impl<'a> Proposals<'a> {
             return self.record_shadowed(action).await;
         }
         if let Err(e) = self.actions_left().await {
-            return ToolResult::error("budget_exceeded", e);
+            return ToolResult::error("budget_exceeded", e.to_string());
         }
         let group = approval_group(live);
         let choice = match self.choose(live, &mut action, &group, &content).await {
             Ok(choice) => choice,
-            Err(e) => return ToolResult::error("failed", e),
+            Err(e) => return ToolResult::error("failed", e.to_string()),
         };
         let task = assign(&mut action, &choice, &group);
         // What led to the action (the model's turn, the call) is stored
@@ -316,7 +314,7 @@ impl<'a> Proposals<'a> {
         if let Some(journal) = live.journal.get()
             && let Err(e) = journal.flush().await
         {
-            return ToolResult::error("failed", e);
+            return ToolResult::error("failed", e.to_string());
         }
         let action = match ledger.propose(action, task).await {
             Ok(action) => action,
@@ -345,7 +343,7 @@ impl<'a> Proposals<'a> {
         let settled = match self.wait_action(&run.id, action.id.as_str()).await {
             Ok(settled) => settled,
             // The run stopped: its end withdraws the action (see `drive`).
-            Err(e) => return ToolResult::error("failed", e),
+            Err(e) => return ToolResult::error("failed", e.to_string()),
         };
         if let Some(task) = &settled.task
             && !live.snapshot().tasks.contains(task)
@@ -427,7 +425,7 @@ impl<'a> Proposals<'a> {
         for proposal in proposals {
             let outcome = match tools::proposal_input(proposal) {
                 Ok((control, input)) => self.propose(live, control, &input).await,
-                Err(message) => ToolResult::error("invalid_input", message),
+                Err(e) => ToolResult::error("invalid_input", e.to_string()),
             };
             actions.push(match outcome {
                 ToolResult::Output(mut value) => {
@@ -447,7 +445,7 @@ impl<'a> Proposals<'a> {
 
     /// An error when today's external actions are used up, so no action
     /// is proposed that could not be sent.
-    async fn actions_left(&self) -> Result<(), String> {
+    async fn actions_left(&self) -> Result<(), ProposalError> {
         let ledger = &self.kernel.inner.actions;
         let Some(budget) = ledger.budget() else {
             return Ok(());
@@ -462,18 +460,16 @@ impl<'a> Proposals<'a> {
             .registry
             .usage()
             .of_day(&day, &ledger.scope().key())
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if usage.actions >= limit {
-            return Err(BudgetExceeded {
+            return Err(ProposalError::Budget(BudgetExceeded {
                 budget: budget.name,
                 limit: "externalActionsPerDay",
                 limit_value: limit,
                 used: usage.actions,
                 requested: 1,
                 day,
-            }
-            .to_string());
+            }));
         }
         Ok(())
     }
@@ -487,15 +483,8 @@ impl<'a> Proposals<'a> {
         action: &mut ActionRequest,
         group: &str,
         content: &Value,
-    ) -> Result<Choice, String> {
-        let overrides = self
-            .kernel
-            .inner
-            .registry
-            .overrides()
-            .list()
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Choice, ProposalError> {
+        let overrides = self.kernel.inner.registry.overrides().list().await?;
         if overrides.iter().any(|o| o.tool == action.tool) {
             action.overridden = true;
             return Ok(Choice::Person(group.to_owned()));
@@ -505,10 +494,10 @@ impl<'a> Proposals<'a> {
             return Ok(Choice::Person(group.to_owned()));
         };
         let Some(policy) = live.release.decider_policies.get(name) else {
-            return Err(format!(
-                "the agent's decider policy `{name}` is not in release {}",
-                live.release.info.number
-            ));
+            return Err(ProposalError::NoPolicy {
+                policy: name.to_owned(),
+                release: live.release.info.number,
+            });
         };
         let Some((index, decider)) = policy.decide(&action.tool, &action.recipient, content) else {
             return Ok(Choice::Person(group.to_owned()));
@@ -653,23 +642,63 @@ impl<'a> Proposals<'a> {
     }
 
     /// Waits until action `id` is settled, or the run `run` is stopped.
-    async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, String> {
+    async fn wait_action(&self, run: &RunId, id: &str) -> Result<ActionRequest, ProposalError> {
         loop {
             match tokio::time::timeout(STOP_CHECK, self.kernel.inner.actions.wait_settled(id)).await
             {
-                Ok(settled) => return settled.map_err(|e| e.to_string()),
+                Ok(settled) => return Ok(settled?),
                 Err(_) => match self.kernel.inner.gateway.stopped(run) {
                     Some(Stop::Cancelled) => {
-                        return Err(format!(
-                            "the run was cancelled while action {id} waited for a decision"
-                        ));
+                        return Err(ProposalError::Cancelled {
+                            action: id.to_owned(),
+                        });
                     }
                     Some(Stop::LimitExceeded(message) | Stop::Failed(message)) => {
-                        return Err(format!("{message} while action {id} waited for a decision"));
+                        return Err(ProposalError::Stopped {
+                            action: id.to_owned(),
+                            message,
+                        });
                     }
                     None => {}
                 },
             }
         }
     }
+}
+
+/// Why a proposed action could not be made or waited for; the run's
+/// driver is told it as the call's error.
+#[derive(Debug, thiserror::Error)]
+enum ProposalError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] hane_store::StoreError),
+    /// The ledger failed.
+    #[error(transparent)]
+    Action(#[from] ActionError),
+    /// Today's external actions are used up.
+    #[error(transparent)]
+    Budget(BudgetExceeded),
+    /// The agent names a decider policy its release lacks.
+    #[error("the agent's decider policy `{policy}` is not in release {release}")]
+    NoPolicy {
+        /// The policy.
+        policy: String,
+        /// The release.
+        release: u64,
+    },
+    /// The run was cancelled while the action waited.
+    #[error("the run was cancelled while action {action} waited for a decision")]
+    Cancelled {
+        /// The action.
+        action: String,
+    },
+    /// The run was stopped while the action waited.
+    #[error("{message} while action {action} waited for a decision")]
+    Stopped {
+        /// The action.
+        action: String,
+        /// Why the run stopped.
+        message: String,
+    },
 }

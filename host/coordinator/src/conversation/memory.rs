@@ -93,8 +93,8 @@ pub struct RunSummary {
 pub struct ToolCallNote {
     /// The tool.
     pub tool: String,
-    /// `succeeded`, `failed`, `rejected` or `skipped`.
-    pub status: String,
+    /// How it ended.
+    pub status: hane_core::ToolCallEnd,
     /// What went wrong, or what a control tool did.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,

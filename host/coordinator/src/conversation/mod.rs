@@ -729,7 +729,7 @@ fn summarize(run: &AgentRun) -> Result<RunSummary, ConversationError> {
             .iter()
             .map(|call| ToolCallNote {
                 tool: call.tool.clone(),
-                status: call.status.clone(),
+                status: call.status,
                 detail: call.detail.clone(),
             })
             .collect(),

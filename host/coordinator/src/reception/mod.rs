@@ -608,7 +608,7 @@ impl ReceptionDesk {
             .runs
             .models()
             .adapter(release, provider)
-            .map_err(ReceptionError::ModelUnavailable)?;
+            .map_err(|e| ReceptionError::ModelUnavailable(e.to_string()))?;
         let request = prepared_request(text, shortlist, manifest, model);
         let tokenizer = hane_context::Tokenizer::for_model(&model.name);
         let input_tokens = tokenizer.request_tokens(

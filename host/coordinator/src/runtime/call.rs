@@ -58,7 +58,7 @@ impl AgentRuntime {
                     ToolCalls::of(self).summarize(
                         &run,
                         tool,
-                        "rejected",
+                        ToolCallEnd::Rejected,
                         e.to_string(),
                         None,
                         started,
@@ -224,7 +224,7 @@ impl<'a> ToolCalls<'a> {
             operations,
         } = planned;
         if let Err(e) = journal.flush().await {
-            return ToolResult::error("failed", e);
+            return ToolResult::error("failed", e.to_string());
         }
         let recorded = vec![SessionEvent::ToolCallRecorded {
             call,
@@ -273,14 +273,16 @@ impl<'a> ToolCalls<'a> {
     ) {
         let (status, detail) = match result {
             ToolResult::Output(value) => (
-                "succeeded",
+                ToolCallEnd::Succeeded,
                 value
                     .get("summary")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                     .unwrap_or_default(),
             ),
-            ToolResult::Error { kind, message } => ("failed", format!("{kind}: {message}")),
+            ToolResult::Error { kind, message } => {
+                (ToolCallEnd::Failed, format!("{kind}: {message}"))
+            }
         };
         self.summarize(run, tool, status, detail, operation, started);
     }
@@ -289,7 +291,7 @@ impl<'a> ToolCalls<'a> {
         &self,
         run: &RunId,
         tool: &str,
-        status: &str,
+        status: ToolCallEnd,
         detail: String,
         operation: Option<String>,
         started: Instant,
@@ -299,7 +301,7 @@ impl<'a> ToolCalls<'a> {
         };
         let summary = ToolCallSummary {
             tool: tool.to_owned(),
-            status: status.to_owned(),
+            status,
             detail,
             operation,
             duration_us: started.elapsed().as_micros() as u64,

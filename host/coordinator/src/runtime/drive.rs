@@ -106,7 +106,7 @@ impl<'a> Drive<'a> {
         let (status, error) = match live.journal.get() {
             Some(journal) => match journal.flush().await {
                 Ok(()) => (status, error),
-                Err(e) => (RunStatus::Failed, Some(e)),
+                Err(e) => (RunStatus::Failed, Some(e.to_string())),
             },
             None => (status, error),
         };

@@ -12,17 +12,34 @@ use tokio::time::Instant;
 /// to share their commit.
 pub(crate) const LINGER: Duration = Duration::from_millis(5);
 
+/// Why a journal could not store what was given to it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum JournalError {
+    /// The task that writes it is gone.
+    #[error("the journal's writer stopped")]
+    Stopped,
+    /// An append failed; nothing after it was written.
+    #[error("the history of session {session} could not be written: {reason}")]
+    Write {
+        /// The session.
+        session: SessionId,
+        /// The store's error, as it said it (it is told to every flush
+        /// waiting, so it is kept as its words).
+        reason: String,
+    },
+}
+
 enum Entry {
     Events(Vec<SessionEvent>),
     Later(Vec<SessionEvent>),
-    Flush(oneshot::Sender<Result<(), String>>),
+    Flush(oneshot::Sender<Result<(), JournalError>>),
 }
 
 /// What the writer took from the queue for one append.
 #[derive(Default)]
 struct Batch {
     events: Vec<SessionEvent>,
-    flushes: Vec<oneshot::Sender<Result<(), String>>>,
+    flushes: Vec<oneshot::Sender<Result<(), JournalError>>>,
     /// Whether everything in it may wait for [`LINGER`].
     patient: bool,
 }
@@ -88,7 +105,7 @@ impl Journal {
     pub(crate) fn new(store: Arc<dyn SessionStore>, session: SessionId) -> Self {
         let (queue, mut entries) = mpsc::unbounded_channel::<Entry>();
         tokio::spawn(async move {
-            let mut failed: Option<String> = None;
+            let mut failed: Option<JournalError> = None;
             while let Some(first) = entries.recv().await {
                 let Batch {
                     events, flushes, ..
@@ -99,9 +116,10 @@ impl Journal {
                     && failed.is_none()
                     && let Err(e) = store.append_deferred(&session, events).await
                 {
-                    failed = Some(format!(
-                        "the history of session {session} could not be written: {e}"
-                    ));
+                    failed = Some(JournalError::Write {
+                        session: session.clone(),
+                        reason: e.to_string(),
+                    });
                 }
                 for done in flushes {
                     let _ = done.send(failed.clone().map_or(Ok(()), Err));
@@ -131,14 +149,12 @@ impl Journal {
     /// # Errors
     ///
     /// A write failed; the message says which session and why.
-    pub(crate) async fn flush(&self) -> Result<(), String> {
+    pub(crate) async fn flush(&self) -> Result<(), JournalError> {
         let (done, stored) = oneshot::channel();
         self.queue
             .send(Entry::Flush(done))
-            .map_err(|_| "the journal's writer stopped".to_owned())?;
-        stored
-            .await
-            .map_err(|_| "the journal's writer stopped".to_owned())?
+            .map_err(|_| JournalError::Stopped)?;
+        stored.await.map_err(|_| JournalError::Stopped)?
     }
 }
 

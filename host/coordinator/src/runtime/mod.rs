@@ -46,7 +46,7 @@ pub(crate) use releases::Releases;
 pub(crate) use resume::Replaying;
 pub(crate) use takeover::Takeover;
 
-pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallSummary};
+pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallEnd, ToolCallSummary};
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
@@ -592,9 +592,9 @@ impl AgentRuntime {
                 self.inner
                     .models
                     .for_run(&release, agent_model, &agent)
-                    .map_err(|message| RunError::ModelUnavailable {
+                    .map_err(|e| RunError::ModelUnavailable {
                         agent: request.agent.clone(),
-                        message,
+                        message: e.to_string(),
                     })?,
             )),
             _ => None,

@@ -84,7 +84,39 @@ impl ModelConfig {
 }
 
 /// A provider's adapter, or why it cannot be made.
-type MadeAdapter = Result<Arc<dyn ModelAdapter>, String>;
+type MadeAdapter = Result<Arc<dyn ModelAdapter>, ModelUnavailable>;
+
+/// Why a run cannot have its model. Made once per provider and release
+/// and told to every run that asks, so it keeps the words of what failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ModelUnavailable {
+    /// The agent names a provider the release does not have.
+    #[error("no ModelProvider `{0}`")]
+    NoProvider(String),
+    /// A `recorded` provider's recording does not read.
+    #[error("{0}")]
+    Recording(String),
+    /// The provider's credential is not in the process's environment.
+    #[error(
+        "provider `{provider}` needs the credential `{credential}`: set {var} in the environment of the hane process"
+    )]
+    NoCredential {
+        /// The provider.
+        provider: String,
+        /// The credential it names.
+        credential: String,
+        /// The variable that would hold it.
+        var: String,
+    },
+    /// The adapter cannot be made from the provider's settings.
+    #[error("provider `{provider}`: {reason}")]
+    Adapter {
+        /// The provider.
+        provider: String,
+        /// What the adapter said.
+        reason: String,
+    },
+}
 
 /// How this process reaches models: its [`ModelConfig`], and the
 /// adapters of each release's providers (by release number and provider),
@@ -116,7 +148,7 @@ impl Models {
         &self,
         release: &LoadedRelease,
         provider: &LoadedProvider,
-    ) -> Result<Arc<dyn ModelAdapter>, String> {
+    ) -> Result<Arc<dyn ModelAdapter>, ModelUnavailable> {
         let key = (release.info.number, provider.manifest.metadata.name.clone());
         let mut made = lock(&self.made);
         made.entry(key)
@@ -132,11 +164,11 @@ impl Models {
         release: &LoadedRelease,
         agent_model: &AgentModel,
         agent: &crate::release::LoadedAgent,
-    ) -> Result<RunModel, String> {
+    ) -> Result<RunModel, ModelUnavailable> {
         let provider = release
             .providers
             .get(&agent_model.provider)
-            .ok_or_else(|| format!("no ModelProvider `{}`", agent_model.provider))?;
+            .ok_or_else(|| ModelUnavailable::NoProvider(agent_model.provider.clone()))?;
         let adapter = self.adapter(release, provider)?;
         let spec = &agent.manifest.spec;
         let adapter = match &self.external {
@@ -165,7 +197,7 @@ impl Models {
 fn make_adapter(
     config: &ModelConfig,
     provider: &LoadedProvider,
-) -> Result<Arc<dyn ModelAdapter>, String> {
+) -> Result<Arc<dyn ModelAdapter>, ModelUnavailable> {
     let spec = &provider.manifest.spec;
     let name = &provider.manifest.metadata.name;
     let api = match spec.api {
@@ -177,7 +209,7 @@ fn make_adapter(
             let origin = format!("of provider `{name}`");
             let recorded = hane_model::Recording::parse(text, &origin)
                 .map(|recording| hane_model::Recorded::new(recording, &origin))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| ModelUnavailable::Recording(e.to_string()))?;
             return Ok(Arc::new(recorded));
         }
     };
@@ -187,14 +219,21 @@ fn make_adapter(
     if let Some(credential) = &spec.credential {
         let var = hane_core::credential_env_var(credential);
         let key = hane_core::credential_key(credential);
-        let secret = config.credentials.get(&key).ok_or_else(|| {
-            format!(
-                "provider `{name}` needs the credential `{credential}`: set {var} in the environment of the hane process"
-            )
-        })?;
+        let secret =
+            config
+                .credentials
+                .get(&key)
+                .ok_or_else(|| ModelUnavailable::NoCredential {
+                    provider: name.clone(),
+                    credential: credential.clone(),
+                    var,
+                })?;
         adapter.credential = Some(secret.clone());
     }
-    let adapter = hane_model::adapter(adapter).map_err(|e| format!("provider `{name}`: {e}"))?;
+    let adapter = hane_model::adapter(adapter).map_err(|e| ModelUnavailable::Adapter {
+        provider: name.clone(),
+        reason: e.to_string(),
+    })?;
     match &config.record {
         Some(file) => Ok(Arc::new(hane_model::Recorder::new(adapter, file.clone()))),
         None => Ok(adapter),

@@ -348,9 +348,9 @@ impl AgentRuntime {
                 self.inner
                     .models
                     .for_run(&release, agent_model, &agent)
-                    .map_err(|message| RunError::ModelUnavailable {
+                    .map_err(|e| RunError::ModelUnavailable {
                         agent: run.agent.clone(),
-                        message,
+                        message: e.to_string(),
                     })?,
             )),
             _ => None,

@@ -256,7 +256,7 @@ impl<'a> Controls<'a> {
                 title: task.title.clone(),
             }]);
             if let Err(e) = journal.flush().await {
-                return ToolResult::error("failed", e);
+                return ToolResult::error("failed", e.to_string());
             }
         }
         if let Err(e) = self

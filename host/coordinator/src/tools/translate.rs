@@ -111,12 +111,12 @@ pub fn translate(
 /// The tool is not an outbound tool, the content is not a JSON object, or
 /// the input does not match the tool's schema (such as an email without a
 /// subject).
-pub fn proposal_input(proposal: &ProposedAction) -> Result<(ControlTool, Value), String> {
+pub fn proposal_input(proposal: &ProposedAction) -> Result<(ControlTool, Value), BadProposal> {
     let control = ControlTool::named(&proposal.tool)
         .filter(|c| c.is_outbound())
-        .ok_or_else(|| format!("`{}` is not an outbound tool", proposal.tool))?;
+        .ok_or_else(|| BadProposal::NotOutbound(proposal.tool.clone()))?;
     let Ok(Value::Object(content)) = proposal.content.to_value() else {
-        return Err("its content is not a JSON object".to_owned());
+        return Err(BadProposal::NotAnObject);
     };
     let mut input = content;
     let recipient = Value::String(proposal.recipient.clone());
@@ -126,13 +126,32 @@ pub fn proposal_input(proposal: &ProposedAction) -> Result<(ControlTool, Value),
     };
     let input = Value::Object(input);
     if let Err(list) = CONTROL_SCHEMAS[control as usize].check(&input) {
-        return Err(format!(
-            "as a `{}` call it is invalid: {}",
-            proposal.tool,
-            describe_violations(&list)
-        ));
+        return Err(BadProposal::Invalid {
+            tool: proposal.tool.clone(),
+            violations: describe_violations(&list),
+        });
     }
     Ok((control, input))
+}
+
+/// Why an operation's proposal stands for no outbound tool call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadProposal {
+    /// The tool is not an outbound tool.
+    #[error("`{0}` is not an outbound tool")]
+    NotOutbound(String),
+    /// The content is not a JSON object.
+    #[error("its content is not a JSON object")]
+    NotAnObject,
+    /// The input does not match the tool's schema.
+    #[error("as a `{tool}` call it is invalid: {violations}")]
+    Invalid {
+        /// The tool.
+        tool: String,
+        /// What does not match, as the schema check says it.
+        violations: String,
+    },
 }
 
 /// The result the driver sees for a call with `status` whose operation
