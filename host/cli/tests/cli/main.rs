@@ -7,7 +7,8 @@
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
 //! (opening, listings with damaged items, `hane store check`), `processes`
 //! (several on one store: a killed one's runs ended by the next, one
-//! day's budget) and `worker`.
+//! day's budget), `worker`, and `docs` (the README's tour run as
+//! written, the book's links).
 
 mod agents;
 mod approvals;
@@ -15,6 +16,7 @@ mod ask;
 mod chaos;
 mod chat;
 mod common;
+mod docs;
 mod eval;
 mod mcp;
 mod op;

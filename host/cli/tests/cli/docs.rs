@@ -1,0 +1,180 @@
+//! The documentation as a new user meets it: the README's tour run as
+//! written, and every relative link in the README and the book leading
+//! somewhere.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The ```sh blocks of `text`, in order.
+fn sh_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut inside: Option<String> = None;
+    for line in text.lines() {
+        match &mut inside {
+            None if line.trim_end() == "```sh" => inside = Some(String::new()),
+            None => {}
+            Some(_) if line.trim_end() == "```" => blocks.extend(inside.take()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+    }
+    blocks
+}
+
+/// The README's five-minute tour, every line as written, with the binary
+/// these tests built first on `PATH` (the tour puts `target/debug` there
+/// itself).
+#[test]
+fn the_readme_tour_runs_as_written() {
+    let repo = repo();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let blocks = sh_blocks(&readme);
+    assert_eq!(
+        blocks[0], "cargo run --bin hane -- demo\ncargo xtask test\n",
+        "the README starts with its two commands (CI runs them)"
+    );
+    let tour = blocks.get(1).expect("a tour after the two commands");
+    let bin = Path::new(env!("CARGO_BIN_EXE_hane")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", tour])
+        .current_dir(&repo)
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("TMPDIR", home.path())
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env_remove("HANE_STORE")
+        .env_remove("HANE_WORKER")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the tour failed:\n{tour}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    // What the tour says each step shows.
+    for shown in [
+        "brake fluid",
+        "would_start  vehicle-check-llm",
+        "2/2 passed",
+    ] {
+        assert!(
+            stdout.contains(shown) || stderr.contains(shown),
+            "the tour shows no {shown:?}:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+}
+
+/// A heading's anchor as GitHub and mdBook make it: lower case, spaces to
+/// hyphens, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|line| {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            }
+            !fenced
+        })
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|heading| anchor(heading.trim_start_matches('#')))
+        .collect()
+}
+
+/// The targets of `[text](target)` links in `text`, outside code.
+fn links(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            found.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+    }
+    found
+}
+
+fn markdown_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            markdown_files(&path, into);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            into.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_relative_link_in_the_docs_leads_somewhere() {
+    let repo = repo();
+    let mut files: Vec<PathBuf> = ["README.md", "BENCHMARKS.md", "ARCHITECTURE.md"]
+        .iter()
+        .map(|f| repo.join(f))
+        .collect();
+    markdown_files(&repo.join("docs"), &mut files);
+    assert!(files.len() > 10, "the book is under docs/: {files:?}");
+    let mut broken = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for link in links(&text) {
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = match link.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (link.as_str(), None),
+            };
+            let target = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !target.exists() {
+                broken.push(format!("{}: {link}: no such file", file.display()));
+                continue;
+            }
+            if let Some(fragment) = fragment
+                && target.extension().is_some_and(|e| e == "md")
+                && !anchors(&std::fs::read_to_string(&target).unwrap()).contains(fragment)
+            {
+                broken.push(format!("{}: {link}: no such heading", file.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
