@@ -221,36 +221,33 @@ impl Sandbox {
         } else {
             0
         };
-        let mut pool = PoolingAllocationConfig::default();
-        let n = config.max_instances;
-        pool.total_component_instances(n)
-            // A Rust component has a handful of core instances (the program,
-            // the WASI adapter and shims); room for more keeps other
-            // toolchains working.
-            .total_core_instances(n.saturating_mul(8))
-            .max_core_instances_per_component(32)
-            .total_memories(n.saturating_mul(2))
-            .max_memories_per_component(4)
-            .total_tables(n.saturating_mul(4))
-            .max_tables_per_component(8)
-            .table_elements(crate::state::MAX_TABLE_ELEMENTS)
-            .total_stacks(n)
-            .max_memory_size(config.max_memory.as_usize())
-            // Resetting the first pages of a memory in place, instead of
-            // unmapping them, saves the page faults every fresh instance
-            // would otherwise take on its stack and heap; with PAGEMAP_SCAN
-            // (Linux 6.7+) only the pages the guest dirtied are reset.
-            .linear_memory_keep_resident(keep_resident)
-            .table_keep_resident(keep_resident)
-            .pagemap_scan(wasmtime::Enabled::Auto);
-
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .consume_fuel(config.fuel)
-            .epoch_interruption(true)
-            .memory_init_cow(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wasm)?;
+        // The pooling allocator reserves address space for every slot up
+        // front; under an address-space limit (RLIMIT_AS) that cannot hold
+        // it, or when reserving fails, memories are allocated per instance
+        // instead, with explicit bounds checks.
+        let limit = address_space_limit();
+        let reserved = pool_reservation(config);
+        let pooled = limit.is_none_or(|limit| reserved <= limit / 2);
+        let engine = match Engine::new(&engine_config(config, keep_resident, pooled)) {
+            Ok(engine) => engine,
+            Err(e) if pooled => {
+                warn_on_demand(&format!(
+                    "reserving {} of address space for {} instances failed ({e}); memories are allocated per instance instead",
+                    ByteSize(reserved),
+                    config.max_instances
+                ));
+                Engine::new(&engine_config(config, keep_resident, false))?
+            }
+            Err(e) => return Err(e),
+        };
+        if !pooled && let Some(limit) = limit {
+            warn_on_demand(&format!(
+                "the address-space limit of {} cannot hold the {} a pool of {} instances reserves; memories are allocated per instance instead",
+                ByteSize(limit),
+                ByteSize(reserved),
+                config.max_instances
+            ));
+        }
 
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
@@ -530,4 +527,81 @@ mod tests {
         let after = ticks_in(Duration::from_millis(300));
         assert_eq!(after, 0, "{after} ticks in 300 ms after the call ended");
     }
+}
+
+/// The engine's settings: with a pooling allocator sized by `config`, or
+/// (`pooled` false) allocating each instance's memories when it starts,
+/// reserving no more address space than they use.
+fn engine_config(config: &SandboxConfig, keep_resident: usize, pooled: bool) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .consume_fuel(config.fuel)
+        .epoch_interruption(true)
+        .memory_init_cow(true);
+    if !pooled {
+        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand)
+            .memory_reservation(0)
+            .memory_reservation_for_growth(ON_DEMAND_GROWTH)
+            .memory_guard_size(0)
+            .guard_before_linear_memory(false)
+            .memory_may_move(true);
+        return wasm;
+    }
+    let mut pool = PoolingAllocationConfig::default();
+    let n = config.max_instances;
+    pool.total_component_instances(n)
+        // A Rust component has a handful of core instances (the program,
+        // the WASI adapter and shims); room for more keeps other
+        // toolchains working.
+        .total_core_instances(n.saturating_mul(8))
+        .max_core_instances_per_component(32)
+        .total_memories(n.saturating_mul(2))
+        .max_memories_per_component(4)
+        .total_tables(n.saturating_mul(4))
+        .max_tables_per_component(8)
+        .table_elements(crate::state::MAX_TABLE_ELEMENTS)
+        .total_stacks(n)
+        .max_memory_size(config.max_memory.as_usize())
+        // Resetting the first pages of a memory in place, instead of
+        // unmapping them, saves the page faults every fresh instance
+        // would otherwise take on its stack and heap; with PAGEMAP_SCAN
+        // (Linux 6.7+) only the pages the guest dirtied are reset.
+        .linear_memory_keep_resident(keep_resident)
+        .table_keep_resident(keep_resident)
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wasm
+}
+
+/// Address space a pooled memory slot reserves besides the memory itself:
+/// wasmtime's default guard regions before and after it.
+const POOL_GUARDS: u64 = 2 * 32 << 20;
+
+/// The address space the pooling allocator reserves for `config`, about.
+fn pool_reservation(config: &SandboxConfig) -> u64 {
+    // Each slot holds a memory up to its reservation (4 GiB by default, on
+    // 64-bit hosts) or the largest memory allowed, whichever is more.
+    let slot = config.max_memory.bytes().max(4 << 30) + POOL_GUARDS;
+    u64::from(config.max_instances)
+        .saturating_mul(2)
+        .saturating_mul(slot)
+}
+
+/// Address space a memory allocated per instance reserves beyond its size,
+/// to grow into before it is moved.
+const ON_DEMAND_GROWTH: u64 = 16 << 20;
+
+/// The process's address-space limit (`RLIMIT_AS`), if it has one.
+fn address_space_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max address space"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// Says once per process that memories are allocated per instance.
+fn warn_on_demand(why: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| tracing::warn!("{why}"));
 }
