@@ -373,7 +373,9 @@ async fn a_cancelled_run_stops_its_operation_and_makes_no_further_call() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    runtime.cancel(&run.id).await.unwrap();
+    // The answer is the run as it ended, not as it was when asked.
+    let answered = runtime.cancel(&run.id).await.unwrap();
+    assert_eq!(answered.status, RunStatus::Cancelled, "{answered:#?}");
     let ended = tokio::time::timeout(Duration::from_secs(20), runtime.wait(&run.id))
         .await
         .expect("a cancelled run ends promptly")

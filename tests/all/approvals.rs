@@ -13,7 +13,7 @@ use hane_coordinator::{ActionError, AgentRuntime, RunError, StartRun};
 use hane_core::{
     ActionRequest, ActionState, AgentRun, DeciderKind, Person, RunId, RunStatus, Verdict, digest,
 };
-use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
+use hane_delivery::{DeliveryConfig, HttpProvider, SmtpConfig, SmtpTls};
 use serde_json::{Value, json};
 
 use crate::agents::release_with;
@@ -27,6 +27,22 @@ fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
     let mut config = crate::agents::config();
     config.delivery(delivery);
     AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
+}
+
+/// Every channel configured, each at a port nothing listens on: an
+/// approved action is attempted, and fails before anything is sent.
+fn unreachable_delivery() -> DeliveryConfig {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut smtp = SmtpConfig::new("127.0.0.1", SmtpTls::None, "hane@fleet.example");
+    smtp.port = closed;
+    let provider = HttpProvider::new(format!("http://127.0.0.1:{closed}/send"));
+    let mut delivery = DeliveryConfig::new();
+    delivery.smtp(smtp).sms(provider.clone()).call(provider);
+    delivery
 }
 
 fn smtp_delivery(server: &SmtpServer) -> DeliveryConfig {
@@ -418,7 +434,7 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
     // No SMS provider: an approved text fails saying what to configure,
     // which is enough to see who decided.
     let dir = tempfile::tempdir().unwrap();
-    let runtime = activated(dir.path(), DeliveryConfig::new()).await;
+    let runtime = activated(dir.path(), unreachable_delivery()).await;
 
     let ended = runtime.run_to_end(text("+815012340001")).await.unwrap();
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
@@ -447,7 +463,7 @@ async fn a_review_agent_decides_texts_as_an_agent_and_escalates_to_a_person() {
             .as_ref()
             .unwrap()
             .detail
-            .contains("HANE_SMS_URL"),
+            .contains("could not connect to SMS provider"),
         "{:?}",
         action.outcome
     );
@@ -628,7 +644,7 @@ async fn a_shadow_run_records_what_it_would_send_and_sends_nothing() {
 async fn an_action_whose_deliverer_died_is_unknown_and_a_person_reconciles_it() {
     let dir = tempfile::tempdir().unwrap();
     let server = SmtpServer::start(&["--delay-ms", "3000"]);
-    let runtime = activated(dir.path(), DeliveryConfig::new()).await;
+    let runtime = activated(dir.path(), unreachable_delivery()).await;
     let run = runtime.start(reminder(REMINDER_TO_A_PERSON)).await.unwrap();
     let action = action_of(&runtime, &run.id, ActionState::Pending).await;
 
@@ -834,7 +850,7 @@ async fn approve_then_kill_at_random_points_never_resends() {
     let dir = tempfile::tempdir().unwrap();
     // The examples' daily budget allows 50 actions; this test needs 100.
     let release = release_with(dir.path(), &[("reminder.yaml", &reminder_for_people())]);
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     runtime.activate(&release).await.unwrap();
     let mut random = Random::new();
     let mut outcomes = std::collections::BTreeMap::<&'static str, usize>::new();
@@ -943,7 +959,7 @@ async fn budgets_refuse_runs_actions_and_model_reservations_past_the_day() {
             ("budget.yaml", &budget(40_000, 10, 1)),
         ],
     );
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     runtime.activate(&release).await.unwrap();
     let start = |agent: &str, input: Value| StartRun {
         agent: agent.to_owned(),
@@ -1037,7 +1053,7 @@ async fn a_model_run_that_fits_reserves_then_gives_back_and_runs_are_limited() {
         release.join("vehicle-check-scripted.yaml"),
     )
     .unwrap();
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     runtime.activate(&release).await.unwrap();
     let start = |agent: &str, input: Value| StartRun {
         agent: agent.to_owned(),
@@ -1321,7 +1337,7 @@ spec:
 
     // A connection the agent does not declare is refused before any
     // action exists.
-    let runtime = self::runtime(dir.path(), DeliveryConfig::new());
+    let runtime = self::runtime(dir.path(), unreachable_delivery());
     let refused = runtime
         .run_to_end(StartRun {
             agent: "crm-update".to_owned(),
@@ -1360,7 +1376,7 @@ spec:
     records: [vehicles]
 "#;
     let release = release_with(dir.path(), &[("lookup.yaml", operation)]);
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     let refused = runtime.activate(&release).await.unwrap_err().to_string();
     assert!(
         refused.contains(
@@ -1490,7 +1506,7 @@ spec:
         ],
     );
     copy_test_program("guest_spin", &release.join("guest_spin.wasm"));
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     runtime.activate(&release).await.unwrap();
 
     // 1. While the agent reviews, a person is refused; once an override
@@ -1590,7 +1606,7 @@ async fn the_claim_checks_the_budget_when_two_actions_passed_the_proposal_check(
             ("budget.yaml", budget),
         ],
     );
-    let runtime = runtime(dir.path(), DeliveryConfig::new());
+    let runtime = runtime(dir.path(), unreachable_delivery());
     runtime.activate(&release).await.unwrap();
     // Both are proposed while none was sent: both pass the check made
     // when an action is proposed.

@@ -752,13 +752,14 @@ async fn an_operator_starts_an_attached_run_over_http_and_a_client_drives_its_mo
         .unwrap();
     assert_eq!(out["turns"][1]["text"], "ABC-123 is a Volvo V70.", "{out}");
     let id = run["id"].as_str().unwrap();
-    let (status, _, _) = raw_with_headers(
+    let (status, _, cancelled) = raw_with_headers(
         addr,
         &format!("POST /v1/agents/runs/{id}/cancel HTTP/1.1\r\n{auth}"),
         b"",
     )
     .await;
     assert_eq!(status, 200);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     let run = runtime.wait(&id.parse().unwrap()).await.unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);
     assert_eq!(run.tokens_used, 40 + 12 + 70 + 9);

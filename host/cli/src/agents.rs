@@ -181,6 +181,11 @@ fn code(e: &anyhow::Error) -> u8 {
     if let Some(e) = e.downcast_ref::<hane_coordinator::workflow::WorkflowError>() {
         return exit::of_kind(e.kind());
     }
+    if e.downcast_ref::<crate::schedules::UnknownSchedule>()
+        .is_some()
+    {
+        return exit::USAGE;
+    }
     // A file named on the command line that cannot be read, or not within
     // its cap, is the caller's to fix.
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some()
@@ -226,7 +231,13 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
                 return crate::eval::activate_evaluated(&services.evaluations, &dir).await;
             }
             ReleaseCommand::Activate { dir, .. } => {
-                let info = runtime.activate(&dir).await?;
+                let working = crate::terminal::Working::start(&format!(
+                    "activating {}: checking its manifests and compiling its components",
+                    dir.display()
+                ));
+                let info = runtime.activate(&dir).await;
+                drop(working);
+                let info = info?;
                 println!("activated release {}: {}", info.number, info.summary);
             }
             ReleaseCommand::List => {
@@ -234,12 +245,34 @@ pub fn release(args: ReleaseArgs) -> ExitCode {
                 if releases.is_empty() {
                     eprintln!("no releases yet: activate one with `hane release activate DIR`");
                 }
-                for r in releases {
+                // A candidate whose evaluation fell below its passRate was
+                // stored but refused: say so, or it reads as one rolled
+                // back from.
+                let evaluations = services.evaluations.list(None, 0).await?;
+                let refused: std::collections::BTreeSet<u64> = evaluations
+                    .items
+                    .iter()
+                    .filter(|e| e.candidate && !e.meets_pass_rate())
+                    .map(|e| e.release)
+                    .collect();
+                if !releases.is_empty() {
                     println!(
-                        "{} {:>4}  {}  {}  {}",
+                        "  {:>4}  {:<19}  {:<7}  SUMMARY  SOURCE",
+                        "#", "CREATED", "STATE"
+                    );
+                }
+                for r in releases {
+                    let state = match (r.active, refused.contains(&r.number)) {
+                        (true, _) => "active",
+                        (false, true) => "refused",
+                        (false, false) => "stored",
+                    };
+                    println!(
+                        "{} {:>4}  {}  {:<7}  {}  {}",
                         if r.active { "*" } else { " " },
                         r.number,
                         time(r.created_at_ms),
+                        state,
                         terminal_line(&r.summary),
                         terminal_line(&r.source)
                     );
@@ -275,13 +308,16 @@ pub fn run(args: RunArgs) -> ExitCode {
         // A CLI driver's CLI reaches its model and tools only through
         // hane's HTTP server: one runs in this process for the run.
         let _server = serve_for_cli(&services, &args.agent).await?;
+        let working = crate::terminal::Working::start(&format!("running {}", args.agent));
         let run = runtime
             .run_to_end(StartRun {
                 agent: args.agent,
                 input,
                 shadow: args.shadow,
             })
-            .await?;
+            .await;
+        drop(working);
+        let run = run?;
         for other in &resumed {
             let ended = runtime.wait(&other.id).await?;
             eprintln!(

@@ -100,7 +100,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 if json {
                     println!("{}", terminal_json(&evaluation)?);
                 } else {
-                    print_evaluation(&evaluation);
+                    print_evaluation(&evaluation, Detail::Differences);
                 }
                 Ok(if evaluation.meets_pass_rate() {
                     ExitCode::SUCCESS
@@ -113,7 +113,7 @@ pub fn main(args: EvalArgs) -> ExitCode {
                 if json {
                     println!("{}", terminal_json(&evaluation)?);
                 } else {
-                    print_evaluation(&evaluation);
+                    print_evaluation(&evaluation, Detail::InputsAndResults);
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -225,8 +225,18 @@ impl Progress {
     }
 }
 
-/// An evaluation as a table, a line per case and a line per difference.
-pub(crate) fn print_evaluation(e: &Evaluation) {
+/// How much [`print_evaluation`] says of each case.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Detail {
+    /// What differs from what was expected.
+    Differences,
+    /// That, and each case's input and result.
+    InputsAndResults,
+}
+
+/// An evaluation as a table, a line per case and a line per difference
+/// (and with [`Detail::InputsAndResults`], its input and result).
+pub(crate) fn print_evaluation(e: &Evaluation, detail: Detail) {
     println!(
         "evaluation {} of {} (agent {}, release {}{}): {}/{} passed, {:.0}% (passRate {:.0}%): {}",
         e.id,
@@ -267,6 +277,11 @@ pub(crate) fn print_evaluation(e: &Evaluation) {
                 .as_ref()
                 .map_or("-".to_owned(), ToString::to_string),
         );
+        if detail == Detail::InputsAndResults {
+            println!("      input   {}", terminal_line(case.input.as_str()));
+            let result = case.result.as_ref().map_or("none", |r| r.as_str());
+            println!("      result  {}", terminal_line(result));
+        }
         print_differences(&case.differences, case.error.as_deref());
     }
     println!("  took {} ms", e.duration_ms);
@@ -343,7 +358,7 @@ pub(crate) async fn activate_evaluated(
         bar.clear();
     }
     for evaluation in &gated.evaluations {
-        print_evaluation(evaluation);
+        print_evaluation(evaluation, Detail::Differences);
     }
     let release = &gated.release;
     if gated.activated {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use hane_core::{
     ByteSize, DirGrant, Duration, EnvGrant, FileCap, HostPattern, Ledger, Limits, LimitsSpec,
-    OperationManifest, Policy, Receipt, read_capped,
+    OperationManifest, Outcome, Policy, Receipt, read_capped,
 };
-use hane_sandbox::{Call, CallError, Grant, LoadError, Sandbox, SandboxConfig};
+use hane_sandbox::{Call, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
 use crate::input::input_text;
@@ -199,17 +199,18 @@ fn load_error_code(e: &LoadError) -> u8 {
     }
 }
 
-/// The exit code of a failed call.
-pub fn call_error_code(e: &CallError) -> u8 {
-    match e {
-        CallError::InvalidInput(_) | CallError::InputNotJson(_) => exit::USAGE,
-        CallError::Operation(_) => exit::OPERATION_ERROR,
-        CallError::FuelExhausted { .. }
-        | CallError::MemoryLimit { .. }
-        | CallError::Timeout { .. }
-        | CallError::OutputTooLarge { .. }
-        | CallError::LimitExceeded(_) => exit::LIMIT,
-        CallError::Denied { .. } => exit::DENIED,
+/// The exit code of a call that ended with `outcome`.
+pub fn outcome_code(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Succeeded => 0,
+        Outcome::InvalidInput => exit::USAGE,
+        Outcome::OperationError => exit::OPERATION_ERROR,
+        Outcome::FuelExhausted
+        | Outcome::MemoryLimit
+        | Outcome::Timeout
+        | Outcome::OutputTooLarge
+        | Outcome::LimitExceeded => exit::LIMIT,
+        Outcome::Denied => exit::DENIED,
         _ => exit::FAILURE,
     }
 }
@@ -277,11 +278,17 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         None => None,
     };
 
+    let ledger = ledger.map(Arc::new);
+    let rt = runtime()?;
+    // On the worker $HANE_WORKER names, as every command that runs
+    // operations; else in a sandbox here.
+    if let Some(ran) = rt.block_on(on_worker(&source, &input, &limits, ledger.as_ref()))? {
+        return report(ran, args.json);
+    }
     let sandbox = sandbox()?;
     if let Some(ledger) = ledger {
-        sandbox.set_ledger(Arc::new(ledger));
+        sandbox.set_ledger(ledger);
     }
-    let rt = runtime()?;
     let call = rt.block_on(async {
         let op = sandbox
             .load(&source.name, &source.bytes, &source.policy)
@@ -289,15 +296,126 @@ fn run(args: RunArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::new(load_error_code(&e), e))?;
         Ok::<Call, Failure>(op.call(&input, &limits).await)
     })?;
-    report(call, args.json)
+    report(Ran::from(call), args.json)
+}
+
+/// The call run on the worker `$HANE_WORKER` names, which is sent the
+/// component (and the ledger, if any); `None` when it names none.
+async fn on_worker(
+    source: &Source,
+    input: &str,
+    limits: &Limits,
+    ledger: Option<&Arc<Ledger>>,
+) -> Result<Option<Ran>, Failure> {
+    use hane_manager::OperationManager as _;
+    let components = hane_manager::Components::new();
+    let digest = components.insert(source.bytes.clone());
+    let Some(worker) = crate::worker::worker_from_env(&components)
+        .await
+        .map_err(Failure::usage)?
+    else {
+        return Ok(None);
+    };
+    let input = hane_core::JsonText::parse(input)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("invalid input: not JSON: {e}")))?;
+    if let Some(ledger) = ledger {
+        worker.set_ledger(ledger);
+    }
+    // The worker has its own working directory: folders go as absolute
+    // paths.
+    let mut policy = source.policy.clone();
+    for grant in &mut policy.files {
+        grant.host = std::path::absolute(&grant.host).map_err(Failure::usage)?;
+    }
+    // A one-off call: never run again on its own, whatever it does.
+    let operation = hane_core::Operation::wasm(
+        hane_core::SessionId::new(),
+        hane_core::ToolCallId::new(),
+        hane_core::Impact::Write,
+        hane_core::WasmCall {
+            name: source.name.clone(),
+            component: digest,
+            policy,
+            limits: limits.clone(),
+            input,
+        },
+    );
+    Ok(Some(Ran::from(worker.submit(operation).ending().await)))
+}
+
+/// What one call gave, run here or on a worker.
+struct Ran {
+    result: Result<String, Failed>,
+    /// None when the call never reached a sandbox.
+    receipt: Option<Receipt>,
+    /// Level and message.
+    logs: Vec<(String, String)>,
+    proposals: Vec<hane_core::ProposedAction>,
+}
+
+/// A call that did not succeed.
+struct Failed {
+    outcome: Outcome,
+    message: String,
+}
+
+impl From<Call> for Ran {
+    fn from(call: Call) -> Self {
+        Ran {
+            result: call.result.map_err(|e| Failed {
+                outcome: e.outcome(),
+                message: e.to_string(),
+            }),
+            receipt: Some(call.receipt),
+            logs: call
+                .logs
+                .into_iter()
+                .map(|l| (l.level.to_owned(), l.message))
+                .collect(),
+            proposals: call.proposals,
+        }
+    }
+}
+
+impl From<hane_manager::Ending> for Ran {
+    fn from(ending: hane_manager::Ending) -> Self {
+        let logs = |logs: Vec<hane_core::LogLine>| {
+            logs.into_iter().map(|l| (l.level, l.message)).collect()
+        };
+        match ending {
+            hane_manager::Ending::Succeeded(done) => Ran {
+                result: Ok(done.output.as_str().to_owned()),
+                receipt: Some(done.receipt),
+                logs: logs(done.logs),
+                proposals: done.proposals,
+            },
+            hane_manager::Ending::Failed(failure) => Ran {
+                result: Err(Failed {
+                    outcome: failure.outcome,
+                    message: failure.message,
+                }),
+                receipt: failure.receipt,
+                logs: logs(failure.logs),
+                proposals: Vec::new(),
+            },
+            hane_manager::Ending::Lost { reason } => Ran {
+                result: Err(Failed {
+                    outcome: Outcome::HostError,
+                    message: format!("the worker went away while the call ran: {reason}"),
+                }),
+                receipt: None,
+                logs: Vec::new(),
+                proposals: Vec::new(),
+            },
+        }
+    }
 }
 
 /// How `op run` shows a proposal: the operation asked for it, and a
 /// one-off run has no decider, so nothing goes out.
 const NOT_SENT: &str = "proposed, not sent";
 
-fn report(call: Call, json: bool) -> Result<(), Failure> {
-    let code = call.result.as_ref().err().map(call_error_code);
+fn report(call: Ran, json: bool) -> Result<(), Failure> {
     if json {
         let output = call
             .result
@@ -308,7 +426,7 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
             .result
             .as_ref()
             .err()
-            .map(|e| serde_json::json!({ "outcome": e.outcome(), "message": e.to_string() }));
+            .map(|e| serde_json::json!({ "outcome": e.outcome, "message": e.message }));
         let proposals: Vec<serde_json::Value> = call
             .proposals
             .iter()
@@ -322,19 +440,24 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
                 })
             })
             .collect();
+        let logs: Vec<serde_json::Value> = call
+            .logs
+            .iter()
+            .map(|(level, message)| serde_json::json!({ "level": level, "message": message }))
+            .collect();
         let doc = serde_json::json!({
             "output": output,
             "error": error,
             "proposals": proposals,
             "receipt": call.receipt,
-            "logs": call.logs,
+            "logs": logs,
         });
         println!("{}", terminal_json(&doc).unwrap_or_default());
     } else {
         // Logs, output, errors and proposals are the guest's words.
-        for log in &call.logs {
-            for line in log.message.lines() {
-                eprintln!("[{}] {}", log.level, terminal_line(line));
+        for (level, message) in &call.logs {
+            for line in message.lines() {
+                eprintln!("[{level}] {}", terminal_line(line));
             }
         }
         match &call.result {
@@ -342,7 +465,7 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
                 Ok(v) => println!("{}", terminal_json(&v).unwrap_or_default()),
                 Err(_) => println!("{}", terminal_text(output)),
             },
-            Err(e) => eprintln!("error: {}", terminal_text(&e.to_string())),
+            Err(e) => eprintln!("error: {}", terminal_text(&e.message)),
         }
         for p in &call.proposals {
             eprintln!(
@@ -353,15 +476,17 @@ fn report(call: Call, json: bool) -> Result<(), Failure> {
                 terminal_line(p.content.as_str())
             );
         }
-        eprintln!("{}", receipt_line(&call.receipt));
+        if let Some(receipt) = &call.receipt {
+            eprintln!("{}", receipt_line(receipt));
+        }
     }
-    match (code, call.result) {
-        (Some(code), Err(e)) => Err(Failure {
-            code,
-            error: e.into(),
+    match call.result {
+        Err(e) => Err(Failure {
+            code: outcome_code(e.outcome),
+            error: anyhow::anyhow!(e.message),
             reported: true,
         }),
-        _ => Ok(()),
+        Ok(_) => Ok(()),
     }
 }
 

@@ -75,6 +75,24 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
                 json,
             } => {
                 let ticks = registry.ticks().list(schedule.as_deref(), limit).await?;
+                if let Some(name) = &schedule
+                    && ticks.is_empty()
+                {
+                    // A schedule with no ticks must at least be one the
+                    // active release has: a misspelt name is not "no ticks".
+                    let release = hane_coordinator::load_active(&registry).await?;
+                    let known: Vec<&str> = release
+                        .as_ref()
+                        .map(|r| r.schedules.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    if !known.contains(&name.as_str()) {
+                        return Err(UnknownSchedule {
+                            name: name.clone(),
+                            known: known.join(", "),
+                        }
+                        .into());
+                    }
+                }
                 if json {
                     let list: Vec<Value> = ticks.iter().map(tick_json).collect();
                     println!("{}", terminal_json(&list)?);
@@ -89,6 +107,18 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
         }
         Ok(ExitCode::SUCCESS)
     }))
+}
+
+/// `--schedule` names no schedule of the active release, and none has
+/// ticks.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no schedule `{name}` has ticks or is in the active release{}",
+    if known.is_empty() { " (it has no schedules)".to_owned() } else { format!(" (its schedules: {known})") }
+)]
+pub(crate) struct UnknownSchedule {
+    name: String,
+    known: String,
 }
 
 /// A schedule as listed, with its next tick after `now`.

@@ -71,8 +71,8 @@ pub use release::{
     ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
 pub use runtime::{
-    AgentRuntime, AttachedRun, ModelConfig, OpenError, RunError, RunEvent, RuntimeConfig, StartRun,
-    TakenOver,
+    AgentRuntime, AttachedRun, CANCEL_SETTLES_WITHIN, ModelConfig, OpenError, RunError, RunEvent,
+    RuntimeConfig, StartRun, TakenOver,
 };
 pub use services::Services;
 pub use tools::{

@@ -1,7 +1,7 @@
 //! Reading a bundle: every definition in a folder of YAML manifests,
 //! checked one by one and against each other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -240,14 +240,20 @@ pub fn read_bundle_dir(dir: &Path) -> Result<Vec<SourcedDefinition>, BundleError
     }
 
     let mut read = Vec::new();
+    // The kinds and names of documents that do not read: references to
+    // them are not errors too, so one typo is reported once.
+    let mut broken = BTreeSet::new();
     for document in documents {
         match document.definition() {
             Ok(Some(definition)) => read.push((document, definition)),
             Ok(None) => {}
-            Err(e) => errors.push(e.shifted(document.offset)),
+            Err(e) => {
+                broken.extend(document.declared());
+                errors.push(e.shifted(document.offset));
+            }
         }
     }
-    cross_check(&read, &mut errors);
+    cross_check(&read, &broken, &mut errors);
     // Folder errors first, then by file and line.
     errors.sort_by_key(|e| (order.get(&e.file).copied(), e.line));
     if errors.is_empty() {
@@ -276,6 +282,22 @@ struct Document {
 impl Document {
     fn source(&self) -> Source<'_> {
         Source::new(&self.file, &self.text)
+    }
+
+    /// The kind and name a document says it has, read loosely: for one
+    /// that does not read as its kind.
+    fn declared(&self) -> Option<(String, String)> {
+        #[derive(serde::Deserialize)]
+        struct Declared {
+            kind: String,
+            metadata: DeclaredMetadata,
+        }
+        #[derive(serde::Deserialize)]
+        struct DeclaredMetadata {
+            name: String,
+        }
+        let declared: Declared = self.source().parse().ok()?;
+        Some((declared.kind, declared.metadata.name))
     }
 
     /// An error about `field` of this document, with the line in the file.
@@ -370,9 +392,9 @@ fn known_kinds() -> String {
 
 /// Unique names within each kind, references that resolve, and one budget
 /// per project and environment.
-fn cross_check(read: &[(Document, Definition)], errors: &mut Vec<ManifestError>) {
+fn cross_check(read: &[(Document, Definition)], broken: &Broken, errors: &mut Vec<ManifestError>) {
     let (names, agents) = index(read, errors);
-    check_references(read, &names, &agents, errors);
+    check_references(read, &names, &agents, broken, errors);
     check_models(read, errors);
 }
 
@@ -513,6 +535,9 @@ pub enum UnresolvedModel {
     },
 }
 
+/// The kinds and names of the documents that did not read.
+type Broken = BTreeSet<(String, String)>;
+
 /// Each definition's document, by kind and name.
 type ByKindAndName<'a> = BTreeMap<(&'a str, &'a str), &'a Document>;
 
@@ -571,9 +596,11 @@ fn check_references(
     read: &[(Document, Definition)],
     names: &ByKindAndName<'_>,
     agents: &BTreeMap<&str, &AgentManifest>,
+    broken: &Broken,
     errors: &mut Vec<ManifestError>,
 ) {
-    let has = |kind: &str, name: &str| names.contains_key(&(kind, name));
+    let is_broken = |kind: &str, name: &str| broken.contains(&(kind.to_owned(), name.to_owned()));
+    let has = |kind: &str, name: &str| names.contains_key(&(kind, name)) || is_broken(kind, name);
     for (document, definition) in read {
         match definition {
             Definition::EvalSuite(suite) if !has("Agent", &suite.spec.agent) => {
@@ -601,6 +628,7 @@ fn check_references(
                 for (i, step) in workflow.spec.steps.iter().enumerate() {
                     let Some(agent) = &step.agent else { continue };
                     match agents.get(agent.as_str()) {
+                        None if is_broken("Agent", agent) => {}
                         None => errors.push(document.error(
                             &format!("spec.steps[{i}].agent"),
                             format!("no Agent named `{agent}` in this bundle"),
@@ -653,6 +681,7 @@ fn check_references(
                     };
                     let field = format!("{field}.agent");
                     match agents.get(name.as_str()) {
+                        None if is_broken("Agent", name) => {}
                         None => errors.push(
                             document
                                 .error(&field, format!("no Agent named `{name}` in this bundle")),
@@ -768,6 +797,32 @@ mod tests {
         );
         assert_eq!(split_documents("---\na: 1\n"), vec![(0, "---\na: 1\n")]);
         assert_eq!(split_documents(""), vec![(0, "")]);
+    }
+
+    #[test]
+    fn a_document_that_does_not_read_is_reported_once_not_again_where_it_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("agent.yaml"),
+            "apiVersion: agents/v1alpha1\nkind: Agent\nmetadata:\n  name: lease-qa\nspec:\n  purpose: x\n  input: { type: object }\n  output: { type: object }\n  driver: scripted\n  script: [{ tool: submit_result, input: {} }]\n  colour: blue\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("eval.yaml"),
+            "apiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: lease-qa-eval\nspec:\n  agent: lease-qa\n  cases: [{ name: one, input: {}, expect: { status: ok } }]\n---\napiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: other-eval\nspec:\n  agent: no-such-agent\n  cases: [{ name: one, input: {}, expect: { status: ok } }]\n",
+        )
+        .unwrap();
+        let Err(BundleError { errors }) = read_bundle_dir(dir.path()) else {
+            panic!("the bundle was read");
+        };
+        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 2, "{said:#?}");
+        assert!(said[0].contains("colour"), "{said:#?}");
+        // A name that is nowhere is still an error.
+        assert!(
+            said[1].contains("no Agent named `no-such-agent`"),
+            "{said:#?}"
+        );
     }
 
     #[test]

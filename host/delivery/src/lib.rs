@@ -207,6 +207,54 @@ impl Delivery {
     }
 }
 
+/// What this host lacks to send an [`Outbound`]: no attempt could succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} is not configured on this host: set {var}")]
+pub struct NotConfigured {
+    /// What is missing, such as `email delivery` or `credential "crm"`.
+    pub what: String,
+    /// The environment variable that configures it.
+    pub var: String,
+}
+
+impl DeliveryConfig {
+    /// Whether this host has what sending `outbound` needs: the adapter
+    /// of its channel, and the credential of its connection. An attempt
+    /// without them fails at once with the same words.
+    ///
+    /// # Errors
+    ///
+    /// What is missing, and the variable to set.
+    pub fn can_send(&self, outbound: &Outbound<'_>) -> Result<(), NotConfigured> {
+        let missing = |what: &str, var: &str| NotConfigured {
+            what: what.to_owned(),
+            var: var.to_owned(),
+        };
+        match *outbound {
+            Outbound::Email { .. } if self.smtp.is_none() => {
+                Err(missing("email delivery", SMTP_URL_ENV))
+            }
+            Outbound::Sms { .. } if self.sms.is_none() => Err(missing("SMS delivery", SMS_URL_ENV)),
+            Outbound::Call { .. } if self.call.is_none() => {
+                Err(missing("call delivery", CALL_URL_ENV))
+            }
+            Outbound::Integration {
+                connection,
+                credential: Some(name),
+                ..
+            } if self.credential_for(name).is_none() => Err(missing(
+                &format!("credential {name:?} of connection {connection:?}"),
+                &credential_env_var(name),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The failure of an adapter missing after [`DeliveryConfig::can_send`]
+/// found it: it cannot happen, and is said rather than panicked on.
+const UNCONFIGURED: &str = "the adapter is not configured on this host; nothing was sent";
+
 /// Makes one attempt to send `outbound` and says what happened. Never
 /// retries, never panics on bad input: anything wrong before sending is a
 /// [`Delivery::Failed`].
@@ -214,6 +262,9 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
     let action = outbound.action();
     if let Err(problem) = check_action_id(action) {
         return Delivery::failed(format!("action id {action:?} {problem}; nothing was sent"));
+    }
+    if let Err(missing) = config.can_send(&outbound) {
+        return Delivery::failed(format!("{missing}; nothing was sent"));
     }
     let deadline = Deadline::after(config.timeout);
     match outbound {
@@ -224,7 +275,7 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
             message_id,
         } => {
             let Some(smtp) = &config.smtp else {
-                return not_configured("email", SMTP_URL_ENV);
+                return Delivery::failed(UNCONFIGURED);
             };
             let email = smtp::Email {
                 to,
@@ -236,7 +287,7 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
         }
         Outbound::Sms { to, text, action } => {
             let Some(provider) = &config.sms else {
-                return not_configured("SMS", SMS_URL_ENV);
+                return Delivery::failed(UNCONFIGURED);
             };
             let body = serde_json::json!({ "to": to, "text": text });
             send_to_provider(provider, "SMS provider", &body, action, deadline).await
@@ -247,7 +298,7 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
             action,
         } => {
             let Some(provider) = &config.call else {
-                return not_configured("calls", CALL_URL_ENV);
+                return Delivery::failed(UNCONFIGURED);
             };
             let body = serde_json::json!({ "to": to, "message": message });
             send_to_provider(provider, "call provider", &body, action, deadline).await
@@ -278,19 +329,8 @@ async fn send_to_integration(
         unreachable!("only integrations are sent to integrations")
     };
     let what = format!("connection {connection:?}");
-    let bearer = match credential {
-        None => None,
-        Some(name) => match config.credential_for(name) {
-            Some(secret) => Some(secret),
-            None => {
-                return Delivery::failed(format!(
-                    "{what} uses credential {name:?}, which this host does not hold: \
-                     set {}; nothing was sent",
-                    credential_env_var(name)
-                ));
-            }
-        },
-    };
+    // `deliver` checked that the credential is held.
+    let bearer = credential.and_then(|name| config.credential_for(name));
     let url = match integration_url(base_url, path) {
         Ok(url) => url,
         Err(problem) => {
@@ -343,12 +383,6 @@ async fn send_to_provider(
         idempotency_key: action,
     };
     http::send(request, deadline).await
-}
-
-fn not_configured(what: &str, var: &str) -> Delivery {
-    Delivery::failed(format!(
-        "{what} delivery is not configured on this host: set {var}; nothing was sent"
-    ))
 }
 
 /// Action ids go into `Message-ID` (where they must be a dot-atom),
@@ -545,12 +579,36 @@ mod tests {
             (sms, SMS_URL_ENV),
             (call, CALL_URL_ENV),
         ] {
+            let missing = config.can_send(&outbound).unwrap_err();
+            assert_eq!(missing.var, var);
             let outcome = deliver(&config, outbound).await;
             assert!(
                 matches!(&outcome, Delivery::Failed { detail } if detail.contains(var)),
                 "{outcome:?}"
             );
         }
+        let integration = |credential| Outbound::Integration {
+            connection: "crm",
+            base_url: "https://crm.example.com",
+            credential,
+            method: "POST",
+            path: "/notes",
+            body: None,
+            action: "act-1",
+        };
+        assert_eq!(config.can_send(&integration(None)), Ok(()));
+        let missing = config.can_send(&integration(Some("crm"))).unwrap_err();
+        assert_eq!(missing.var, credential_env_var("crm"));
+        assert_eq!(
+            missing.to_string(),
+            format!(
+                "credential \"crm\" of connection \"crm\" is not configured on this host: set {}",
+                credential_env_var("crm")
+            )
+        );
+        let mut held = DeliveryConfig::new();
+        held.credential("crm", "secret");
+        assert_eq!(held.can_send(&integration(Some("crm"))), Ok(()));
     }
 
     #[tokio::test]

@@ -88,6 +88,15 @@ pub(crate) async fn create(
         "`agent` and, to start from a saved history, `memory`",
         "a conversation request",
     )?;
+    let memory = fields.remove("memory");
+    // A saved memory names its agent; `agent`, when given too, must be it
+    // (the memory check says so when it is not).
+    let remembered = memory
+        .as_ref()
+        .and_then(|m| m.get("agent"))
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned);
     let agent = match fields.remove("agent") {
         Some(Value::String(agent)) if !agent.is_empty() => agent,
         Some(_) => {
@@ -96,9 +105,16 @@ pub(crate) async fn create(
                 "/agent",
             ));
         }
-        None => return Err(invalid("`agent` is required: the agent's name", "/agent")),
+        None => match remembered {
+            Some(agent) => agent,
+            None => {
+                return Err(invalid(
+                    "`agent` is required: the agent's name (or a `memory` that names it)",
+                    "/agent",
+                ));
+            }
+        },
     };
-    let memory = fields.remove("memory");
     let (view, notes) = conversations
         .create(&agent, memory.as_ref())
         .await

@@ -99,7 +99,9 @@ fn operation(route: &Route) -> Value {
             "cancelRun",
             "Cancel a run",
             "Its next tool call is refused and its running operations are cancelled; it ends \
-             `cancelled`. A run that already ended cannot be cancelled (409).",
+             `cancelled`. The answer is the run once it has ended (within 10 seconds; a run \
+             that takes longer is answered as it is then, and still ends `cancelled`). A run \
+             that already ended cannot be cancelled (409).",
         ),
         Endpoint::RunTasks => (
             "listRunTasks",
@@ -1246,11 +1248,11 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
         "CreateConversationRequest".to_owned(),
         json!({
             "type": "object",
-            "required": ["agent"],
+            "anyOf": [{ "required": ["agent"] }, { "required": ["memory"] }],
             "additionalProperties": false,
             "properties": {
-                "agent": { "type": "string" },
-                "memory": { "type": "object", "description": "A saved history to start from, of a memory version this server reads" }
+                "agent": { "type": "string", "description": "The agent; may be left out when `memory` names it" },
+                "memory": { "type": "object", "description": "A saved history to start from, of a memory version this server reads; it names its agent" }
             }
         }),
     );

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::RuntimeConfig;
-use hane_delivery::{DeliveryConfig, HttpProvider};
+use hane_delivery::{DeliveryConfig, HttpProvider, SmtpConfig, SmtpTls};
 use hane_manager::Components;
 use hane_sandbox::SandboxConfig;
 use hane_server::{KeyError, Role};
@@ -939,9 +939,46 @@ fn decision(digest: &str, reason: Option<&str>) -> String {
 }
 
 #[tokio::test]
-async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
+async fn approving_what_this_host_cannot_send_is_refused_and_kept_pending() -> anyhow::Result<()> {
     let release = outbound_release()?;
     let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let approver = Some(server.approver.as_str());
+    let run = server.start_run("notify", email_input()).await?;
+    let action = server.pending_action(&run).await?;
+    let id = action["id"].as_str().context("an id")?.to_owned();
+    let digest = action["digest"].as_str().context("a digest")?.to_owned();
+    let url = format!("/v1/agents/action-requests/{id}");
+    let reply = server
+        .post(
+            &format!("{url}/approve"),
+            approver,
+            &decision(&digest, None),
+        )
+        .await?;
+    let message = reply.error(409, "conflict");
+    assert!(
+        message.contains("HANE_SMTP_URL") && message.contains("still pending"),
+        "{message}"
+    );
+    let still = server.get(&url, approver).await?;
+    assert_eq!(still.body["state"], "pending", "{}", still.body);
+    assert_eq!(still.body["trail"], json!([]));
+    assert_eq!(still.body["attempts"], json!([]));
+    // It can still be decided: rejected, and the run goes on.
+    let reply = server
+        .post(&format!("{url}/reject"), approver, &decision(&digest, None))
+        .await?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let ended = server.ended(&run).await?;
+    assert_eq!(ended["result"]["status"], "rejected", "{ended}");
+    server.stop().await
+}
+
+#[tokio::test]
+async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
+    let release = outbound_release()?;
+    let (delivery, closed) = unreachable_smtp()?;
+    let server = Server::start_with(release.path(), delivery).await?;
     let doc = server.get("/v1/openapi.json", None).await?.body;
     let viewer = Some(server.viewer.as_str());
     let approver = Some(server.approver.as_str());
@@ -1008,8 +1045,8 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     assert!(message.contains("awaits a decision"), "{message}");
     assert!(!message.contains("recorded"), "{message}");
 
-    // Approved, and delivered at once: no adapter is configured here, so
-    // it fails saying what to configure.
+    // Approved, and delivered at once: the SMTP server is not there, so
+    // it fails, saying where it tried.
     let reply = server
         .post(
             &format!("{url}/approve"),
@@ -1033,7 +1070,7 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
     let attempt = approved["attempts"][0].as_object().context("an attempt")?;
     assert_eq!(attempt.keys().collect::<Vec<_>>(), ["startedAtMs"]);
     let detail = approved["outcome"]["detail"].as_str().context("a detail")?;
-    assert!(detail.contains("HANE_SMTP_URL"), "{detail}");
+    assert!(detail.contains(&closed.to_string()), "{detail}");
 
     // Decided once only.
     for verb in ["approve", "reject"] {
@@ -1173,7 +1210,7 @@ async fn people_approve_and_reject_outbound_actions() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::Result<()> {
     let release = outbound_release()?;
-    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let server = Server::start_with(release.path(), unreachable_smtp()?.0).await?;
     let doc = server.get("/v1/openapi.json", None).await?.body;
     let lease = server
         .group_key("lease", Role::Approver, &["lease-desk", "billing"])
@@ -1244,8 +1281,8 @@ async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::R
             &decision(digest, Some("the driver asked")),
         )
         .await?;
-    // Approved by the desk's key, then delivered: no adapter is configured
-    // here, so it fails saying so.
+    // Approved by the desk's key, then delivered: the SMTP server is not
+    // there, so it fails.
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["state"], "failed", "{}", reply.body);
     assert_eq!(reply.body["humanApproved"], true);
@@ -1453,10 +1490,24 @@ async fn decider_overrides_are_added_listed_and_removed() -> anyhow::Result<()> 
     server.stop().await
 }
 
+/// Email delivery to a port nothing listens on, and the port: every
+/// attempt fails before anything is sent.
+fn unreachable_smtp() -> anyhow::Result<(DeliveryConfig, u16)> {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut delivery = DeliveryConfig::new();
+    delivery.smtp(SmtpConfig {
+        port: closed,
+        ..SmtpConfig::new("127.0.0.1", SmtpTls::None, "hane@fleet.example")
+    });
+    Ok((delivery, closed))
+}
+
 #[tokio::test]
 async fn the_budget_counts_and_limits_runs_and_actions() -> anyhow::Result<()> {
     let release = outbound_release()?;
-    let server = Server::start_with(release.path(), DeliveryConfig::new()).await?;
+    let server = Server::start_with(release.path(), unreachable_smtp()?.0).await?;
     let doc = server.get("/v1/openapi.json", None).await?.body;
     let budget = server
         .get("/v1/agents/budget", Some(&server.viewer))
@@ -1700,6 +1751,38 @@ async fn a_conversation_is_started_followed_and_remembered_over_http() -> anyhow
         .await?;
     assert!(reply.error(422, "invalid_input").contains("tools"));
     assert_eq!(reply.body["error"]["path"], "/memory");
+    // A saved memory alone is enough: it names its agent.
+    let resumed = server
+        .post(
+            "/v1/agents/conversations",
+            Some(&server.operator),
+            &json!({"memory": memory}).to_string(),
+        )
+        .await?;
+    assert_eq!(resumed.status, 201, "{}", resumed.body);
+    assert_eq!(
+        resumed.body["agent"], "vehicle-check-llm",
+        "{}",
+        resumed.body
+    );
+    assert_eq!(
+        resumed.body["entries"][0]["kind"], "memory",
+        "{}",
+        resumed.body
+    );
+    let reply = server
+        .post(
+            "/v1/agents/conversations",
+            Some(&server.operator),
+            &json!({"memory": {"schemaVersion": 2}}).to_string(),
+        )
+        .await?;
+    assert!(
+        reply
+            .error(422, "invalid_input")
+            .contains("`agent` is required")
+    );
+    assert_eq!(reply.body["error"]["path"], "/agent");
     let reply = server
         .get(
             "/v1/agents/conversations/conv_00000000000000000000000000",

@@ -312,27 +312,52 @@ fn decisions_from_another_process_reach_the_waiting_run() {
     );
     assert!(message.contains("already rejected"), "{message}");
 
-    // Approved: no delivery is configured, so it fails saying what to
-    // set, and the command still succeeds.
+    // Approving delivers from this process: with no email delivery
+    // configured here it is refused, naming what to set, and the action
+    // stays pending.
     let mut child = run_in_background(&store);
     let action = pending_action(&store, &mut child);
     let other = action["id"].as_str().unwrap().to_owned();
-    let approved = json(&hane(
-        &store,
-        &[
-            "approvals",
-            "approve",
-            &other,
-            "--digest",
-            action["digest"].as_str().unwrap(),
-            "--json",
-        ],
-    ));
+    let digest = action["digest"].as_str().unwrap().to_owned();
+    let approve = [
+        "approvals",
+        "approve",
+        &other,
+        "--digest",
+        &digest,
+        "--json",
+    ];
+    let out = command(&store, &approve)
+        .env_remove("HANE_SMTP_URL")
+        .output()
+        .unwrap();
+    let message = failed(&out, 2);
+    assert!(
+        message.contains("HANE_SMTP_URL") && message.contains("still pending"),
+        "{message}"
+    );
+    let still = json(&hane(&store, &["approvals", "show", &other, "--json"]));
+    assert_eq!(still["state"], "pending", "{still}");
+    // With email configured (a server that is not there), it is approved
+    // and fails before anything is sent; the command still succeeds.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = command(&store, &approve)
+        .env(
+            "HANE_SMTP_URL",
+            format!("smtp://127.0.0.1:{closed}?tls=none&from=hane@example.com"),
+        )
+        .output()
+        .unwrap();
+    let approved = json(&out);
     assert_eq!(approved["state"], "failed", "{approved}");
     assert_eq!(approved["humanApproved"], true);
     assert_eq!(approved["trail"][0]["by"], "cli:tester");
     let detail = approved["outcome"]["detail"].as_str().unwrap();
-    assert!(detail.contains("HANE_SMTP_URL"), "{detail}");
+    assert!(detail.contains(&closed.to_string()), "{detail}");
     let (_, out) = finish(child);
     let run: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(run["result"]["status"], "failed", "{run}");

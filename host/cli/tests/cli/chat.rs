@@ -649,15 +649,23 @@ fn an_action_waiting_for_a_person_shows_its_digest_and_the_command_that_approves
         )
     );
 
-    // The person runs the command as printed; with no mail server set,
-    // the delivery fails and nothing is sent.
+    // The person runs the command as printed, with a mail server set that
+    // is not there: the delivery fails and nothing is sent.
     let words: Vec<&str> = approve.split_whitespace().collect();
     assert_eq!(words[0], "hane");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let approved = Command::new(env!("CARGO_BIN_EXE_hane"))
         .args(&words[1..])
         .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .env("USER", "tester")
-        .env_remove("HANE_SMTP_URL")
+        .env(
+            "HANE_SMTP_URL",
+            format!("smtp://127.0.0.1:{closed}?tls=none&from=hane@example.com"),
+        )
         .output()
         .unwrap();
     ok(&approved);

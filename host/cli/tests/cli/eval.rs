@@ -62,10 +62,33 @@ fn a_suite_passes_a_broken_candidate_is_refused_and_compare_names_the_regression
         "{err}"
     );
     let releases = ok(&hane_on(&store, &["release", "list"]));
+    let lines: Vec<&str> = releases.lines().collect();
     assert!(
-        releases.lines().next().unwrap().starts_with("*    1"),
+        lines[0].contains("CREATED") && lines[0].contains("STATE"),
+        "a header: {releases}"
+    );
+    assert!(
+        lines[1].starts_with("*    1") && lines[1].contains(" active "),
         "{releases}"
     );
+    assert!(
+        lines[2].starts_with("     2") && lines[2].contains(" refused "),
+        "{releases}"
+    );
+
+    // Shown, the candidate's evaluation says each case's input and
+    // result.
+    let candidate = json(&hane_on(&store, &["eval", "list", "--json"]))[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = ok(&hane_on(&store, &["eval", "show", &candidate]));
+    assert!(
+        shown.contains(r#"      input   {"contract_no":"C-1001"}"#),
+        "{shown}"
+    );
+    assert!(shown.contains(r#""lessee":"C-1001""#), "{shown}");
+    assert!(shown.contains("      result  "), "{shown}");
 
     // The candidate's evaluation is the newest: compared with the
     // baseline, the case it broke is regressed.

@@ -524,3 +524,83 @@ fn a_new_operation_builds_tests_and_runs() {
     assert_eq!(code(&again), 1);
     assert!(stderr(&again).contains("already exists"));
 }
+
+/// `hane` under `prlimit --as`, from the repository.
+fn limited(limit: &str, store: &Path, args: &[&str]) -> Output {
+    Command::new("prlimit")
+        .arg(format!("--as={limit}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_hane"))
+        .args(args)
+        .current_dir(repo())
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("HANE_STORE", store)
+        .output()
+        .expect("run prlimit")
+}
+
+/// Under an address-space limit (RLIMIT_AS) too small for the pool of
+/// instances, operations, releases and runs still work: memories are
+/// allocated per instance, and memory limits still hold.
+#[test]
+fn operations_and_runs_work_under_a_small_address_space() {
+    let dir = tempfile::tempdir().unwrap();
+    for limit in ["4294967296", "1073741824"] {
+        let store = dir.path().join(format!("{limit}.db"));
+        let out = limited(
+            limit,
+            &store,
+            &[
+                "op",
+                "run",
+                "documents.search",
+                "--input",
+                r#"{"query": "brake fluid"}"#,
+                "--allow-dir",
+                "examples/documents",
+            ],
+        );
+        assert_eq!(code(&out), 0, "under {limit}: {}", stderr(&out));
+        let out = limited(
+            limit,
+            &store,
+            &[
+                "op",
+                "run",
+                test_programs::HOSTILE_MEMORY,
+                "--input",
+                "{}",
+                "--memory",
+                "16Mi",
+            ],
+        );
+        assert_eq!(code(&out), 4, "under {limit}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("above the limit of 16Mi"),
+            "{}",
+            stderr(&out)
+        );
+        let out = limited(limit, &store, &["release", "activate", "examples"]);
+        assert_eq!(code(&out), 0, "under {limit}: {}", stderr(&out));
+        let out = limited(
+            limit,
+            &store,
+            &[
+                "run",
+                "vehicle-check-scripted",
+                "--input",
+                r#"{"vehicle": "架空 300 あ 10-02"}"#,
+                "--json",
+            ],
+        );
+        assert_eq!(code(&out), 0, "under {limit}: {}", stderr(&out));
+        assert_eq!(stdout_json(&out)["status"], "succeeded");
+    }
+    // The demo, whole, under the smaller limit.
+    let out = limited(
+        "1073741824",
+        &dir.path().join("demo.db"),
+        &["demo", "--examples", "examples"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}

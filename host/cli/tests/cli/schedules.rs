@@ -258,3 +258,19 @@ fn without_a_release_there_is_nothing_to_list() {
         serde_json::json!([])
     );
 }
+
+#[test]
+fn ticks_of_a_schedule_that_does_not_exist_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hane.db");
+    for args in [
+        &["schedules", "ticks", "--schedule", "NO-SUCH"][..],
+        &["schedules", "ticks", "--schedule", "NO-SUCH", "--json"],
+    ] {
+        let said = failed(&hane_on(&store, args), 2);
+        assert!(
+            said.contains("no schedule `NO-SUCH`") && said.contains("has no schedules"),
+            "{said}"
+        );
+    }
+}

@@ -844,3 +844,46 @@ async fn operations_read_the_ledger_the_client_set_which_travels_on_demand() {
         Ending::Succeeded(_)
     ));
 }
+
+/// `hane op run` runs on the worker `$HANE_WORKER` names, as every command
+/// that runs operations: outcomes and exit codes as here, and with the
+/// worker gone nothing runs here instead.
+#[test]
+fn op_run_runs_on_the_worker_hane_worker_names() {
+    let worker = WorkerProcess::start("127.0.0.1:0");
+    let addr = worker.addr.to_string();
+    let run = |path: &str| {
+        let input = format!(r#"{{"path":"/documents/{path}"}}"#);
+        Command::new(env!("CARGO_BIN_EXE_hane"))
+            .args(["op", "run", "documents.read_pages", "--input", &input])
+            .args(["--allow-dir", "examples/documents", "--json"])
+            .current_dir(repo())
+            .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+            .env("HANE_WORKER", &addr)
+            .env("HANE_WORKER_SECRET", SECRET)
+            .output()
+            .unwrap()
+    };
+    let said = |out: &std::process::Output| {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let out = run("faq.md");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["receipt"]["outcome"], "succeeded", "{doc}");
+    assert!(doc["output"].is_object(), "{doc}");
+    // The operation's own error: exit 3, as here.
+    let out = run("missing.md");
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["outcome"], "operation_error", "{doc}");
+    // The worker gone: refused, naming it; not run here instead.
+    worker.kill();
+    let out = run("faq.md");
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(out.stdout.is_empty(), "{}", said(&out));
+}

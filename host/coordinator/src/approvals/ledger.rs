@@ -400,6 +400,7 @@ impl ExecutionLedger {
                     // `decide` checked the group before the state.
                     let action = ledger.get(&id).await?;
                     check_digest(&action, &digest)?;
+                    deliverable_here(&ledger.inner.delivery, &action)?;
                     ledger.execute_here(&id).await
                 }
                 Err(e) => Err(e),
@@ -437,6 +438,11 @@ impl ExecutionLedger {
         escalation: Option<TaskRow>,
         who: Option<&Person>,
     ) -> Result<ActionRequest, ActionError> {
+        // A person's approval (`who`) delivers from this process: one that
+        // cannot send the action refuses to decide, so it stays pending for
+        // one that can rather than failing for good.
+        let delivery = (who.is_some() && decision.verdict == Verdict::Approve)
+            .then(|| self.inner.delivery.clone());
         let who = who.cloned();
         let (_, action) = self
             .update(id, move |tx, action| {
@@ -476,6 +482,9 @@ impl ExecutionLedger {
                     ));
                 }
                 check_digest(action, &decision.digest)?;
+                if let Some(delivery) = &delivery {
+                    deliverable_here(delivery, action)?;
+                }
                 if decision.verdict == Verdict::Escalate {
                     if let Some(task) = &escalation {
                         tx.create_task(task)?;
@@ -629,48 +638,10 @@ impl ExecutionLedger {
                 ),
             };
         }
-        let text = |field: &str| content.get(field).and_then(Value::as_str).unwrap_or("");
-        let id = action.id.as_str();
-        let outbound = match action.tool.as_str() {
-            "communication.send_email" => Outbound::Email {
-                to: &action.recipient,
-                subject: text("subject"),
-                body: text("body"),
-                message_id: id,
-            },
-            "communication.send_sms" => Outbound::Sms {
-                to: &action.recipient,
-                text: text("text"),
-                action: id,
-            },
-            "communication.place_call" => Outbound::Call {
-                to: &action.recipient,
-                message: text("message"),
-                action: id,
-            },
-            "integration.execute" => {
-                let Some(connection) = &action.connection else {
-                    return Delivery::Failed {
-                        detail: "not sent: the action names no connection".to_owned(),
-                    };
-                };
-                Outbound::Integration {
-                    connection: &connection.name,
-                    base_url: &connection.base_url,
-                    credential: connection.credential.as_deref(),
-                    method: text("method"),
-                    path: text("path"),
-                    body: content.get("body"),
-                    action: id,
-                }
-            }
-            other => {
-                return Delivery::Failed {
-                    detail: format!("not sent: `{other}` is not an outbound tool"),
-                };
-            }
-        };
-        deliver(&self.inner.delivery, outbound).await
+        match outbound(action, &content) {
+            Ok(outbound) => deliver(&self.inner.delivery, outbound).await,
+            Err(detail) => Delivery::Failed { detail },
+        }
     }
 
     /// Records how an executing action ended.
@@ -903,5 +874,62 @@ fn check_digest(action: &ActionRequest, given: &str) -> Result<(), ActionError> 
 }
 
 mod error;
+/// Whether `delivery` has what sending `action` needs. An action whose
+/// content cannot be sent at all passes: its delivery fails saying why.
+fn deliverable_here(delivery: &DeliveryConfig, action: &ActionRequest) -> Result<(), ActionError> {
+    let Ok(content) = action.content.to_value() else {
+        return Ok(());
+    };
+    let Ok(outbound) = outbound(action, &content) else {
+        return Ok(());
+    };
+    delivery
+        .can_send(&outbound)
+        .map_err(|missing| ActionError::NotDeliverableHere {
+            action: action.id.clone(),
+            missing,
+        })
+}
+
+/// What `action` sends, with its `content`; why it cannot be sent, if it
+/// cannot.
+fn outbound<'a>(action: &'a ActionRequest, content: &'a Value) -> Result<Outbound<'a>, String> {
+    let text = |field: &str| content.get(field).and_then(Value::as_str).unwrap_or("");
+    let id = action.id.as_str();
+    Ok(match action.tool.as_str() {
+        "communication.send_email" => Outbound::Email {
+            to: &action.recipient,
+            subject: text("subject"),
+            body: text("body"),
+            message_id: id,
+        },
+        "communication.send_sms" => Outbound::Sms {
+            to: &action.recipient,
+            text: text("text"),
+            action: id,
+        },
+        "communication.place_call" => Outbound::Call {
+            to: &action.recipient,
+            message: text("message"),
+            action: id,
+        },
+        "integration.execute" => {
+            let Some(connection) = &action.connection else {
+                return Err("not sent: the action names no connection".to_owned());
+            };
+            Outbound::Integration {
+                connection: &connection.name,
+                base_url: &connection.base_url,
+                credential: connection.credential.as_deref(),
+                method: text("method"),
+                path: text("path"),
+                body: content.get("body"),
+                action: id,
+            }
+        }
+        other => return Err(format!("not sent: `{other}` is not an outbound tool")),
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,10 @@ use journal::Journal;
 
 use crate::{Coordinator, CoordinatorConfig, CoordinatorError, Listed, ending_event};
 
+/// How long [`AgentRuntime::cancel`] waits for the cancelled run to end
+/// before answering with the run as it is.
+pub const CANCEL_SETTLES_WITHIN: Duration = Duration::from_secs(10);
+
 /// The runs [`AgentRuntime::take_over`] took from dead processes.
 #[derive(Debug, Clone, Default)]
 pub struct TakenOver {
@@ -804,7 +808,9 @@ impl AgentRuntime {
     }
 
     /// Cancels run `id`: its next tool call is refused at once and its
-    /// running operations are cancelled; it ends `cancelled`.
+    /// running operations are cancelled; it ends `cancelled`. Answers with
+    /// the run once it has ended, or as it is after
+    /// [`CANCEL_SETTLES_WITHIN`] if it has not.
     ///
     /// # Errors
     ///
@@ -847,6 +853,19 @@ impl AgentRuntime {
             };
             self.inner.coordinator.deliver(&session, input).await?;
         }
+        // Answer with the run as it ended: a run stops at its next tool
+        // call or when its operations are cancelled, which is at once for
+        // a guest and within a CLI's grace for a process. One that takes
+        // longer is answered as it is then; it still ends `cancelled`.
+        let mut changes = live.changes.subscribe();
+        let _ = tokio::time::timeout(CANCEL_SETTLES_WITHIN, async {
+            while !changes.borrow_and_update().is_final() {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
         Ok(live.snapshot())
     }
 

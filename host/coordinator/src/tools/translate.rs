@@ -173,13 +173,26 @@ pub fn format(status: &ToolCallStatus, ending: Option<&Ending>) -> ToolResult {
                 (Outcome::OperationError, Some(kind)) => kind.as_str(),
                 (other, _) => other.as_str(),
             };
-            ToolResult::error(kind, failure.message.clone())
+            ToolResult::error(kind, without_kind(&failure.message, kind).to_owned())
         }
         (ToolCallStatus::Submitted { .. }, Some(Ending::Lost { reason })) => ToolResult::error(
             "unknown",
             format!("the operation's outcome is unknown: {reason}"),
         ),
     }
+}
+
+/// `message` without the words that repeat `kind` at its start: an
+/// operation's failure reads `operation error: not found: no record …`,
+/// and the result already says `not_found`, so the driver and the people
+/// reading it see `not_found: no record …`.
+fn without_kind<'m>(message: &'m str, kind: &str) -> &'m str {
+    let message = message.strip_prefix("operation error: ").unwrap_or(message);
+    let words = kind.replace('_', " ");
+    message
+        .strip_prefix(words.as_str())
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(message)
 }
 
 /// The call's input as stored text.
@@ -232,14 +245,21 @@ mod tests {
         });
         assert_eq!(
             format(&submitted, Some(&ending)),
-            ToolResult::error(
-                "not_found",
-                "operation error: not found: no record `V-9` in `vehicles`"
-            )
+            ToolResult::error("not_found", "no record `V-9` in `vehicles`")
         );
-        let timeout = Ending::failed(Outcome::Timeout, "time limit of 2s exceeded");
-        assert!(
-            matches!(format(&submitted, Some(&timeout)), ToolResult::Error { kind, .. } if kind == "timeout")
+        let timeout = Ending::failed(
+            Outcome::Timeout,
+            "timeout: the operation ran longer than 2s",
+        );
+        assert_eq!(
+            format(&submitted, Some(&timeout)),
+            ToolResult::error("timeout", "the operation ran longer than 2s")
+        );
+        // What does not repeat the kind is kept whole.
+        let host = Ending::failed(Outcome::HostError, "the queue is full");
+        assert_eq!(
+            format(&submitted, Some(&host)),
+            ToolResult::error("host_error", "the queue is full")
         );
     }
 }

@@ -68,6 +68,17 @@ pub enum ActionError {
     /// A reconciliation names a state other than delivered or failed.
     #[error("a reconciliation records `delivered` or `failed`, not `{0}`")]
     BadReconcile(String),
+    /// Approving delivers from the approving process, and this one lacks
+    /// what the action needs: nothing was decided.
+    #[error(
+        "action `{action}` was not approved: approving delivers it from this process, and {missing}. It is still pending: approve it where delivery is configured (such as through the HTTP API of the `hane serve` that has it: POST /v1/agents/action-requests/{action}/approve), or set it here"
+    )]
+    NotDeliverableHere {
+        /// The action.
+        action: ActionId,
+        /// What this process lacks.
+        missing: hane_delivery::NotConfigured,
+    },
     /// A limit of the day's budget.
     #[error(transparent)]
     Budget(#[from] BudgetExceeded),
@@ -94,7 +105,8 @@ impl ActionError {
             ActionError::StaleDigest { .. }
             | ActionError::AlreadyDecided { .. }
             | ActionError::AwaitingAgent { .. }
-            | ActionError::NotUnknown { .. } => ErrorKind::Conflict,
+            | ActionError::NotUnknown { .. }
+            | ActionError::NotDeliverableHere { .. } => ErrorKind::Conflict,
             ActionError::NotTheirGroup { .. } => ErrorKind::Forbidden,
             ActionError::Budget(_) => ErrorKind::LimitExceeded,
             ActionError::Store(_) | ActionError::Corrupt(_) | ActionError::LeaseLapsed => {

@@ -57,14 +57,20 @@ async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
     assert_eq!(still.state, ActionState::Approved);
     assert!(still.attempts.is_empty());
 
-    // The desk's approval resumes it: one attempt, which fails for
-    // want of an SMS provider here.
+    // The desk's approval would resume it here, where no SMS provider is
+    // configured: refused, and it stays approved for a process that has
+    // one.
     let desk = Person::of_groups("key:desk-2", vec!["desk".to_owned()]);
-    let done = ledger
+    let refused = ledger
         .approve(&id, &action.digest, desk, None)
         .await
-        .unwrap();
-    assert_eq!(done.state, ActionState::Failed, "{done:#?}");
-    assert_eq!(done.attempts.len(), 1);
-    assert_eq!(done.trail.len(), 1, "the resumption decides nothing anew");
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ActionError::NotDeliverableHere { missing, .. } if missing.var == "HANE_SMS_URL"),
+        "{refused:?}"
+    );
+    let still = ledger.get(&id).await.unwrap();
+    assert_eq!(still.state, ActionState::Approved);
+    assert!(still.attempts.is_empty());
+    assert_eq!(still.trail.len(), 1, "the refusal decides nothing anew");
 }
