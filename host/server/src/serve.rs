@@ -4,8 +4,10 @@
 //! [`ServeConfig::idle_timeout`], a body must arrive within
 //! [`ServeConfig::body_timeout`], heads are capped at [`MAX_HEAD_BYTES`]
 //! and targets at [`MAX_URI_BYTES`], and at most
-//! [`ServeConfig::max_connections`] connections are served at once (the
-//! next is answered `503` and closed). Every refusal is logged with the
+//! [`ServeConfig::max_connections`] connections are served at once: when
+//! all are taken, the one idle longest (waiting for a request with no
+//! byte of one come) is closed to make room, and only when none is idle is
+//! the next answered `503` and closed. Every refusal is logged with the
 //! peer's address and the reason, and answered in the JSON error
 //! envelope, including the replies hyper writes itself when a head cannot
 //! be parsed.
@@ -15,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -65,8 +67,8 @@ pub struct ServeConfig {
     /// Time from a request's head to the end of its body (30 s); a body
     /// that arrives slower is answered `408`.
     pub body_timeout: Duration,
-    /// Connections served at once (1024); one more is answered `503` and
-    /// closed.
+    /// Connections served at once (1024); one more closes the connection
+    /// idle longest, or is answered `503` and closed when none is idle.
     pub max_connections: usize,
 }
 
@@ -124,7 +126,9 @@ pub(crate) async fn serve_router(
         limits(body_timeout, request, next)
     }));
     let permits = Arc::new(Semaphore::new(config.max_connections));
-    let refusals = Refusals::default();
+    let refusals = Arc::new(Refusals::default());
+    let open = Arc::new(Open::default());
+    let admitting = Arc::new(AtomicUsize::new(0));
     // Dropped to ask every connection to finish; each holds a receiver,
     // so `closed` tells when the last has.
     let (stop, stopping) = watch::channel(());
@@ -144,17 +148,37 @@ pub(crate) async fn serve_router(
         // Answers are small and often written in pieces (a stream's
         // events): don't let Nagle hold one back for a delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            refusals.note(peer, config.max_connections);
-            tokio::spawn(refuse(tcp));
-            continue;
-        };
         let router = router.clone();
         let stopping = stopping.clone();
-        tokio::spawn(async move {
-            connection(tcp, peer, router, config, stopping).await;
-            drop(permit);
-        });
+        let open = open.clone();
+        if let Ok(permit) = permits.clone().try_acquire_owned() {
+            tokio::spawn(async move {
+                connection(tcp, peer, router, config, stopping, &open).await;
+                drop(permit);
+            });
+            continue;
+        }
+        // Full: the connection idle longest makes room for this one, so
+        // idle and silent peers cannot lock out a client with a request.
+        if admitting.load(Ordering::Relaxed) < MAX_ADMITTING && open.evict_idle_longest() {
+            admitting.fetch_add(1, Ordering::Relaxed);
+            let (permits, admitting, refusals) =
+                (permits.clone(), admitting.clone(), refusals.clone());
+            tokio::spawn(async move {
+                let permit = tokio::time::timeout(EVICTION_WAIT, permits.acquire_owned()).await;
+                admitting.fetch_sub(1, Ordering::Relaxed);
+                if let Ok(Ok(permit)) = permit {
+                    connection(tcp, peer, router, config, stopping, &open).await;
+                    drop(permit);
+                } else {
+                    refusals.note(peer, config.max_connections);
+                    refuse(tcp).await;
+                }
+            });
+            continue;
+        }
+        refusals.note(peer, config.max_connections);
+        tokio::spawn(refuse(tcp));
     }
     drop(stopping);
     stop.send_replace(());
@@ -170,9 +194,16 @@ async fn connection(
     router: Router,
     config: ServeConfig,
     mut stopping: watch::Receiver<()>,
+    open: &Open,
 ) {
     let reads = Arc::new(AtomicU64::new(0));
     let fired = Arc::new(AtomicU8::new(FIRED_NONE));
+    let seen = Arc::new(Seen {
+        reads: reads.clone(),
+        waiting: std::sync::Mutex::new(None),
+        evict: tokio::sync::Notify::new(),
+    });
+    let _open = open.add(seen.clone());
     let io = Conn {
         tcp,
         peer,
@@ -183,6 +214,7 @@ async fn connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(HeadTimer {
+            seen: seen.clone(),
             reads,
             fired: fired.clone(),
             header: config.header_timeout,
@@ -198,6 +230,11 @@ async fn connection(
     let ended = tokio::select! {
         ended = serving.as_mut() => ended,
         _ = stopping.changed() => {
+            serving.as_mut().graceful_shutdown();
+            serving.await
+        }
+        () = seen.evict.notified() => {
+            tracing::debug!(%peer, "closed an idle connection to make room for a new one");
             serving.as_mut().graceful_shutdown();
             serving.await
         }
@@ -359,10 +396,90 @@ const FIRED_NONE: u8 = 0;
 const FIRED_IDLE: u8 = 1;
 const FIRED_HEADER: u8 = 2;
 
+/// Connections admitted beyond the cap at once while the idle ones they
+/// evicted close; more are refused.
+const MAX_ADMITTING: usize = 64;
+
+/// How long a connection admitted by evicting an idle one waits for its
+/// place before it is refused.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The open connections, to find the one idle longest.
+#[derive(Default)]
+struct Open {
+    next: AtomicU64,
+    connections: std::sync::Mutex<std::collections::HashMap<u64, Arc<Seen>>>,
+}
+
+/// One open connection as [`Open`] sees it.
+struct Seen {
+    /// Bytes read on it so far.
+    reads: Arc<AtomicU64>,
+    /// When it began waiting for a request head, and the bytes read by
+    /// then: idle while no more have come.
+    waiting: std::sync::Mutex<Option<(Instant, u64)>>,
+    /// Told to close once idle.
+    evict: tokio::sync::Notify,
+}
+
+impl Seen {
+    fn idle_since(&self) -> Option<Instant> {
+        let waiting = *lock(&self.waiting);
+        waiting
+            .filter(|(_, read)| self.reads.load(Ordering::Relaxed) == *read)
+            .map(|(since, _)| since)
+    }
+}
+
+/// Takes a connection out of [`Open`] when dropped.
+struct Registered<'a> {
+    open: &'a Open,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        lock(&self.open.connections).remove(&self.id);
+    }
+}
+
+impl Open {
+    fn add(&self, seen: Arc<Seen>) -> Registered<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.connections).insert(id, seen);
+        Registered { open: self, id }
+    }
+
+    /// Tells the connection idle longest (waiting for a request, with no
+    /// byte of one come) to close; whether one was.
+    fn evict_idle_longest(&self) -> bool {
+        let connections = lock(&self.connections);
+        let longest = connections
+            .values()
+            .filter_map(|seen| seen.idle_since().map(|since| (since, seen)))
+            .min_by_key(|(since, _)| *since);
+        let Some((_, seen)) = longest else {
+            return false;
+        };
+        // Not chosen again while it closes.
+        *lock(&seen.waiting) = None;
+        seen.evict.notify_one();
+        true
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// hyper's timer for one connection. hyper asks for one deadline when it
 /// starts waiting for a request head; this one waits `idle` while no byte
 /// comes, and `header` from the first byte on.
 struct HeadTimer {
+    /// Where the connection's waits are noted for [`Open`].
+    seen: Arc<Seen>,
     /// Bytes read on the connection so far.
     reads: Arc<AtomicU64>,
     /// Which timeout ended the connection, for the log.
@@ -379,6 +496,7 @@ impl Timer for HeadTimer {
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
         // hyper's deadline is the wait's start plus the header timeout.
         let start = deadline.checked_sub(self.header).unwrap_or(deadline);
+        *lock(&self.seen.waiting) = Some((start, self.reads.load(Ordering::Relaxed)));
         Box::pin(HeadWait {
             reads: self.reads.clone(),
             read_before: self.reads.load(Ordering::Relaxed),

@@ -155,8 +155,13 @@ async fn connections_over_the_cap_are_answered_503_and_closed() -> anyhow::Resul
     let doc = send(server.addr, "GET", "/v1/openapi.json", &[], None)
         .await?
         .body;
-    let first = TcpStream::connect(server.addr).await?;
-    let _second = TcpStream::connect(server.addr).await?;
+    // Two connections in the middle of a request head: neither is idle,
+    // so neither makes room.
+    let mut first = TcpStream::connect(server.addr).await?;
+    let mut second = TcpStream::connect(server.addr).await?;
+    for held in [&mut first, &mut second] {
+        held.write_all(b"GET /healthz HTTP/1.1\r\n").await?;
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
     let message = reply.error(503, "unavailable");
@@ -171,6 +176,55 @@ async fn connections_over_the_cap_are_answered_503_and_closed() -> anyhow::Resul
             .await?
             .status,
         200
+    );
+    server.stop().await
+}
+
+/// Idle connections, silent ones and kept-alive ones, cannot lock a new
+/// client out: at the cap, the one idle longest is closed to make room.
+#[tokio::test]
+async fn idle_connections_make_room_for_new_clients() -> anyhow::Result<()> {
+    const CAP: usize = 64;
+    let server = serving(ServeConfig {
+        max_connections: CAP,
+        ..ServeConfig::default()
+    })
+    .await?;
+    // The oldest: one request kept alive, then idle.
+    let mut oldest = TcpStream::connect(server.addr).await?;
+    oldest
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await?;
+    let mut answer = [0; 512];
+    let read = oldest.read(&mut answer).await?;
+    assert!(
+        answer[..read].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        &answer[..read]
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The rest: connected, silent.
+    let mut silent = Vec::new();
+    for _ in 1..CAP {
+        silent.push(TcpStream::connect(server.addr).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "served after {:?}",
+            started.elapsed()
+        );
+    }
+    // The one idle longest was the one closed first.
+    let closed = read_until_closed(&mut oldest, Duration::from_secs(5)).await;
+    assert_eq!(
+        closed,
+        Some(Vec::new()),
+        "the oldest idle connection is closed"
     );
     server.stop().await
 }
