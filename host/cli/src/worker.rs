@@ -32,8 +32,10 @@ pub struct WorkerArgs {
     /// Operations run at once [default: the number of CPUs].
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
-    /// Connections served at once before their handshake is over; one
-    /// more is closed at once (each has 10 s to authenticate).
+    /// Connections served at once before their handshake is over, a
+    /// quarter of them from one address; one more closes the oldest of its
+    /// address's, or of the address holding the most (each has 10 s to
+    /// authenticate).
     #[arg(long, value_name = "N", default_value_t = hane_manager::DEFAULT_MAX_UNAUTHENTICATED,
           value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
     max_unauthenticated: usize,

@@ -297,10 +297,13 @@ impl Worker {
     }
 
     /// Serves at most `max` connections (at least one) whose handshake is
-    /// not over; one more is closed at once, and logged. Each has
-    /// [`crate::protocol::HANDSHAKE_TIMEOUT`] to prove it holds the
-    /// secret, so a flood of silent connections holds the places only
-    /// that long.
+    /// not over, and a quarter of them (at least one) from one address.
+    /// One more closes the oldest of its address's, or when all places
+    /// are taken, the oldest of the address holding the most, and is
+    /// logged. So a flood of silent connections from one address churns
+    /// through that address's places, and a client from elsewhere is
+    /// admitted at once and keeps its place while it proves, within
+    /// [`crate::protocol::HANDSHAKE_TIMEOUT`], that it holds the secret.
     #[must_use]
     pub fn max_unauthenticated(mut self, max: usize) -> Self {
         self.max_unauthenticated = max.max(1);
@@ -311,16 +314,25 @@ impl Worker {
     /// Each connection is served by its own task; when a client goes away,
     /// its operations are cancelled.
     pub async fn serve(&self, listener: WorkerListener) {
-        let unauthenticated = Arc::new(tokio::sync::Semaphore::new(self.max_unauthenticated));
+        let handshaking = Arc::new(Mutex::new(Handshaking::default()));
+        let max = self.max_unauthenticated;
+        let per_address = (max / 4).max(1);
         let mut refused = Refused::default();
         loop {
             match listener.accept().await {
-                Ok((read, write, peer)) => match unauthenticated.clone().try_acquire_owned() {
-                    Ok(place) => {
-                        tokio::spawn(self.clone().connection(read, write, peer, place));
+                Ok((read, write, peer)) => {
+                    let address = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+                    let (place, closed) = lock(&handshaking).admit(address, max, per_address);
+                    if closed {
+                        refused.note(&peer, max, per_address);
                     }
-                    Err(_) => refused.note(&peer, self.max_unauthenticated),
-                },
+                    let place = Place {
+                        handshaking: handshaking.clone(),
+                        id: place.0,
+                        give_up: place.1,
+                    };
+                    tokio::spawn(self.clone().connection(read, write, peer, place));
+                }
                 Err(e) => {
                     tracing::warn!("accepting a connection failed: {e}");
                     tokio::time::sleep(ACCEPT_RETRY).await;
@@ -329,16 +341,14 @@ impl Worker {
         }
     }
 
-    async fn connection(
-        self,
-        read: BoxRead,
-        write: BoxWrite,
-        peer: String,
-        place: tokio::sync::OwnedSemaphorePermit,
-    ) {
+    async fn connection(self, read: BoxRead, write: BoxWrite, peer: String, place: Place) {
         let mut reader = FrameReader::new(read);
         let mut writer = FrameWriter::with_capacity(HANDSHAKE_WRITE_BUFFER, write);
-        let handshake = worker_handshake(&mut reader, &mut writer, &self.secret).await;
+        let handshake = tokio::select! {
+            handshake = worker_handshake(&mut reader, &mut writer, &self.secret) => handshake,
+            // Its place went to a newer connection (see `Handshaking`).
+            () = place.give_up.notified() => return,
+        };
         drop(place);
         match handshake {
             Ok(()) => {}
@@ -374,6 +384,70 @@ impl Worker {
     }
 }
 
+/// The connections whose handshake is not over, oldest first: an id, the
+/// peer's address (none for a Unix socket) and what tells it to give up
+/// its place.
+#[derive(Default)]
+struct Handshaking {
+    next: u64,
+    waiting: VecDeque<(u64, Option<std::net::IpAddr>, Arc<tokio::sync::Notify>)>,
+}
+
+impl Handshaking {
+    /// A place for a connection from `address`, made, when `address` holds
+    /// `per_address` places already or all `max` are taken, by closing the
+    /// oldest of that address's or of the address holding the most;
+    /// whether one was closed.
+    fn admit(
+        &mut self,
+        address: Option<std::net::IpAddr>,
+        max: usize,
+        per_address: usize,
+    ) -> ((u64, Arc<tokio::sync::Notify>), bool) {
+        let held =
+            |by: Option<std::net::IpAddr>| self.waiting.iter().filter(|(_, a, _)| *a == by).count();
+        let from = if address.is_some() && held(address) >= per_address {
+            Some(address)
+        } else if self.waiting.len() >= max {
+            self.waiting
+                .iter()
+                .map(|(_, a, _)| *a)
+                .max_by_key(|a| held(*a))
+        } else {
+            None
+        };
+        let closed = from
+            .and_then(|from| self.waiting.iter().position(|(_, a, _)| *a == from))
+            .and_then(|oldest| self.waiting.remove(oldest))
+            .map(|(_, _, give_up)| give_up.notify_one())
+            .is_some();
+        let id = self.next;
+        self.next += 1;
+        let give_up = Arc::new(tokio::sync::Notify::new());
+        self.waiting.push_back((id, address, give_up.clone()));
+        ((id, give_up), closed)
+    }
+
+    fn done(&mut self, id: u64) {
+        if let Some(at) = self.waiting.iter().position(|(i, _, _)| *i == id) {
+            self.waiting.remove(at);
+        }
+    }
+}
+
+/// A connection's place among those handshaking, given back when dropped.
+struct Place {
+    handshaking: Arc<Mutex<Handshaking>>,
+    id: u64,
+    give_up: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        lock(&self.handshaking).done(self.id);
+    }
+}
+
 /// Connections closed over the cap, logged at most once a second with how
 /// many there were, so a flood of connections cannot flood the log.
 #[derive(Default)]
@@ -383,7 +457,7 @@ struct Refused {
 }
 
 impl Refused {
-    fn note(&mut self, peer: &str, max: usize) {
+    fn note(&mut self, peer: &str, max: usize, per_address: usize) {
         self.since_logged += 1;
         if self
             .last_logged
@@ -391,7 +465,7 @@ impl Refused {
         {
             tracing::warn!(
                 peer = %peer,
-                "closed {} connection(s) since the last report: {max} connections have not finished their handshake, the most allowed",
+                "closed {} connection(s), the oldest of their address first, since the last report: {max} connections have not finished their handshake, the most allowed, and at most {per_address} from one address",
                 self.since_logged
             );
             self.since_logged = 0;

@@ -887,3 +887,64 @@ fn op_run_runs_on_the_worker_hane_worker_names() {
     assert_ne!(out.status.code(), Some(0), "{}", said(&out));
     assert!(out.stdout.is_empty(), "{}", said(&out));
 }
+
+/// A flood of silent connections from one address, going on while a
+/// coordinator connects from another, does not keep the coordinator out:
+/// it is admitted at once and runs its operation.
+#[tokio::test]
+async fn a_coordinator_gets_in_during_a_flood_of_silent_connections() {
+    const CAP: usize = 64;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hane"));
+    command
+        .args(["worker", "--listen", "127.0.0.1:0", "--concurrency", "1"])
+        .args(["--max-unauthenticated", &CAP.to_string()])
+        .env("HANE_WORKER_SECRET", SECRET)
+        .env("RUST_LOG", "hane_manager=error");
+    let worker = WorkerProcess::spawn(command);
+    let WorkerAddr::Tcp { port, .. } = worker.addr.clone() else {
+        panic!("a TCP worker");
+    };
+    // The flood comes from 127.0.0.2 (loopback too) and keeps coming.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooding = stop.clone();
+    let flood = tokio::spawn(async move {
+        let target: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut held = Vec::new();
+        while !flooding.load(std::sync::atomic::Ordering::Relaxed) {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            if let Ok(stream) = socket.connect(target).await {
+                held.push(stream);
+            }
+            if held.len() >= 3000 {
+                held.drain(..1000);
+            }
+        }
+        held.len()
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let programs = programs();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let proxy = ProxyOperationManager::connect(
+            worker.addr.clone(),
+            secret(),
+            programs.components.clone(),
+        )
+        .await
+        .expect("the coordinator is admitted during the flood");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "connected after {:?}",
+            started.elapsed()
+        );
+        let ending = proxy
+            .submit(echo(&programs, "during the flood"))
+            .ending()
+            .await;
+        assert!(matches!(ending, Ending::Succeeded(_)), "{ending:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let held = flood.await.unwrap();
+    assert!(held > CAP, "the flood held {held} connections");
+}
