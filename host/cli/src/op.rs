@@ -336,7 +336,7 @@ async fn on_worker(
             name: source.name.clone(),
             component: digest,
             policy,
-            limits: limits.clone(),
+            limits: *limits,
             input,
         },
     );

@@ -108,6 +108,73 @@ pub(crate) fn terminal_json(value: &impl serde::Serialize) -> serde_json::Result
     Ok(out)
 }
 
+/// A step that can take more than a second (compiling a release's
+/// components, a run of a coding CLI). On a terminal, a line on stderr
+/// counts its seconds once it has taken a second, until it ends, and is
+/// then cleared; otherwise one plain line says what is happening once it
+/// has taken five (a quick step prints nothing where a program reads the
+/// output).
+pub(crate) struct Working {
+    stop: std::sync::mpsc::Sender<()>,
+    shown: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long a step runs before [`Working`] shows it on a terminal, and
+/// elsewhere.
+const SHOW_AFTER: [std::time::Duration; 2] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(5),
+];
+
+impl Working {
+    /// Starts showing `what` (such as `compiling the release's components`).
+    pub(crate) fn start(what: &str) -> Self {
+        use std::io::{IsTerminal as _, Write as _};
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let what = terminal_line(what).into_owned();
+        let draw = std::io::stderr().is_terminal();
+        let started = std::time::Instant::now();
+        let shown = std::thread::spawn(move || {
+            if stopped.recv_timeout(SHOW_AFTER[usize::from(!draw)]).is_ok() {
+                return;
+            }
+            if !draw {
+                eprintln!("hane: {what}…");
+                let _ = stopped.recv();
+                return;
+            }
+            loop {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "\r\x1b[K{what}… {} s", started.elapsed().as_secs());
+                let _ = err.flush();
+                drop(err);
+                match stopped.recv_timeout(std::time::Duration::from_millis(250)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
+            }
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[K");
+            let _ = err.flush();
+        });
+        Self {
+            stop,
+            shown: Some(shown),
+        }
+    }
+}
+
+impl Drop for Working {
+    /// Ends the line: cleared on a terminal, before anything else is
+    /// printed.
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+        if let Some(shown) = self.shown.take() {
+            let _ = shown.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -184,72 +251,5 @@ mod tests {
             terminal_json(&plain).unwrap(),
             serde_json::to_string_pretty(&plain).unwrap()
         );
-    }
-}
-
-/// A step that can take more than a second (compiling a release's
-/// components, a run of a coding CLI). On a terminal, a line on stderr
-/// counts its seconds once it has taken a second, until it ends, and is
-/// then cleared; otherwise one plain line says what is happening once it
-/// has taken five (a quick step prints nothing where a program reads the
-/// output).
-pub(crate) struct Working {
-    stop: std::sync::mpsc::Sender<()>,
-    shown: Option<std::thread::JoinHandle<()>>,
-}
-
-/// How long a step runs before [`Working`] shows it on a terminal, and
-/// elsewhere.
-const SHOW_AFTER: [std::time::Duration; 2] = [
-    std::time::Duration::from_secs(1),
-    std::time::Duration::from_secs(5),
-];
-
-impl Working {
-    /// Starts showing `what` (such as `compiling the release's components`).
-    pub(crate) fn start(what: &str) -> Self {
-        use std::io::{IsTerminal as _, Write as _};
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let what = terminal_line(what).into_owned();
-        let draw = std::io::stderr().is_terminal();
-        let started = std::time::Instant::now();
-        let shown = std::thread::spawn(move || {
-            if stopped.recv_timeout(SHOW_AFTER[usize::from(!draw)]).is_ok() {
-                return;
-            }
-            if !draw {
-                eprintln!("hane: {what}…");
-                let _ = stopped.recv();
-                return;
-            }
-            loop {
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[K{what}… {} s", started.elapsed().as_secs());
-                let _ = err.flush();
-                drop(err);
-                match stopped.recv_timeout(std::time::Duration::from_millis(250)) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    _ => break,
-                }
-            }
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[K");
-            let _ = err.flush();
-        });
-        Self {
-            stop,
-            shown: Some(shown),
-        }
-    }
-}
-
-impl Drop for Working {
-    /// Ends the line: cleared on a terminal, before anything else is
-    /// printed.
-    fn drop(&mut self) {
-        let _ = self.stop.send(());
-        if let Some(shown) = self.shown.take() {
-            let _ = shown.join();
-        }
     }
 }

@@ -802,12 +802,12 @@ mod tests {
     #[test]
     fn a_document_that_does_not_read_is_reported_once_not_again_where_it_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
+        fs::write(
             dir.path().join("agent.yaml"),
             "apiVersion: agents/v1alpha1\nkind: Agent\nmetadata:\n  name: lease-qa\nspec:\n  purpose: x\n  input: { type: object }\n  output: { type: object }\n  driver: scripted\n  script: [{ tool: submit_result, input: {} }]\n  colour: blue\n",
         )
         .unwrap();
-        std::fs::write(
+        fs::write(
             dir.path().join("eval.yaml"),
             "apiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: lease-qa-eval\nspec:\n  agent: lease-qa\n  cases: [{ name: one, input: {}, expect: { status: ok } }]\n---\napiVersion: agents/v1alpha1\nkind: EvalSuite\nmetadata:\n  name: other-eval\nspec:\n  agent: no-such-agent\n  cases: [{ name: one, input: {}, expect: { status: ok } }]\n",
         )

@@ -496,39 +496,6 @@ impl Hasher for Sha256Hasher {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_epoch_ticker_sleeps_while_no_call_runs_and_ticks_while_one_does() {
-        let mut config = SandboxConfig::new();
-        config.cache_dir(None);
-        let sandbox = Sandbox::new(&config).unwrap();
-        let ticker = &sandbox.inner.ticker;
-        let ticks_in = |during: Duration| {
-            let from = ticker.ticks.load(Ordering::Relaxed);
-            std::thread::sleep(during);
-            ticker.ticks.load(Ordering::Relaxed) - from
-        };
-        // At 1 ms a tick, 500 ms of ticking is hundreds of ticks.
-        let idle = ticks_in(Duration::from_millis(500));
-        assert_eq!(idle, 0, "{idle} ticks in 500 ms with no call");
-
-        let held = ticker.hold();
-        let busy = ticks_in(Duration::from_millis(200));
-        assert!(
-            busy >= 50,
-            "only {busy} ticks in 200 ms with a call running"
-        );
-        drop(held);
-        // The tick under way when the call ended may still count.
-        std::thread::sleep(Duration::from_millis(50));
-        let after = ticks_in(Duration::from_millis(300));
-        assert_eq!(after, 0, "{after} ticks in 300 ms after the call ended");
-    }
-}
-
 /// The engine's settings: with a pooling allocator sized by `config`, or
 /// (`pooled` false) allocating each instance's memories when it starts,
 /// reserving no more address space than they use.
@@ -575,7 +542,7 @@ fn engine_config(config: &SandboxConfig, keep_resident: usize, pooled: bool) -> 
 
 /// Address space a pooled memory slot reserves besides the memory itself:
 /// wasmtime's default guard regions before and after it.
-const POOL_GUARDS: u64 = 2 * 32 << 20;
+const POOL_GUARDS: u64 = 2 * (32 << 20);
 
 /// The address space the pooling allocator reserves for `config`, about.
 fn pool_reservation(config: &SandboxConfig) -> u64 {
@@ -604,4 +571,37 @@ fn address_space_limit() -> Option<u64> {
 fn warn_on_demand(why: &str) {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| tracing::warn!("{why}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_ticker_sleeps_while_no_call_runs_and_ticks_while_one_does() {
+        let mut config = SandboxConfig::new();
+        config.cache_dir(None);
+        let sandbox = Sandbox::new(&config).unwrap();
+        let ticker = &sandbox.inner.ticker;
+        let ticks_in = |during: Duration| {
+            let from = ticker.ticks.load(Ordering::Relaxed);
+            std::thread::sleep(during);
+            ticker.ticks.load(Ordering::Relaxed) - from
+        };
+        // At 1 ms a tick, 500 ms of ticking is hundreds of ticks.
+        let idle = ticks_in(Duration::from_millis(500));
+        assert_eq!(idle, 0, "{idle} ticks in 500 ms with no call");
+
+        let held = ticker.hold();
+        let busy = ticks_in(Duration::from_millis(200));
+        assert!(
+            busy >= 50,
+            "only {busy} ticks in 200 ms with a call running"
+        );
+        drop(held);
+        // The tick under way when the call ended may still count.
+        std::thread::sleep(Duration::from_millis(50));
+        let after = ticks_in(Duration::from_millis(300));
+        assert_eq!(after, 0, "{after} ticks in 300 ms after the call ended");
+    }
 }
