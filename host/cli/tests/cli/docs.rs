@@ -13,22 +13,131 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
+/// A shell block of the docs: ```sh runs as written; ```sh norun: WHY
+/// does not, and says why.
+#[derive(Debug)]
+struct Block {
+    /// Why it is not run, for a `norun` block.
+    norun: Option<String>,
+    text: String,
+    /// Its first line in the file, from 1.
+    line: usize,
+}
+
 /// The ```sh blocks of `text`, in order.
-fn sh_blocks(text: &str) -> Vec<String> {
+fn blocks(text: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
-    let mut inside: Option<String> = None;
-    for line in text.lines() {
+    let mut inside: Option<Block> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
         match &mut inside {
-            None if line.trim_end() == "```sh" => inside = Some(String::new()),
-            None => {}
-            Some(_) if line.trim_end() == "```" => blocks.extend(inside.take()),
+            None => {
+                let Some(info) = line.strip_prefix("```sh") else {
+                    continue;
+                };
+                let norun = match info.trim() {
+                    "" => None,
+                    info => Some(
+                        info.strip_prefix("norun:")
+                            .unwrap_or_else(|| {
+                                panic!(
+                                    "line {}: ```sh takes `norun: WHY` only, not {info:?}",
+                                    i + 1
+                                )
+                            })
+                            .trim()
+                            .to_owned(),
+                    ),
+                };
+                inside = Some(Block {
+                    norun,
+                    text: String::new(),
+                    line: i + 1,
+                });
+            }
+            Some(_) if line == "```" => blocks.extend(inside.take()),
             Some(block) => {
-                block.push_str(line);
-                block.push('\n');
+                block.text.push_str(line);
+                block.text.push('\n');
             }
         }
     }
     blocks
+}
+
+fn sh_blocks(text: &str) -> Vec<String> {
+    blocks(text).into_iter().map(|b| b.text).collect()
+}
+
+/// Runs `script` with bash from the repository, with the binary these
+/// tests built first on `PATH`, in a home of its own; prepared by
+/// `prelude`. Stdout and stderr, or why it failed.
+fn run_shell(prelude: &str, script: &str) -> Result<(String, String), String> {
+    let bin = Path::new(env!("CARGO_BIN_EXE_hane")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &format!("{prelude}\n{script}")])
+        .current_dir(repo())
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("TMPDIR", home.path())
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env_remove("HANE_STORE")
+        .env_remove("HANE_WORKER")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() {
+        Ok((stdout, stderr))
+    } else {
+        Err(format!(
+            "{}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            out.status
+        ))
+    }
+}
+
+/// Every ```sh block of the book, each file's in one shell after a store
+/// of its own with the examples active; a block that cannot run as
+/// written says why (```sh norun: WHY).
+#[test]
+fn every_shell_block_of_the_book_runs_as_written() {
+    let repo = repo();
+    let mut files = Vec::new();
+    markdown_files(&repo.join("docs"), &mut files);
+    files.sort();
+    let prelude = "export HANE_STORE=\"$HOME/hane.db\"\nhane release activate examples >/dev/null";
+    let mut failed = Vec::new();
+    let mut ran = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut script = String::new();
+        for block in blocks(&text) {
+            match &block.norun {
+                Some(why) => assert!(
+                    !why.is_empty(),
+                    "{}:{}: a norun block says why",
+                    file.display(),
+                    block.line
+                ),
+                None => {
+                    script.push_str(&block.text);
+                    ran += 1;
+                }
+            }
+        }
+        if script.is_empty() {
+            continue;
+        }
+        if let Err(e) = run_shell(prelude, &script) {
+            failed.push(format!("{}:\n{script}\n{e}", file.display()));
+        }
+    }
+    assert!(ran >= 10, "only {ran} blocks ran");
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
 /// The README's five-minute tour, every line as written, with the binary
@@ -36,34 +145,15 @@ fn sh_blocks(text: &str) -> Vec<String> {
 /// itself).
 #[test]
 fn the_readme_tour_runs_as_written() {
-    let repo = repo();
-    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let blocks = sh_blocks(&readme);
     assert_eq!(
         blocks[0], "cargo run --bin hane -- demo\ncargo xtask test\n",
         "the README starts with its two commands (CI runs them)"
     );
     let tour = blocks.get(1).expect("a tour after the two commands");
-    let bin = Path::new(env!("CARGO_BIN_EXE_hane")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let home = tempfile::tempdir().unwrap();
-    let out = Command::new("bash")
-        .args(["-euo", "pipefail", "-c", tour])
-        .current_dir(&repo)
-        .env("PATH", path)
-        .env("HOME", home.path())
-        .env("TMPDIR", home.path())
-        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-        .env_remove("HANE_STORE")
-        .env_remove("HANE_WORKER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the tour failed:\n{tour}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, stderr) =
+        run_shell("", tour).unwrap_or_else(|e| panic!("the tour failed:\n{tour}\n{e}"));
     // What the tour says each step shows.
     for shown in [
         "brake fluid",
