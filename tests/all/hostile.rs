@@ -252,24 +252,39 @@ pub(crate) async fn file_reads_outside_the_grant_fail() {
     let inside = op.call(r#"{"path":"/granted/ok.txt"}"#, &limits()).await;
     assert_eq!(inside.result.unwrap(), r#"{"content":"inside"}"#);
 
-    for path in [
-        "/granted/../secret.txt",
-        "/granted/escape",
-        "/granted/escape-abs",
-        "/etc/passwd",
-        "../secret.txt",
+    // A path that leaves the granted folder reaches the host, which
+    // refuses it: a denial, in the receipt too. One under no granted
+    // folder never does: the guest's WASI library finds nothing there.
+    for (path, reaches_the_host) in [
+        ("/granted/../secret.txt", true),
+        ("/granted/escape", true),
+        ("/granted/escape-abs", true),
+        ("/etc/passwd", false),
+        ("../secret.txt", false),
     ] {
         let call = op.call(&format!(r#"{{"path":"{path}"}}"#), &limits()).await;
         match &call.result {
-            Err(CallError::Operation(
-                GuestError::Denied(m) | GuestError::NotFound(m) | GuestError::Failed(m),
-            )) => {
+            Err(CallError::Denied { denial, guest }) if reaches_the_host => {
+                assert!(
+                    denial.starts_with("filesystem: opening `"),
+                    "{path}: {denial}"
+                );
+                assert!(
+                    !denial.contains("TOP-SECRET") && !format!("{guest:?}").contains("TOP-SECRET")
+                );
+                assert_eq!(call.receipt.outcome, Outcome::Denied, "{path}");
+                assert_eq!(call.receipt.host_calls.denied, 1, "{path}");
+            }
+            Err(CallError::Operation(GuestError::NotFound(m) | GuestError::Failed(m)))
+                if !reaches_the_host =>
+            {
                 assert!(m.contains(path), "{path}: {m}");
                 assert!(!m.contains("TOP-SECRET"));
+                assert_eq!(call.receipt.outcome, Outcome::OperationError, "{path}");
+                assert_eq!(call.receipt.host_calls.denied, 0, "{path}");
             }
             other => panic!("{path}: {other:?}"),
         }
-        assert_eq!(call.receipt.outcome, Outcome::OperationError, "{path}");
     }
 }
 
@@ -283,11 +298,15 @@ pub(crate) async fn read_only_grants_refuse_writes() {
             &limits(),
         )
         .await;
-    assert!(
-        matches!(call.result, Err(CallError::Operation(_))),
-        "{:?}",
-        call.result
-    );
+    // Refused by the grant: a denial, counted in the receipt.
+    match &call.result {
+        Err(CallError::Denied { denial, .. }) => {
+            assert!(denial.contains("opening `new.txt` was refused"), "{denial}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(call.receipt.outcome, Outcome::Denied);
+    assert_eq!(call.receipt.host_calls.denied, 1);
     assert!(!fx.policy.files[0].host.join("new.txt").exists());
 
     let mut rw = fx.policy.clone();

@@ -93,7 +93,8 @@ pub struct HostCalls {
     pub log: u32,
     /// Outgoing HTTP requests sent.
     pub http_requests: u32,
-    /// Attempts the policy refused (HTTP, sockets, name lookups, ledger
+    /// Attempts the policy refused (HTTP, sockets, name lookups, writes
+    /// under read-only folders and paths leaving granted ones, ledger
     /// collections and document sets, action tools).
     pub denied: u32,
     /// Calls of the `records` import.

@@ -45,6 +45,7 @@
 pub mod actions;
 pub mod documents;
 mod error;
+mod files;
 mod imports;
 mod operation;
 pub mod records;

@@ -251,6 +251,7 @@ impl Sandbox {
 
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        crate::files::add_to_linker(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         bindings::hane::operation::types::add_to_linker::<CallState, HasSelf<CallState>>(
             &mut linker,

@@ -1,10 +1,10 @@
-//! The documentation as a new user meets it: the README's tour run as
-//! written, and every relative link in the README and the book leading
-//! somewhere.
+//! The documentation as a new user meets it: the README's tour and every
+//! shell block of the book run as written, the book built with mdBook, and
+//! every relative link in the README and the book leading somewhere.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -85,7 +85,7 @@ fn run_shell(prelude: &str, script: &str) -> Result<(String, String), String> {
         .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .env_remove("HANE_STORE")
         .env_remove("HANE_WORKER")
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

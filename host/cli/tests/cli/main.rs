@@ -7,8 +7,8 @@
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
 //! (opening, listings with damaged items, `hane store check`), `processes`
 //! (several on one store: a killed one's runs ended by the next, one
-//! day's budget), `worker`, and `docs` (the README's tour run as
-//! written, the book's links).
+//! day's budget), `worker`, and `docs` (the README's tour and the book's
+//! shell blocks run as written, the book built, its links).
 
 mod agents;
 mod approvals;

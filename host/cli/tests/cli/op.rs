@@ -200,6 +200,33 @@ fn exit_codes_tell_failures_apart() {
         stderr(&out)
             .contains("denied: http request to http://127.0.0.1:9 is not on the allow-list")
     );
+    // A write under a folder granted read-only is a denial too, counted in
+    // the receipt; nothing is written.
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("ok.txt"), "inside").unwrap();
+    let grant = format!("{}:/granted:ro", folder.path().display());
+    let out = hane(&[
+        "op",
+        "run",
+        test_programs::GUEST_FILES,
+        "--input",
+        r#"{"path":"/granted/ok.txt","write":{"path":"/granted/new.txt","content":"x"}}"#,
+        "--allow-dir",
+        &grant,
+        "--json",
+    ]);
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["error"]["outcome"], "denied", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("opening `new.txt` was refused"),
+        "{doc}"
+    );
+    assert_eq!(doc["receipt"]["host_calls"]["denied"], 1, "{doc}");
+    assert!(!folder.path().join("new.txt").exists());
 
     // 1: anything else, such as a trap.
     let out = hane(&[
