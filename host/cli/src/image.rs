@@ -138,9 +138,10 @@ fn build(store: &ImageStore, name: &str, mirror: Option<String>) -> anyhow::Resu
         store.dir().display()
     );
     let started = Instant::now();
-    let image = store
-        .build(&profile.recipe(&mirror))
-        .with_context(|| format!("building image {}", profile.name))?;
+    let working = crate::terminal::Working::start(&format!("building {}", profile.name));
+    let image = store.build(&profile.recipe(&mirror));
+    drop(working);
+    let image = image.with_context(|| format!("building image {}", profile.name))?;
     eprintln!(
         "built {} in {:.0?}: {} in {}",
         profile.name,
