@@ -111,8 +111,9 @@ enum Command {
     /// Build and list the root-filesystem images the CLI drivers run in,
     /// which an agent's spec.cliProfile.image names by digest.
     Image(image::ImageArgs),
-    /// Check the store: SQLite's integrity check and every stored item
-    /// read, each problem reported by table and id.
+    /// Check the store (its commits against its mark, SQLite's integrity
+    /// check, every stored item read, each problem reported by table and
+    /// id), and recover a damaged one as it is.
     Store(store::StoreArgs),
 }
 

@@ -1,5 +1,6 @@
 //! `hane store check`: the store read whole, every item that does not read
-//! reported; and what the listings say of the items they leave out.
+//! reported; `hane store recover`: a damaged store accepted as it is; and
+//! what the listings say of the items they leave out.
 
 use std::process::ExitCode;
 
@@ -32,6 +33,13 @@ enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Open a damaged store again as it is, accepting the loss: a store
+    /// whose write-ahead log lost commits it had acknowledged is refused
+    /// by every other command (and reported by `hane store check`) until
+    /// this sets its commit mark to what the file holds. The damaged log
+    /// stays where the check kept it; nothing in the store changes. A
+    /// store that is not damaged is left as it is.
+    Recover,
 }
 
 pub fn main(args: StoreArgs) -> ExitCode {
@@ -40,7 +48,7 @@ pub fn main(args: StoreArgs) -> ExitCode {
         let path = args.store.named()?;
         if let Some(url) = hane_store::postgres_url(&path) {
             anyhow::bail!(
-                "hane store check reads a SQLite store file; `{}` is a PostgreSQL database, whose \
+                "hane store reads a SQLite store file; `{}` is a PostgreSQL database, whose \
                  pages the server checks itself (PostgreSQL's amcheck)",
                 hane_store::without_password(url)
             );
@@ -61,11 +69,30 @@ pub fn main(args: StoreArgs) -> ExitCode {
                     ExitCode::FAILURE
                 })
             }
+            StoreCommand::Recover => {
+                let recovered = hane_store::recover(&path)?;
+                let path = recovered.path.display();
+                match &recovered.damage {
+                    None => println!(
+                        "store {path}: not damaged ({}); nothing to recover",
+                        plural(recovered.holds as usize, "commit", "commits")
+                    ),
+                    Some(damage) => println!(
+                        "store {path}: {}; it now opens as it is, with {}",
+                        terminal_line(&damage.to_string()),
+                        plural(recovered.holds as usize, "commit", "commits")
+                    ),
+                }
+                Ok(ExitCode::SUCCESS)
+            }
         }
     })())
 }
 
 fn print_report(report: &CheckReport) {
+    if let Some(damage) = &report.damage {
+        println!("damage: {}", terminal_line(&damage.to_string()));
+    }
     for line in &report.integrity {
         println!("integrity: {}", terminal_line(line));
     }
@@ -78,7 +105,8 @@ fn print_report(report: &CheckReport) {
     if report.is_sound() {
         println!("store {path}: {items} checked, no problems");
     } else {
-        let problems = report.integrity.len() + report.problems.len();
+        let problems =
+            report.integrity.len() + report.problems.len() + usize::from(report.damage.is_some());
         println!(
             "store {path}: {items} checked, {}",
             plural(problems, "problem", "problems")
@@ -96,6 +124,7 @@ fn report_json(report: &CheckReport) -> serde_json::Value {
         "path": report.path,
         "checked": report.checked,
         "sound": report.is_sound(),
+        "damage": report.damage.as_ref().map(ToString::to_string),
         "integrity": report.integrity,
         "problems": problems,
     })

@@ -14,6 +14,7 @@ use hane_core::{
 use rusqlite::Connection;
 
 use crate::StoreError;
+use crate::mark::{self, Damage};
 use crate::schema::{self, Found};
 
 /// Reads the body of a stored release, whose type the store does not know
@@ -33,12 +34,16 @@ pub struct CheckReport {
     pub integrity: Vec<String>,
     /// Every item that does not read, table by table.
     pub problems: Vec<Problem>,
+    /// Commits the store acknowledged and no longer holds, or a mark that
+    /// does not read; a damaged store is not opened for writing until
+    /// [`crate::recover`] accepts it as it is.
+    pub damage: Option<Damage>,
 }
 
 impl CheckReport {
     /// Whether nothing is wrong.
     pub fn is_sound(&self) -> bool {
-        self.integrity.is_empty() && self.problems.is_empty()
+        self.integrity.is_empty() && self.problems.is_empty() && self.damage.is_none()
     }
 }
 
@@ -139,12 +144,13 @@ fn sealed(release: ReadRelease) -> [Sealed; 11] {
     ]
 }
 
-/// Checks the store at `path`: SQLite's `PRAGMA integrity_check` over the
-/// whole file, then every stored item read as its owner reads it (session
-/// events, operations, releases with `release`, runs and their statuses,
-/// tasks, actions, conversations and their entries, reception's answers,
+/// Checks the store at `path`: its commits against its mark (see
+/// [`Damage`]), SQLite's `PRAGMA integrity_check` over the whole file,
+/// then every stored item read as its owner reads it (session events,
+/// operations, releases with `release`, runs and their statuses, tasks,
+/// actions, conversations and their entries, reception's answers,
 /// evaluations, workflow cases). It reads one snapshot and writes
-/// nothing: a store of an older schema is checked as it is, not migrated,
+/// nothing to the store (a damaged log is copied aside): a store of an older schema is checked as it is, not migrated,
 /// and a `hane serve` may go on using the store meanwhile. Reading every
 /// item takes time in proportion to the store's size.
 ///
@@ -171,6 +177,7 @@ pub fn check(path: impl AsRef<Path>, release: ReadRelease) -> Result<CheckReport
     let mut report = CheckReport {
         path: path.to_owned(),
         checked: 0,
+        damage: mark::inspect(&tx, path)?,
         integrity: integrity(&tx),
         problems: Vec::new(),
     };

@@ -38,6 +38,7 @@
 //! ```
 
 mod check;
+mod mark;
 mod postgres;
 mod query;
 mod registry;
@@ -48,6 +49,7 @@ mod store;
 mod writer;
 
 pub use check::{CheckReport, Problem, ReadRelease, check};
+pub use mark::{Damage, Recovered, recover};
 pub use postgres::PostgresStore;
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,

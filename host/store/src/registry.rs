@@ -17,9 +17,10 @@ use std::sync::{Arc, Mutex};
 use hane_core::Lifecycle;
 
 use crate::StoreError;
+use crate::mark::Mark;
 use crate::query::now_ms;
 use crate::schema;
-use crate::sql::{Engine, Query, Row, Sql, SqlError, args, failed};
+use crate::sql::{Engine, LiteDb, Query, Row, Sql, SqlError, args, failed};
 use crate::sqlite::Synchronous;
 
 mod actions;
@@ -153,7 +154,11 @@ impl Registry {
         let path = path.as_ref().to_owned();
         let (conn, created) = schema::open_writer(&path, synchronous)?;
         Ok(Self {
-            engine: Engine::Sqlite(Arc::new(Mutex::new(conn))),
+            engine: Engine::Sqlite(Arc::new(Mutex::new(LiteDb {
+                conn,
+                mark: Some(Mark::of(&path)),
+                synchronous,
+            }))),
             path,
             synchronous,
             created,

@@ -237,6 +237,14 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     ALTER TABLE runs ADD COLUMN holder TEXT;
     CREATE INDEX runs_live ON runs (status) WHERE status IN ('queued', 'running');",
+    // Version 10: the count of write transactions committed, one more per
+    // transaction, which the mark beside the file is checked against (see
+    // `mark`).
+    "CREATE TABLE commit_mark (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        n INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO commit_mark (one, n) VALUES (1, 0);",
 ];
 
 /// The newest schema version this build reads and writes.
@@ -317,7 +325,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Found, StoreError> {
 
 /// `path` with `suffix` added to its file name, as SQLite names the log
 /// (`-wal`) and shared memory (`-shm`) beside a database.
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -370,6 +378,9 @@ fn create(path: &Path, synchronous: Synchronous) -> Result<bool, StoreError> {
     }
     drop(new);
     let made = made?;
+    if made {
+        crate::mark::reset(path)?;
+    }
     if made && synchronous != Synchronous::Off {
         // The link is durable once its directory is.
         std::fs::File::open(dir)
@@ -394,6 +405,7 @@ pub(crate) fn open_writer(
     let mut conn = connect(path)?;
     // Checked before anything is written, WAL mode included.
     refuse_foreign(&conn, path)?;
+    crate::mark::refuse_damaged(&conn, path)?;
     configure(&mut conn, path, synchronous)?;
     migrate(&mut conn, path)?;
     Ok((conn, created))

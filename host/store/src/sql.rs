@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) mod postgres;
 
 use crate::StoreError;
+use crate::mark::Mark;
 
 /// One argument of a statement.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,9 +204,18 @@ impl<S: Sql + ?Sized> Query for S {}
 #[derive(Clone)]
 pub(crate) enum Engine {
     /// One SQLite connection, shared by the clones.
-    Sqlite(Arc<Mutex<rusqlite::Connection>>),
+    Sqlite(Arc<Mutex<LiteDb>>),
     /// A pool of connections to one PostgreSQL database.
     Postgres(Arc<postgres::Pool>),
+}
+
+/// A SQLite connection that writes, with the store's commit mark and the
+/// synchronous mode it was opened in.
+pub(crate) struct LiteDb {
+    pub(crate) conn: rusqlite::Connection,
+    /// `None` for a database without the commit count (tests only).
+    pub(crate) mark: Option<Mark>,
+    pub(crate) synchronous: crate::Synchronous,
 }
 
 impl fmt::Debug for Engine {
@@ -225,9 +235,9 @@ impl Engine {
         f: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match self {
-            Engine::Sqlite(conn) => {
-                let conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-                f(&mut Lite(&conn))
+            Engine::Sqlite(db) => {
+                let db = db.lock().unwrap_or_else(|e| e.into_inner());
+                f(&mut Lite(&db.conn))
             }
             Engine::Postgres(pool) => pool.with(|conn| f(conn)),
         }
@@ -241,8 +251,10 @@ impl Engine {
         E: From<StoreError>,
     {
         match self {
-            Engine::Sqlite(conn) => {
-                sqlite_write(&mut conn.lock().unwrap_or_else(|e| e.into_inner()), f)
+            Engine::Sqlite(db) => {
+                let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
+                let synced = db.synchronous == crate::Synchronous::Full;
+                sqlite_write(&mut db, synced, f)
             }
             Engine::Postgres(pool) => pool.write(f),
         }
@@ -279,12 +291,13 @@ impl Engine {
     where
         E: From<StoreError>,
     {
-        let Engine::Sqlite(conn) = self else {
+        let Engine::Sqlite(db) = self else {
             return self.write(f);
         };
-        let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
+        let synced = mode == crate::Synchronous::Full;
         if mode == base {
-            return sqlite_write(&mut conn, f);
+            return sqlite_write(&mut db, synced, f);
         }
         // Set and restored under the same hold of the connection, so no
         // other transaction commits in the raised mode, nor this one in
@@ -293,27 +306,44 @@ impl Engine {
             conn.pragma_update(None, "synchronous", to.pragma())
                 .map_err(|e| StoreError::Database(format!("setting the synchronous mode: {e}")))
         };
-        set(&conn, mode)?;
-        let done = sqlite_write(&mut conn, f);
-        set(&conn, base)?;
+        set(&db.conn, mode)?;
+        let done = sqlite_write(&mut db, synced, f);
+        set(&db.conn, base)?;
         done
     }
 }
 
-/// One `IMMEDIATE` transaction on `conn` running `f`.
+/// One `IMMEDIATE` transaction on `db` running `f`. A transaction that
+/// changed something is counted in the database; once it is committed,
+/// and `synced` to disk, the store's mark is advanced to it.
 fn sqlite_write<T, E>(
-    conn: &mut rusqlite::Connection,
+    db: &mut LiteDb,
+    synced: bool,
     f: impl FnOnce(&mut dyn Sql) -> Result<T, E>,
 ) -> Result<T, E>
 where
     E: From<StoreError>,
 {
-    let tx = conn
+    let tx = db
+        .conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(|e| StoreError::Database(format!("starting a transaction: {e}")))?;
+    let before = tx.total_changes();
     let value = f(&mut Lite(&tx))?;
+    let count = if db.mark.is_some() && tx.total_changes() != before {
+        let n: i64 = tx
+            .prepare_cached(crate::mark::BUMP)
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+            .map_err(|e| StoreError::Database(format!("counting the commit: {e}")))?;
+        Some(n)
+    } else {
+        None
+    };
     tx.commit()
         .map_err(|e| StoreError::Database(format!("committing: {e}")))?;
+    if let (true, Some(n), Some(mark)) = (synced, count, db.mark.as_mut()) {
+        mark.advance(n.max(0) as u64);
+    }
     Ok(value)
 }
 
@@ -454,9 +484,11 @@ mod tests {
     }
 
     fn sqlite() -> Engine {
-        Engine::Sqlite(Arc::new(Mutex::new(
-            rusqlite::Connection::open_in_memory().unwrap(),
-        )))
+        Engine::Sqlite(Arc::new(Mutex::new(LiteDb {
+            conn: rusqlite::Connection::open_in_memory().unwrap(),
+            mark: None,
+            synchronous: crate::Synchronous::Full,
+        })))
     }
 
     #[test]

@@ -10,6 +10,7 @@ use hane_core::{SessionEvent, SessionId};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::mark::Mark;
 use crate::query::Fail;
 use crate::schema;
 use crate::sql::{Lite, Sql};
@@ -183,7 +184,7 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>, config: &SqliteConfig) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_owned();
         let (conn, created) = schema::open_writer(&path, config.synchronous)?;
-        let writer = Writer::new(conn, config.synchronous, config.max_batch);
+        let writer = Writer::new(conn, Mark::of(&path), config.synchronous, config.max_batch);
         // Opened after the writer's connection, which created the schema.
         let readers = (0..config.readers)
             .map(|_| schema::open_reader(&path))

@@ -158,6 +158,20 @@ pub enum StoreError {
         /// What is there instead.
         problem: NotAStore,
     },
+    /// The store has lost commits it acknowledged, or its mark does not
+    /// read ([`Damage`](crate::Damage)): it is not opened for writing, so
+    /// nothing more is lost and what was found stays as it is.
+    #[error(
+        "the store at {} is damaged: {damage}. Nothing was written to it; `hane store check` \
+         reports it, and `hane store recover` opens it again as it is, accepting the loss",
+        .path.display()
+    )]
+    Damaged {
+        /// The store's file.
+        path: PathBuf,
+        /// What is wrong.
+        damage: crate::Damage,
+    },
     /// Nothing is at the path of a store that must exist, such as one
     /// being checked.
     #[error("there is no store at `{}`: nothing is at that path", .0.display())]

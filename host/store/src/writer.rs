@@ -12,6 +12,7 @@ use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 use tokio::sync::oneshot;
 
+use crate::mark::Mark;
 use crate::query::{self, Fail, Segment, int, now_ms};
 use crate::schema::CHECKPOINT_PAGES;
 use crate::sql::{Lite, Query, Sql, args};
@@ -230,11 +231,18 @@ pub(crate) struct Writer {
     synchronous: Synchronous,
     /// The connection's mode now.
     mode: Synchronous,
+    /// Advanced after each group committed with a sync.
+    mark: Mark,
 }
 
 impl Writer {
     /// A writer on `conn`, opened with `synchronous` as its mode.
-    pub(crate) fn new(conn: Connection, synchronous: Synchronous, max_batch: usize) -> Self {
+    pub(crate) fn new(
+        conn: Connection,
+        mark: Mark,
+        synchronous: Synchronous,
+        max_batch: usize,
+    ) -> Self {
         Self {
             conn,
             cursors: HashMap::new(),
@@ -242,6 +250,7 @@ impl Writer {
             checkpoint_pages: CHECKPOINT_PAGES,
             synchronous,
             mode: synchronous,
+            mark,
         }
     }
 
@@ -322,6 +331,16 @@ impl Writer {
         self.conn.prepare_cached(sql)?.execute([]).map(drop)
     }
 
+    /// Counts the transaction in the database (see [`crate::mark`]): the
+    /// commits it then holds.
+    fn count(&self) -> rusqlite::Result<u64> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(crate::mark::BUMP)?
+            .query_row([], |row| row.get(0))?;
+        Ok(n.max(0) as u64)
+    }
+
     /// Runs each request in its own savepoint within one transaction,
     /// commits, and only then answers them all.
     fn commit(&mut self, group: impl Iterator<Item = Request>) {
@@ -343,13 +362,19 @@ impl Writer {
             }
         }
         if lost.is_none() && done.iter().any(Done::is_ok) {
-            if let Err(e) = self.exec("COMMIT") {
-                if !self.conn.is_autocommit() {
-                    // Nothing more can be done if this fails too: the
-                    // transaction stays uncommitted either way.
-                    drop(self.exec("ROLLBACK"));
+            let committed = self.count().and_then(|n| self.exec("COMMIT").map(|()| n));
+            match committed {
+                // Once the log holding it is on disk.
+                Ok(n) if self.mode == Synchronous::Full => self.mark.advance(n),
+                Ok(_) => {}
+                Err(e) => {
+                    if !self.conn.is_autocommit() {
+                        // Nothing more can be done if this fails too: the
+                        // transaction stays uncommitted either way.
+                        drop(self.exec("ROLLBACK"));
+                    }
+                    self.forget(&mut done, &format!("committing: {e}"));
                 }
-                self.forget(&mut done, &format!("committing: {e}"));
             }
         } else if !self.conn.is_autocommit() {
             // Every request failed: nothing to make durable.
@@ -796,7 +821,12 @@ mod tests {
     fn only_a_group_of_deferred_appends_skips_the_sync() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Full).unwrap();
-        let mut writer = Writer::new(conn, Synchronous::Full, 16);
+        let mut writer = Writer::new(
+            conn,
+            Mark::of(&dir.path().join("store.db")),
+            Synchronous::Full,
+            16,
+        );
         let mut group = Vec::new();
         let (reply, mut created) = oneshot::channel();
         group.push(Request::Create { reply });
@@ -842,7 +872,12 @@ mod tests {
         assert_eq!(states, [run("1"), run("2"), run("3"), run("4"), run("5")]);
 
         let (conn, _) = open_writer(&dir.path().join("off.db"), Synchronous::Off).unwrap();
-        let mut writer = Writer::new(conn, Synchronous::Off, 16);
+        let mut writer = Writer::new(
+            conn,
+            Mark::of(&dir.path().join("off.db")),
+            Synchronous::Off,
+            16,
+        );
         let (reply, mut created) = oneshot::channel();
         group.push(Request::Create { reply });
         writer.commit_group(&mut group);
@@ -863,7 +898,12 @@ mod tests {
     fn a_refused_request_rolls_back_alone() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
-        let mut writer = Writer::new(conn, Synchronous::Off, 16);
+        let mut writer = Writer::new(
+            conn,
+            Mark::of(&dir.path().join("store.db")),
+            Synchronous::Off,
+            16,
+        );
 
         let (reply, mut created) = oneshot::channel();
         writer.commit([Request::Create { reply }].into_iter());
@@ -917,7 +957,12 @@ mod tests {
     fn the_writer_checkpoints_between_groups() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, _) = open_writer(&dir.path().join("store.db"), Synchronous::Off).unwrap();
-        let mut writer = Writer::new(conn, Synchronous::Off, 16);
+        let mut writer = Writer::new(
+            conn,
+            Mark::of(&dir.path().join("store.db")),
+            Synchronous::Off,
+            16,
+        );
         let (reply, mut created) = oneshot::channel();
         writer.commit([Request::Create { reply }].into_iter());
         let session = created.try_recv().unwrap().unwrap().id;

@@ -1,7 +1,8 @@
 //! The store as the CLI opens it: only a path where nothing is makes a
 //! new store, said in one line; a file that is not a store is refused, its
 //! cause said once; an empty `HANE_STORE` is unset; a listing leaves out a
-//! damaged run and names it; `hane store check` reports every problem.
+//! damaged run and names it; `hane store check` reports every problem; a
+//! damaged write-ahead log is reported until `hane store recover`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -183,6 +184,96 @@ fn store_check_reports_each_problem_by_table_and_id_and_exits_1() {
     assert_eq!(report["sound"], false);
     assert_eq!(report["problems"][0]["table"], "runs");
     assert_eq!(report["problems"][0]["id"], first.as_str());
+}
+
+/// The store's files as a crash would leave them: copied into `to` while
+/// a connection (`_held`) keeps the store open, so the last commits are in
+/// its log only.
+fn crashed(store: &Path, _held: &rusqlite::Connection, to: &Path) -> std::path::PathBuf {
+    let copy = to.join("hane.db");
+    for suffix in ["", "-wal", "-mark"] {
+        let from = format!("{}{suffix}", store.display());
+        std::fs::copy(&from, format!("{}{suffix}", copy.display()))
+            .unwrap_or_else(|e| panic!("copying {from}: {e}"));
+    }
+    copy
+}
+
+/// A write-ahead log that lost committed runs is reported by every command
+/// that opens the store, and by the check; `hane store recover` accepts
+/// the loss and the store opens again.
+#[test]
+fn a_damaged_log_is_reported_never_silently_absorbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = activated_examples(dir.path());
+    // Held open, so the runs' commits stay in the log as `hane` exits.
+    let holder = rusqlite::Connection::open(&store).unwrap();
+    holder
+        .query_row("SELECT count(*) FROM runs", [], |row| row.get::<_, i64>(0))
+        .unwrap();
+    let runs = [run(&store, "架空 500 さ 12-34"), run(&store, "架空 1 x 0")];
+    let intact_dir = tempfile::tempdir().unwrap();
+    let intact = crashed(&store, &holder, intact_dir.path());
+    let listed = ok(&hane_on(&intact, &["runs", "list"]));
+    let crash = tempfile::tempdir().unwrap();
+    let copy = crashed(&store, &holder, crash.path());
+    for id in &runs {
+        assert!(
+            listed.contains(id.as_str()),
+            "an undamaged log replays: {listed}"
+        );
+    }
+
+    // The log's header overwritten: SQLite would replay none of it.
+    let log = format!("{}-wal", copy.display());
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[..32].fill(0x5a);
+    std::fs::write(&log, &bytes).unwrap();
+    let kept = format!("{}-wal.damaged", copy.display());
+    for args in [
+        &["runs", "list"][..],
+        &["run", "vehicle-check-scripted", "--input", "{}"],
+    ] {
+        let stderr = failed(&hane_on(&copy, args), 1);
+        assert!(
+            stderr.starts_with(&format!(
+                "error: the store at {} is damaged: it holds ",
+                copy.display()
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("the log is kept at {kept}")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("`hane store recover`"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(&kept).unwrap(), bytes, "kept as it was found");
+
+    let checked = hane_on(&copy, &["store", "check"]);
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked.stderr));
+    let out = text(&checked.stdout);
+    assert!(out.starts_with("damage: it holds "), "{out}");
+    assert!(out.trim_end().ends_with("1 problem"), "{out}");
+    let report: Value =
+        serde_json::from_slice(&hane_on(&copy, &["store", "check", "--json"]).stdout).unwrap();
+    assert_eq!(report["sound"], false);
+    assert!(report["damage"].as_str().unwrap().contains("acknowledged"));
+
+    let recovered = ok(&hane_on(&copy, &["store", "recover"]));
+    assert!(recovered.contains("it now opens as it is"), "{recovered}");
+    let listed = ok(&hane_on(&copy, &["runs", "list"]));
+    for id in &runs {
+        assert!(
+            !listed.contains(id.as_str()),
+            "the lost runs are not made up: {listed}"
+        );
+    }
+    run(&copy, "架空 500 さ 12-34");
+    ok(&hane_on(&copy, &["store", "check"]));
+    let again = ok(&hane_on(&copy, &["store", "recover"]));
+    assert!(again.contains("nothing to recover"), "{again}");
+    drop(holder);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use hane_store::{
     CheckReport, NewRelease, Problem, Registry, RunRow, SessionStore, StoreError, check,
 };
 
-use crate::{Scratch, operation, run, tool_call};
+use crate::{Scratch, older_than_the_mark, operation, run, tool_call};
 
 /// Releases in these tests are sealed runs: the store knows no release
 /// type, its caller says how one reads.
@@ -110,6 +110,7 @@ async fn a_sound_store_reads_whole_every_item_counted() {
             checked: 8,
             integrity: Vec::new(),
             problems: Vec::new(),
+            damage: None,
         }
     );
     assert!(report.is_sound());
@@ -232,10 +233,12 @@ async fn a_store_of_an_older_schema_is_checked_as_it_is() {
              ALTER TABLE runs DROP COLUMN holder;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
+             DROP TABLE commit_mark;
              PRAGMA user_version = 3;",
         )
         .unwrap();
     }
+    older_than_the_mark(&scratch);
     let report = check(scratch.path(), release).unwrap();
     assert!(report.is_sound(), "{report:?}");
     assert_eq!(report.checked, 8);

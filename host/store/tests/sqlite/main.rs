@@ -8,6 +8,7 @@ mod events;
 
 mod check;
 mod concurrency;
+mod damage;
 mod model;
 mod opening;
 mod versions;
@@ -51,4 +52,11 @@ impl Scratch {
     fn open(&self) -> SqliteStore {
         SqliteStore::open(self.path(), &self.config).expect("the store opens")
     }
+}
+
+/// Makes the store in `scratch` look as an older hane left it: those kept
+/// no commit mark beside the file.
+fn older_than_the_mark(scratch: &Scratch) {
+    let mark = format!("{}-mark", scratch.path().display());
+    std::fs::remove_file(&mark).unwrap_or_else(|e| panic!("removing {mark}: {e}"));
 }

@@ -154,13 +154,13 @@ async fn only_a_path_where_nothing_is_makes_a_store_and_says_so() {
     assert_eq!(store.list_sessions().await.unwrap()[0].id, session);
     assert!(!Registry::open(scratch.path()).unwrap().created());
     drop(store);
-    // Nothing but the store is left beside it.
+    // Nothing but the store and its commit mark is left beside it.
     let mut names: Vec<_> = std::fs::read_dir(scratch.dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["sessions.db"]);
+    assert_eq!(names, ["sessions.db", "sessions.db-mark"]);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use hane_store::{
     ConversationRow, NotAStore, ReceptionRow, Registry, SessionStore, SqliteStore, StoreError,
 };
 
-use crate::{Scratch, run};
+use crate::{Scratch, older_than_the_mark, run};
 
 /// An event as a later hane that writes `session-event` version 8 stores it.
 fn future_event_blob() -> Vec<u8> {
@@ -96,10 +96,10 @@ async fn a_newer_schema_is_refused() {
     else {
         panic!("expected NewerSchema, got {err:?}");
     };
-    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 9));
+    assert_eq!((path, *found, *supported), (&scratch.path(), 99, 10));
     let message = err.to_string();
     assert!(message.contains("schema version 99"), "{message}");
-    assert!(message.contains("up to 9"), "{message}");
+    assert!(message.contains("up to 10"), "{message}");
 }
 
 #[tokio::test]
@@ -142,7 +142,7 @@ async fn the_schema_is_created_once_and_kept() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
     let mode: String = rusqlite::Connection::open(scratch.path())
         .unwrap()
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
@@ -181,10 +181,12 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
              INSERT INTO api_keys (hash, name, role, created_at) VALUES ('hash-old', 'old', 'approver', 1);
+             DROP TABLE commit_mark;
              PRAGMA user_version = 3;",
         )
         .unwrap();
     }
+    older_than_the_mark(&scratch);
     let registry = Registry::open(scratch.path()).unwrap();
     let old = registry
         .api_keys()
@@ -213,7 +215,7 @@ async fn keys_of_a_version_3_store_decide_for_every_group_after_the_migration() 
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
 }
 
 #[tokio::test]
@@ -240,10 +242,12 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
              ALTER TABLE runs DROP COLUMN holder;
              DROP TABLE conversation_entries;
              DROP TABLE conversations;
+             DROP TABLE commit_mark;
              PRAGMA user_version = 4;",
         )
         .unwrap();
     }
+    older_than_the_mark(&scratch);
     let registry = Registry::open(scratch.path()).unwrap();
     assert_eq!(
         registry
@@ -277,7 +281,7 @@ async fn a_version_4_store_gains_conversations_and_keeps_its_keys() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
 }
 
 #[tokio::test]
@@ -303,9 +307,10 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
     // As version 5 left it: no requests table.
     {
         let db = rusqlite::Connection::open(scratch.path()).unwrap();
-        db.execute_batch("DROP TABLE receptions; DROP TABLE evaluations; DROP TABLE workflow_cases; DROP TABLE schedule_ticks; DROP INDEX runs_live; DROP TABLE leases; ALTER TABLE runs DROP COLUMN holder; PRAGMA user_version = 5;")
+        db.execute_batch("DROP TABLE receptions; DROP TABLE evaluations; DROP TABLE workflow_cases; DROP TABLE schedule_ticks; DROP INDEX runs_live; DROP TABLE leases; ALTER TABLE runs DROP COLUMN holder; DROP TABLE commit_mark; PRAGMA user_version = 5;")
             .unwrap();
     }
+    older_than_the_mark(&scratch);
     let registry = Registry::open(scratch.path()).unwrap();
     assert_eq!(
         registry
@@ -332,5 +337,5 @@ async fn a_version_5_store_gains_requests_and_keeps_its_conversations() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
 }
