@@ -226,34 +226,100 @@ impl DeliveryConfig {
     ///
     /// What is missing, and the variable to set.
     pub fn can_send(&self, outbound: &Outbound<'_>) -> Result<(), NotConfigured> {
+        self.route(*outbound).map(drop)
+    }
+
+    /// The one place that finds what sends `outbound` on this host, for
+    /// [`DeliveryConfig::can_send`] and [`deliver`] alike.
+    fn route<'c, 'a>(&'c self, outbound: Outbound<'a>) -> Result<Route<'c, 'a>, NotConfigured> {
         let missing = |what: &str, var: &str| NotConfigured {
             what: what.to_owned(),
             var: var.to_owned(),
         };
-        match *outbound {
-            Outbound::Email { .. } if self.smtp.is_none() => {
-                Err(missing("email delivery", SMTP_URL_ENV))
+        match outbound {
+            Outbound::Email {
+                to,
+                subject,
+                body,
+                message_id,
+            } => {
+                let smtp =
+                    (self.smtp.as_ref()).ok_or_else(|| missing("email delivery", SMTP_URL_ENV))?;
+                let email = smtp::Email {
+                    to,
+                    subject,
+                    body,
+                    action: message_id,
+                };
+                Ok(Route::Email(smtp, email))
             }
-            Outbound::Sms { .. } if self.sms.is_none() => Err(missing("SMS delivery", SMS_URL_ENV)),
-            Outbound::Call { .. } if self.call.is_none() => {
-                Err(missing("call delivery", CALL_URL_ENV))
+            Outbound::Sms { to, text, action } => {
+                let provider =
+                    (self.sms.as_ref()).ok_or_else(|| missing("SMS delivery", SMS_URL_ENV))?;
+                let body = serde_json::json!({ "to": to, "text": text });
+                Ok(Route::Provider(provider, "SMS provider", body, action))
+            }
+            Outbound::Call {
+                to,
+                message,
+                action,
+            } => {
+                let provider =
+                    (self.call.as_ref()).ok_or_else(|| missing("call delivery", CALL_URL_ENV))?;
+                let body = serde_json::json!({ "to": to, "message": message });
+                Ok(Route::Provider(provider, "call provider", body, action))
             }
             Outbound::Integration {
                 connection,
-                credential: Some(name),
-                ..
-            } if self.credential_for(name).is_none() => Err(missing(
-                &format!("credential {name:?} of connection {connection:?}"),
-                &credential_env_var(name),
-            )),
-            _ => Ok(()),
+                base_url,
+                credential,
+                method,
+                path,
+                body,
+                action,
+            } => {
+                let bearer = match credential {
+                    None => None,
+                    Some(name) => Some(self.credential_for(name).ok_or_else(|| {
+                        missing(
+                            &format!("credential {name:?} of connection {connection:?}"),
+                            &credential_env_var(name),
+                        )
+                    })?),
+                };
+                Ok(Route::Integration(IntegrationCall {
+                    connection,
+                    base_url,
+                    bearer,
+                    method,
+                    path,
+                    body,
+                    action,
+                }))
+            }
         }
     }
 }
 
-/// The failure of an adapter missing after [`DeliveryConfig::can_send`]
-/// found it: it cannot happen, and is said rather than panicked on.
-const UNCONFIGURED: &str = "the adapter is not configured on this host; nothing was sent";
+/// An [`Outbound`] with what sends it here.
+enum Route<'c, 'a> {
+    Email(&'c SmtpConfig, smtp::Email<'a>),
+    /// An SMS or call provider, named for details, the JSON body, and the
+    /// action id.
+    Provider(&'c HttpProvider, &'static str, serde_json::Value, &'a str),
+    Integration(IntegrationCall<'c, 'a>),
+}
+
+/// An [`Outbound::Integration`] with its credential's secret, if any.
+struct IntegrationCall<'c, 'a> {
+    connection: &'a str,
+    base_url: &'a str,
+    bearer: Option<&'c Secret>,
+    method: &'a str,
+    path: &'a str,
+    body: Option<&'a serde_json::Value>,
+    action: &'a str,
+}
 
 /// Makes one attempt to send `outbound` and says what happened. Never
 /// retries, never panics on bad input: anything wrong before sending is a
@@ -263,74 +329,33 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
     if let Err(problem) = check_action_id(action) {
         return Delivery::failed(format!("action id {action:?} {problem}; nothing was sent"));
     }
-    if let Err(missing) = config.can_send(&outbound) {
-        return Delivery::failed(format!("{missing}; nothing was sent"));
-    }
+    let route = match config.route(outbound) {
+        Ok(route) => route,
+        Err(missing) => return Delivery::failed(format!("{missing}; nothing was sent")),
+    };
     let deadline = Deadline::after(config.timeout);
-    match outbound {
-        Outbound::Email {
-            to,
-            subject,
-            body,
-            message_id,
-        } => {
-            let Some(smtp) = &config.smtp else {
-                return Delivery::failed(UNCONFIGURED);
-            };
-            let email = smtp::Email {
-                to,
-                subject,
-                body,
-                action: message_id,
-            };
-            smtp::send(smtp, &email, deadline).await
+    match route {
+        Route::Email(smtp, email) => smtp::send(smtp, &email, deadline).await,
+        Route::Provider(provider, what, body, action) => {
+            send_to_provider(provider, what, &body, action, deadline).await
         }
-        Outbound::Sms { to, text, action } => {
-            let Some(provider) = &config.sms else {
-                return Delivery::failed(UNCONFIGURED);
-            };
-            let body = serde_json::json!({ "to": to, "text": text });
-            send_to_provider(provider, "SMS provider", &body, action, deadline).await
-        }
-        Outbound::Call {
-            to,
-            message,
-            action,
-        } => {
-            let Some(provider) = &config.call else {
-                return Delivery::failed(UNCONFIGURED);
-            };
-            let body = serde_json::json!({ "to": to, "message": message });
-            send_to_provider(provider, "call provider", &body, action, deadline).await
-        }
-        integration @ Outbound::Integration { .. } => {
-            send_to_integration(config, integration, deadline).await
-        }
+        Route::Integration(call) => send_to_integration(call, deadline).await,
     }
 }
 
 /// Sends an [`Outbound::Integration`]: the request to the connection's
 /// base URL, with its credential as a bearer token.
-async fn send_to_integration(
-    config: &DeliveryConfig,
-    outbound: Outbound<'_>,
-    deadline: Deadline,
-) -> Delivery {
-    let Outbound::Integration {
+async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) -> Delivery {
+    let IntegrationCall {
         connection,
         base_url,
-        credential,
+        bearer,
         method,
         path,
         body,
         action,
-    } = outbound
-    else {
-        unreachable!("only integrations are sent to integrations")
-    };
+    } = call;
     let what = format!("connection {connection:?}");
-    // `deliver` checked that the credential is held.
-    let bearer = credential.and_then(|name| config.credential_for(name));
     let url = match integration_url(base_url, path) {
         Ok(url) => url,
         Err(problem) => {
