@@ -32,11 +32,7 @@ fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
 /// Every channel configured, each at a port nothing listens on: an
 /// approved action is attempted, and fails before anything is sent.
 fn unreachable_delivery() -> DeliveryConfig {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = hane_test_support::closed_port();
     let mut smtp = SmtpConfig::new("127.0.0.1", SmtpTls::None, "hane@fleet.example");
     smtp.port = closed;
     let provider = HttpProvider::new(format!("http://127.0.0.1:{closed}/send"));

@@ -1493,9 +1493,7 @@ async fn decider_overrides_are_added_listed_and_removed() -> anyhow::Result<()> 
 /// Email delivery to a port nothing listens on, and the port: every
 /// attempt fails before anything is sent.
 fn unreachable_smtp() -> anyhow::Result<(DeliveryConfig, u16)> {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let closed = hane_test_support::closed_port();
     let mut delivery = DeliveryConfig::new();
     delivery.smtp(SmtpConfig {
         port: closed,

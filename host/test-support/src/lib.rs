@@ -87,3 +87,25 @@ pub fn component_cache() -> PathBuf {
         .unwrap_or_else(|| repository().join("target"))
         .join("tmp/component-cache")
 }
+
+/// A loopback port nothing listens on (bound, then let go), for an
+/// adapter that must fail to connect.
+///
+/// # Panics
+///
+/// No port can be bound on loopback.
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a loopback port")
+        .port()
+}
+
+/// An SMTP URL of [`closed_port`]: every email sent to it fails before
+/// anything goes out.
+pub fn unreachable_smtp_url() -> String {
+    format!(
+        "smtp://127.0.0.1:{}?tls=none&from=hane@example.com",
+        closed_port()
+    )
+}

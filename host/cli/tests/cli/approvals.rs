@@ -340,16 +340,9 @@ fn decisions_from_another_process_reach_the_waiting_run() {
     assert_eq!(still["state"], "pending", "{still}");
     // With email configured (a server that is not there), it is approved
     // and fails before anything is sent; the command still succeeds.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let smtp = hane_test_support::unreachable_smtp_url();
     let out = command(&store, &approve)
-        .env(
-            "HANE_SMTP_URL",
-            format!("smtp://127.0.0.1:{closed}?tls=none&from=hane@example.com"),
-        )
+        .env("HANE_SMTP_URL", &smtp)
         .output()
         .unwrap();
     let approved = json(&out);
@@ -357,7 +350,8 @@ fn decisions_from_another_process_reach_the_waiting_run() {
     assert_eq!(approved["humanApproved"], true);
     assert_eq!(approved["trail"][0]["by"], "cli:tester");
     let detail = approved["outcome"]["detail"].as_str().unwrap();
-    assert!(detail.contains(&closed.to_string()), "{detail}");
+    let closed = smtp.split(['?', ':']).nth(2).unwrap();
+    assert!(detail.contains(closed), "{detail}");
     let (_, out) = finish(child);
     let run: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(run["result"]["status"], "failed", "{run}");

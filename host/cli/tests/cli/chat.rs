@@ -653,19 +653,11 @@ fn an_action_waiting_for_a_person_shows_its_digest_and_the_command_that_approves
     // is not there: the delivery fails and nothing is sent.
     let words: Vec<&str> = approve.split_whitespace().collect();
     assert_eq!(words[0], "hane");
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let approved = Command::new(env!("CARGO_BIN_EXE_hane"))
         .args(&words[1..])
         .env("HANE_CACHE_DIR", hane_test_support::component_cache())
         .env("USER", "tester")
-        .env(
-            "HANE_SMTP_URL",
-            format!("smtp://127.0.0.1:{closed}?tls=none&from=hane@example.com"),
-        )
+        .env("HANE_SMTP_URL", hane_test_support::unreachable_smtp_url())
         .output()
         .unwrap();
     ok(&approved);
