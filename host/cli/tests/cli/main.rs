@@ -24,6 +24,7 @@ mod processes;
 mod reads;
 mod schedules;
 mod session;
+mod soak;
 mod store;
 mod worker;
 mod workflow;

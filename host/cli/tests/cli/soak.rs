@@ -1,0 +1,610 @@
+//! The soak: `hane serve` on the embedded store (SQLite) under a steady mix
+//! of runs, outbound actions a person approves, MCP calls and conversation
+//! messages, while hostile peers hold connections (idle keep-alive ones,
+//! silent ones, and ones that send their headers a byte at a time) and the
+//! server is killed with `kill -9` and started again every
+//! [`KILL_EVERY`]. A real SMTP server receives the emails.
+//!
+//! Afterwards: every run the API accepted has ended, once (its end does
+//! not change again); every conversation message accepted has its run
+//! ended; no email was sent twice, and every action delivered has its
+//! one message; no action is left pending or executing. While it ran, the
+//! server's resident memory stayed under [`RSS_BOUND`] and a normal read
+//! (`GET /v1/agents/runs/{id}`) answered within [`P99_BOUND`] at the
+//! 99th percentile.
+//!
+//! It runs for [`DEFAULT_SECS`] seconds; `HANE_SOAK_SECS` sets another
+//! length (BENCHMARKS.md has the command and the figures of a longer run).
+
+use std::collections::HashMap;
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use hane_test_support::SmtpServer;
+use serde_json::{Value, json};
+
+use crate::common::{hane_on, ok, operator_key, serve_with};
+
+const DEFAULT_SECS: u64 = 90;
+const KILL_EVERY: Duration = Duration::from_secs(15);
+/// Bounds on what the server may use and how slow a read may get, with the
+/// test suite running beside it on two cores.
+const RSS_BOUND: u64 = 256 * 1024 * 1024;
+const P99_BOUND: Duration = Duration::from_millis(250);
+/// Hostile connections held open while the server runs.
+const IDLE_KEEP_ALIVE: usize = 200;
+const SILENT: usize = 50;
+const SLOW: usize = 20;
+
+/// Where the server listens now, and its process id.
+struct Server {
+    addr: RwLock<String>,
+    pid: AtomicU64,
+}
+
+impl Server {
+    fn addr(&self) -> String {
+        self.addr.read().unwrap().clone()
+    }
+}
+
+/// An HTTP/1.1 answer: its status and body.
+struct Answer {
+    status: u16,
+    body: Value,
+}
+
+/// One request on its own connection; an error when the server is not
+/// there or does not answer in time (it may be being restarted).
+fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&Value>,
+) -> Result<Answer, String> {
+    let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .map_err(|e| e.to_string())?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read: {e}"))?;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, rest) = raw.split_once("\r\n\r\n").ok_or("no head")?;
+    let status = head
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no status")?;
+    let text = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    // An SSE answer (MCP may stream) carries its JSON after `data: `.
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find_map(|d| serde_json::from_str(d).ok())
+            .unwrap_or(Value::Null)
+    });
+    Ok(Answer { status, body })
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// What the load threads saw.
+#[derive(Default)]
+struct Tally {
+    /// Runs accepted (201), by id.
+    runs: Vec<String>,
+    /// Runs of conversation messages accepted.
+    messages: Vec<String>,
+    /// Answers by kind of request.
+    served: HashMap<&'static str, u64>,
+    /// Requests that found no server (it was being restarted).
+    refused: u64,
+    /// Latencies of the normal read.
+    reads: Vec<Duration>,
+    approved: u64,
+    mcp_calls: u64,
+}
+
+fn start(store: &Path, smtp: &SmtpServer, server: &Server) -> Child {
+    let (child, addr) = serve_with(
+        store,
+        &[("HANE_LEASE", "1"), ("HANE_SMTP_URL", &smtp.url())],
+    );
+    *server.addr.write().unwrap() = addr;
+    server.pid.store(u64::from(child.id()), Ordering::SeqCst);
+    child
+}
+
+/// The hostile peers: idle keep-alive connections (each has made one
+/// request), silent ones, and slow ones sending a header a byte at a time.
+/// Held until `stop`; made again after each restart.
+fn hostile(server: Arc<Server>, key: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut held: Vec<TcpStream> = Vec::new();
+        let mut slow: Vec<TcpStream> = Vec::new();
+        let mut at = String::new();
+        let mut byte = 0usize;
+        let header = format!(
+            "GET /v1/agents/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Slow: "
+        );
+        while !stop.load(Ordering::SeqCst) {
+            let now = server.addr();
+            if now != at {
+                held.clear();
+                slow.clear();
+                at = now;
+                for _ in 0..IDLE_KEEP_ALIVE {
+                    if let Ok(mut s) = TcpStream::connect(&at) {
+                        let _ = write!(s, "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n");
+                        held.push(s);
+                    }
+                }
+                for _ in 0..SILENT {
+                    if let Ok(s) = TcpStream::connect(&at) {
+                        held.push(s);
+                    }
+                }
+                for _ in 0..SLOW {
+                    if let Ok(s) = TcpStream::connect(&at) {
+                        slow.push(s);
+                    }
+                }
+            }
+            for s in &mut slow {
+                let b = header.as_bytes()[byte % header.len()];
+                let _ = s.write_all(&[if byte >= header.len() { b'a' } else { b }]);
+            }
+            byte += 1;
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    })
+}
+
+#[test]
+fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_twice() {
+    let secs = std::env::var("HANE_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SECS);
+    let smtp = SmtpServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = examples_without_budget(dir.path());
+    let key = operator_key(&store);
+    let server = Arc::new(Server {
+        addr: RwLock::new(String::new()),
+        pid: AtomicU64::new(0),
+    });
+    let mut child = start(&store, &smtp, &server);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let max_rss = Arc::new(AtomicU64::new(0));
+
+    let mut threads = vec![hostile(server.clone(), key.clone(), stop.clone())];
+    // Runs: reminders the policy approves itself, reminders that wait for
+    // a person, and read-only checks.
+    for lane in 0..2 {
+        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let (agent, input) = match (n + lane) % 3 {
+                    0 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("depot-{lane}-{n}@fleet.example")})),
+                    1 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("office-{lane}-{n}@elsewhere.example")})),
+                    _ => ("vehicle-check-scripted", json!({"vehicle": "架空 500 さ 12-34"})),
+                };
+                let answer = call(&server.addr(), "POST", "/v1/agents/runs", &key, Some(&json!({"agent": agent, "input": input})));
+                let mut tally = tally.lock().unwrap();
+                match answer {
+                    Ok(a) if a.status == 201 => {
+                        tally.runs.push(a.body["id"].as_str().unwrap().to_owned());
+                        *tally.served.entry("runs").or_default() += 1;
+                    }
+                    Ok(a) => panic!("starting a run: {} {}", a.status, a.body),
+                    Err(_) => tally.refused += 1,
+                }
+                drop(tally);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }));
+    }
+    // A person approving what waits for one, with the digest shown.
+    {
+        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                approve_pending(&server.addr(), &key, &tally);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }));
+    }
+    // MCP: the release's tools called statelessly.
+    {
+        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut id = 0;
+            while !stop.load(Ordering::SeqCst) {
+                id += 1;
+                let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": "data-find_record",
+                    "arguments": {"collection": "vehicles", "match": {"registration": "架空 500 さ 12-34"}},
+                }});
+                if let Ok(a) = call(&server.addr(), "POST", "/mcp/release", &key, Some(&body)) {
+                    assert_eq!(a.status, 200, "{}", a.body);
+                    assert_eq!(a.body["result"]["isError"], false, "{}", a.body);
+                    let mut tally = tally.lock().unwrap();
+                    tally.mcp_calls += 1;
+                    *tally.served.entry("mcp").or_default() += 1;
+                } else {
+                    tally.lock().unwrap().refused += 1;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }));
+    }
+    // Conversation messages, one at a time, each waited for.
+    {
+        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut conversation: Option<String> = None;
+            while !stop.load(Ordering::SeqCst) {
+                let addr = server.addr();
+                let step = match &conversation {
+                    None => call(&addr, "POST", "/v1/agents/conversations", &key, Some(&json!({"agent": "vehicle-check-scripted"})))
+                        .map(|a| {
+                            assert_eq!(a.status, 201, "{}", a.body);
+                            conversation = a.body["id"].as_str().map(str::to_owned);
+                        }),
+                    Some(id) => call(&addr, "POST", &format!("/v1/agents/conversations/{id}/messages"), &key,
+                        Some(&json!({"text": "check it", "input": {"vehicle": "架空 500 さ 12-34"}, "wait": true})))
+                        .map(|a| match a.status {
+                            200 | 201 => {
+                                let run = a.body["run"]["id"].as_str().or(a.body["entry"]["run"].as_str());
+                                let run = run.unwrap_or_else(|| panic!("a message's run: {}", a.body)).to_owned();
+                                tally.lock().unwrap().messages.push(run);
+                            }
+                            // The previous message's run was on a killed
+                            // server and has not ended yet.
+                            409 => std::thread::sleep(Duration::from_millis(300)),
+                            _ => panic!("a message: {} {}", a.status, a.body),
+                        }),
+                };
+                let mut tally = tally.lock().unwrap();
+                match step {
+                    Ok(()) => *tally.served.entry("conversations").or_default() += 1,
+                    Err(_) => tally.refused += 1,
+                }
+                drop(tally);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }));
+    }
+    // The normal read whose latency is bounded.
+    {
+        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let first = tally.lock().unwrap().runs.first().cloned();
+                if let Some(run) = first {
+                    let began = Instant::now();
+                    let answer = call(
+                        &server.addr(),
+                        "GET",
+                        &format!("/v1/agents/runs/{run}"),
+                        &key,
+                        None,
+                    );
+                    let took = began.elapsed();
+                    let mut tally = tally.lock().unwrap();
+                    match answer {
+                        Ok(a) => {
+                            assert_eq!(a.status, 200, "{}", a.body);
+                            tally.reads.push(took);
+                            *tally.served.entry("reads").or_default() += 1;
+                        }
+                        Err(_) => tally.refused += 1,
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        }));
+    }
+    // The server's resident memory, sampled.
+    {
+        let (server, stop, max_rss) = (server.clone(), stop.clone(), max_rss.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if let Some(rss) = rss(server.pid.load(Ordering::SeqCst)) {
+                    max_rss.fetch_max(rss, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }));
+    }
+
+    let began = Instant::now();
+    let mut kills = 0;
+    while began.elapsed() < Duration::from_secs(secs) {
+        std::thread::sleep(
+            KILL_EVERY.min(Duration::from_secs(secs).saturating_sub(began.elapsed())),
+        );
+        if began.elapsed() + Duration::from_secs(1) < Duration::from_secs(secs) {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            child = start(&store, &smtp, &server);
+            kills += 1;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    for thread in threads {
+        thread.join().expect("a load thread failed");
+    }
+
+    // Everything accepted ends; what waits for a person is approved.
+    let addr = server.addr();
+    let tally = Arc::try_unwrap(tally).ok().unwrap().into_inner().unwrap();
+    let mut ended: HashMap<String, Value> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let wanted: Vec<&String> = tally.runs.iter().chain(&tally.messages).collect();
+    let spare = Mutex::new(Tally::default());
+    for id in &wanted {
+        loop {
+            let run = call(&addr, "GET", &format!("/v1/agents/runs/{id}"), &key, None).unwrap();
+            assert_eq!(run.status, 200, "{}", run.body);
+            let status = run.body["status"].as_str().unwrap_or_default().to_owned();
+            if !matches!(status.as_str(), "queued" | "running") {
+                assert!(
+                    matches!(status.as_str(), "succeeded" | "failed"),
+                    "{:#}",
+                    run.body
+                );
+                ended.insert((*id).clone(), run.body);
+                break;
+            }
+            assert!(Instant::now() < deadline, "never ended: {:#}", run.body);
+            approve_pending(&addr, &key, &spare);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // No end changed afterwards.
+    for (id, first) in &ended {
+        let now = call(&addr, "GET", &format!("/v1/agents/runs/{id}"), &key, None)
+            .unwrap()
+            .body;
+        assert_eq!(
+            (&now["status"], &now["result"], &now["error"]),
+            (&first["status"], &first["result"], &first["error"]),
+            "run {id} changed after it ended"
+        );
+    }
+    // No action left undecided or half-sent (the listing of each such
+    // state is short); none sent twice; every one a run delivered has its
+    // one message.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let undone: Vec<String> = ["pending", "approved", "executing"]
+            .iter()
+            .flat_map(|state| actions(&addr, &key, state))
+            .collect();
+        if undone.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "actions left undone: {undone:?}");
+        approve_pending(&addr, &key, &spare);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mailed = mailed(&smtp);
+    let mut by_state: HashMap<String, usize> = HashMap::new();
+    for (action, count) in &mailed {
+        let shown = call(
+            &addr,
+            "GET",
+            &format!("/v1/agents/action-requests/{action}"),
+            &key,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            shown.status, 200,
+            "a message of {action}, which is not stored: {}",
+            shown.body
+        );
+        let state = shown.body["state"].as_str().unwrap().to_owned();
+        assert_eq!(*count, 1, "{action} ({state}) sent {count} times");
+        assert!(
+            matches!(state.as_str(), "delivered" | "unknown"),
+            "{action} is {state} but was sent"
+        );
+        *by_state.entry(state).or_default() += 1;
+    }
+    let mut delivered_by_runs = 0;
+    for run in ended.values() {
+        if run["result"]["status"] == "delivered" {
+            let action = run["result"]["action"].as_str().unwrap();
+            assert_eq!(
+                mailed.get(action),
+                Some(&1),
+                "{action} delivered without its message"
+            );
+            delivered_by_runs += 1;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let mut reads = tally.reads.clone();
+    reads.sort();
+    let p = |q: f64| reads[((reads.len() as f64 * q) as usize).min(reads.len() - 1)];
+    let (p50, p99) = (p(0.50), p(0.99));
+    let rss = max_rss.load(Ordering::SeqCst);
+    let served: u64 = tally.served.values().sum();
+    eprintln!(
+        "soak: {secs} s, {kills} kills survived; {served} requests served ({:?}), {} refused while restarting; \
+         runs {} ended, messages {}; emails by action state {by_state:?} ({delivered_by_runs} delivered by runs), {} approved by a person; \
+         read p50 {p50:?} p99 {p99:?}; server RSS at most {:.1} MiB",
+        tally.served,
+        tally.refused,
+        ended.len(),
+        tally.messages.len(),
+        tally.approved + spare.lock().unwrap().approved,
+        rss as f64 / (1024.0 * 1024.0),
+    );
+    assert!(kills >= 1 || secs < 16, "no kill");
+    assert!(
+        tally.runs.len() > 10,
+        "too little load: {} runs",
+        tally.runs.len()
+    );
+    assert!(
+        tally.mcp_calls > 10 && !tally.messages.is_empty(),
+        "too little load"
+    );
+    assert!(
+        by_state.get("delivered").copied().unwrap_or(0) > 0,
+        "{by_state:?}"
+    );
+    assert!(p99 <= P99_BOUND, "read p99 {p99:?} over {P99_BOUND:?}");
+    assert!(
+        rss > 0 && rss <= RSS_BOUND,
+        "server RSS {rss} over {RSS_BOUND}"
+    );
+}
+
+/// Approves every action waiting for a person, with its digest.
+fn approve_pending(addr: &str, key: &str, tally: &Mutex<Tally>) {
+    let Ok(listed) = call(
+        addr,
+        "GET",
+        "/v1/agents/action-requests?state=pending",
+        key,
+        None,
+    ) else {
+        return;
+    };
+    for action in listed.body["actionRequests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let id = action["id"].as_str().unwrap();
+        let Ok(shown) = call(
+            addr,
+            "GET",
+            &format!("/v1/agents/action-requests/{id}"),
+            key,
+            None,
+        ) else {
+            return;
+        };
+        let digest = shown.body["digest"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a digest: {}", shown.body))
+            .to_owned();
+        let body = json!({"digest": digest, "reason": "the soak's person"});
+        if let Ok(a) = call(
+            addr,
+            "POST",
+            &format!("/v1/agents/action-requests/{id}/approve"),
+            key,
+            Some(&body),
+        ) {
+            // 409: decided meanwhile (an earlier answer lost to a kill).
+            assert!(
+                matches!(a.status, 200 | 409),
+                "approving {id}: {} {}",
+                a.status,
+                a.body
+            );
+            if a.status == 200 {
+                tally.lock().unwrap().approved += 1;
+            }
+        }
+    }
+}
+
+/// The ids of the actions in `state`.
+fn actions(addr: &str, key: &str, state: &str) -> Vec<String> {
+    let path = format!("/v1/agents/action-requests?state={state}");
+    let listed = call(addr, "GET", &path, key, None).unwrap();
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    listed.body["actionRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn mailed(smtp: &SmtpServer) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for message in smtp.messages() {
+        let action = message
+            .lines()
+            .find_map(|l| l.trim_end().strip_prefix("X-Hane-Action: "))
+            .expect("every message names its action")
+            .to_owned();
+        *counts.entry(action).or_default() += 1;
+    }
+    counts
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn rss(pid: u64) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// The examples without their budget (its daily email cap would refuse
+/// some reminders), activated in a new store in `dir`.
+fn examples_without_budget(dir: &Path) -> PathBuf {
+    let release = hane_test_support::examples_copy();
+    std::fs::remove_dir_all(release.path().join("budgets")).unwrap();
+    let store = dir.join("hane.db");
+    ok(&hane_on(
+        &store,
+        &["release", "activate", release.path().to_str().unwrap()],
+    ));
+    store
+}
