@@ -6,8 +6,11 @@
 //! and targets at [`MAX_URI_BYTES`], and at most
 //! [`ServeConfig::max_connections`] connections are served at once: when
 //! all are taken, the one idle longest (waiting for a request with no
-//! byte of one come) is closed to make room, and only when none is idle is
-//! the next answered `503` and closed. Every refusal is logged with the
+//! byte of one come) is closed to make room; when none is idle, the oldest
+//! of those still sending a request head from the address that has the
+//! most of them, so a slow client holds at most its own places; only when
+//! every connection has a request being answered is the next one answered
+//! `503` and closed. Every refusal is logged with the
 //! peer's address and the reason, and answered in the JSON error
 //! envelope, including the replies hyper writes itself when a head cannot
 //! be parsed.
@@ -160,7 +163,7 @@ pub(crate) async fn serve_router(
         }
         // Full: the connection idle longest makes room for this one, so
         // idle and silent peers cannot lock out a client with a request.
-        if admitting.load(Ordering::Relaxed) < MAX_ADMITTING && open.evict_idle_longest() {
+        if admitting.load(Ordering::Relaxed) < MAX_ADMITTING && open.make_room() {
             admitting.fetch_add(1, Ordering::Relaxed);
             let (permits, admitting, refusals) =
                 (permits.clone(), admitting.clone(), refusals.clone());
@@ -199,9 +202,11 @@ async fn connection(
     let reads = Arc::new(AtomicU64::new(0));
     let fired = Arc::new(AtomicU8::new(FIRED_NONE));
     let seen = Arc::new(Seen {
+        peer: peer.ip(),
         reads: reads.clone(),
         waiting: std::sync::Mutex::new(None),
         evict: tokio::sync::Notify::new(),
+        cut: tokio::sync::Notify::new(),
     });
     let _open = open.add(seen.clone());
     let io = Conn {
@@ -219,6 +224,7 @@ async fn connection(
             fired: fired.clone(),
             header: config.header_timeout,
             idle: config.idle_timeout,
+            waits: AtomicU64::new(0),
         })
         // hyper measures from when it starts waiting for a head; the
         // timer turns that into the idle and the header timeouts.
@@ -227,16 +233,28 @@ async fn connection(
     let service = TowerToHyperService::new(router);
     let serving = builder.serve_connection(TokioIo::new(io), service);
     let mut serving = std::pin::pin!(serving);
-    let ended = tokio::select! {
-        ended = serving.as_mut() => ended,
-        _ = stopping.changed() => {
-            serving.as_mut().graceful_shutdown();
-            serving.await
-        }
-        () = seen.evict.notified() => {
-            tracing::debug!(%peer, "closed an idle connection to make room for a new one");
-            serving.as_mut().graceful_shutdown();
-            serving.await
+    let ended = loop {
+        tokio::select! {
+            ended = serving.as_mut() => break ended,
+            _ = stopping.changed() => {
+                serving.as_mut().graceful_shutdown();
+                break serving.await;
+            }
+            () = seen.evict.notified() => {
+                tracing::debug!(%peer, "closed an idle connection to make room for a new one");
+                serving.as_mut().graceful_shutdown();
+                break serving.await;
+            }
+            // Dropping `serving` closes the connection at once; unless its
+            // head was done meanwhile, when it goes on.
+            () = seen.cut.notified() => if seen.sending_head() {
+                tracing::warn!(
+                    %peer,
+                    "closed a connection still sending its request head to make room for a new one: \
+                     its address had the most such connections"
+                );
+                return;
+            }
         }
     };
     if let Err(e) = ended
@@ -413,21 +431,45 @@ struct Open {
 
 /// One open connection as [`Open`] sees it.
 struct Seen {
+    /// The client's address.
+    peer: std::net::IpAddr,
     /// Bytes read on it so far.
     reads: Arc<AtomicU64>,
-    /// When it began waiting for a request head, and the bytes read by
-    /// then: idle while no more have come.
-    waiting: std::sync::Mutex<Option<(Instant, u64)>>,
+    /// While it waits for a request head: when the wait began, the bytes
+    /// read by then (idle while no more have come), and which wait it is.
+    /// `None` once the head is read, until the next wait.
+    waiting: std::sync::Mutex<Option<Waiting>>,
     /// Told to close once idle.
     evict: tokio::sync::Notify,
+    /// Told to close now, if still sending its head.
+    cut: tokio::sync::Notify,
+}
+
+#[derive(Clone, Copy)]
+struct Waiting {
+    since: Instant,
+    read_before: u64,
+    wait: u64,
 }
 
 impl Seen {
     fn idle_since(&self) -> Option<Instant> {
         let waiting = *lock(&self.waiting);
         waiting
-            .filter(|(_, read)| self.reads.load(Ordering::Relaxed) == *read)
-            .map(|(since, _)| since)
+            .filter(|w| self.reads.load(Ordering::Relaxed) == w.read_before)
+            .map(|w| w.since)
+    }
+
+    /// When it began sending the head it is sending, if it is.
+    fn head_since(&self) -> Option<Instant> {
+        let waiting = *lock(&self.waiting);
+        waiting
+            .filter(|w| self.reads.load(Ordering::Relaxed) > w.read_before)
+            .map(|w| w.since)
+    }
+
+    fn sending_head(&self) -> bool {
+        self.head_since().is_some()
     }
 }
 
@@ -451,19 +493,41 @@ impl Open {
     }
 
     /// Tells the connection idle longest (waiting for a request, with no
-    /// byte of one come) to close; whether one was.
-    fn evict_idle_longest(&self) -> bool {
+    /// byte of one come) to close; when none is idle, the oldest of those
+    /// still sending a head from the address with the most of them.
+    /// Whether one was told.
+    fn make_room(&self) -> bool {
         let connections = lock(&self.connections);
         let longest = connections
             .values()
             .filter_map(|seen| seen.idle_since().map(|since| (since, seen)))
             .min_by_key(|(since, _)| *since);
-        let Some((_, seen)) = longest else {
+        if let Some((_, seen)) = longest {
+            // Not chosen again while it closes.
+            *lock(&seen.waiting) = None;
+            seen.evict.notify_one();
+            return true;
+        }
+        let sending: Vec<(Instant, &Arc<Seen>)> = connections
+            .values()
+            .filter_map(|seen| seen.head_since().map(|since| (since, seen)))
+            .collect();
+        let mut by_peer: std::collections::HashMap<std::net::IpAddr, usize> =
+            std::collections::HashMap::new();
+        for (_, seen) in &sending {
+            *by_peer.entry(seen.peer).or_default() += 1;
+        }
+        let Some((&most, _)) = by_peer.iter().max_by_key(|(_, n)| **n) else {
             return false;
         };
-        // Not chosen again while it closes.
-        *lock(&seen.waiting) = None;
-        seen.evict.notify_one();
+        let Some((_, seen)) = sending
+            .iter()
+            .filter(|(_, seen)| seen.peer == most)
+            .min_by_key(|(since, _)| *since)
+        else {
+            return false;
+        };
+        seen.cut.notify_one();
         true
     }
 }
@@ -486,6 +550,8 @@ struct HeadTimer {
     fired: Arc<AtomicU8>,
     header: Duration,
     idle: Duration,
+    /// Numbers the waits, so an old one ending does not clear a new one.
+    waits: AtomicU64,
 }
 
 impl Timer for HeadTimer {
@@ -496,8 +562,15 @@ impl Timer for HeadTimer {
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
         // hyper's deadline is the wait's start plus the header timeout.
         let start = deadline.checked_sub(self.header).unwrap_or(deadline);
-        *lock(&self.seen.waiting) = Some((start, self.reads.load(Ordering::Relaxed)));
+        let wait = self.waits.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.seen.waiting) = Some(Waiting {
+            since: start,
+            read_before: self.reads.load(Ordering::Relaxed),
+            wait,
+        });
         Box::pin(HeadWait {
+            seen: self.seen.clone(),
+            wait,
             reads: self.reads.clone(),
             read_before: self.reads.load(Ordering::Relaxed),
             fired: self.fired.clone(),
@@ -524,6 +597,9 @@ impl Sleep for Plain {}
 /// The wait for one request head: until `idle` after it began while no
 /// byte arrives, then `header` from the first byte.
 struct HeadWait {
+    /// Where the wait is noted, until it ends.
+    seen: Arc<Seen>,
+    wait: u64,
     reads: Arc<AtomicU64>,
     read_before: u64,
     fired: Arc<AtomicU8>,
@@ -557,6 +633,17 @@ impl Future for HeadWait {
 }
 
 impl Sleep for HeadWait {}
+
+impl Drop for HeadWait {
+    /// hyper drops the wait once the head is read (or the connection
+    /// ends): the connection is no longer idle nor sending a head.
+    fn drop(&mut self) {
+        let mut waiting = lock(&self.seen.waiting);
+        if waiting.is_some_and(|w| w.wait == self.wait) {
+            *waiting = None;
+        }
+    }
+}
 
 /// A connection as hyper sees it: counts the bytes read (for
 /// [`HeadTimer`]) and rewrites the bodiless `400`, `414` and `431`

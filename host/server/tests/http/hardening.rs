@@ -1,6 +1,6 @@
 //! The server under abusive and ambiguous requests: slow and idle
-//! connections are closed on time while others are served, connections
-//! over the cap are refused, hyper's own refusals and every other error are
+//! connections are closed on time while others are served, and make room
+//! for them at the cap; connections over the cap are refused when none can, hyper's own refusals and every other error are
 //! in the JSON envelope, and requests that could be read two ways are
 //! refused.
 
@@ -155,12 +155,16 @@ async fn connections_over_the_cap_are_answered_503_and_closed() -> anyhow::Resul
     let doc = send(server.addr, "GET", "/v1/openapi.json", &[], None)
         .await?
         .body;
-    // Two connections in the middle of a request head: neither is idle,
-    // so neither makes room.
+    // Two requests being answered (each waits for the rest of its body):
+    // neither connection is idle nor sending a head, so neither makes room.
+    let head = format!(
+        "POST /v1/agents/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"agent\": ",
+        server.operator
+    );
     let mut first = TcpStream::connect(server.addr).await?;
     let mut second = TcpStream::connect(server.addr).await?;
     for held in [&mut first, &mut second] {
-        held.write_all(b"GET /healthz HTTP/1.1\r\n").await?;
+        held.write_all(head.as_bytes()).await?;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
@@ -225,6 +229,55 @@ async fn idle_connections_make_room_for_new_clients() -> anyhow::Result<()> {
         closed,
         Some(Vec::new()),
         "the oldest idle connection is closed"
+    );
+    server.stop().await
+}
+
+/// Slow clients, each sending its request head a byte at a time, hold at
+/// most their own address's places: with every place taken by them, a
+/// client from another address is served at once, the slow address's
+/// oldest connection closed for it.
+#[tokio::test]
+async fn slow_clients_make_room_for_others_from_their_own_places() -> anyhow::Result<()> {
+    const CAP: usize = 64;
+    let server = serving(ServeConfig {
+        max_connections: CAP,
+        ..ServeConfig::default()
+    })
+    .await?;
+    // From 127.0.0.2 (loopback too): each starts a head and never ends it.
+    let mut slow = Vec::new();
+    for _ in 0..CAP {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind("127.0.0.2:0".parse()?)?;
+        let mut stream = socket.connect(server.addr).await?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            .await?;
+        slow.push(stream);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "served after {:?}",
+            started.elapsed()
+        );
+    }
+    // The slow address's oldest was the one closed (each client here
+    // closes its connection after its answer, so one place served all
+    // three); its newest stays.
+    let closed = read_until_closed(&mut slow[0], Duration::from_secs(2)).await;
+    assert!(closed.is_some(), "the oldest slow connection is closed");
+    let newest = slow.last_mut().unwrap();
+    assert_eq!(
+        read_until_closed(newest, Duration::from_millis(300)).await,
+        None,
+        "the newest slow connection is left to its header timeout"
     );
     server.stop().await
 }
