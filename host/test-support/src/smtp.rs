@@ -104,6 +104,25 @@ impl SmtpServer {
             .count()
     }
 
+    /// How many messages the server accepted of each action, by the
+    /// `X-Hane-Action` header every message hane sends carries.
+    ///
+    /// # Panics
+    ///
+    /// A message lacks the header.
+    pub fn messages_by_action(&self) -> std::collections::HashMap<String, usize> {
+        let mut counts = std::collections::HashMap::new();
+        for message in self.messages() {
+            let action = message
+                .lines()
+                .find_map(|l| l.trim_end().strip_prefix("X-Hane-Action: "))
+                .expect("every message names its action")
+                .to_owned();
+            *counts.entry(action).or_default() += 1;
+        }
+        counts
+    }
+
     /// `HANE_SMTP_URL` for this server, without TLS.
     pub fn url(&self) -> String {
         format!(

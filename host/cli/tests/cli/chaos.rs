@@ -81,20 +81,6 @@ fn actions(addr: &str, key: &str) -> HashMap<String, String> {
         .collect()
 }
 
-/// The action ids the SMTP server received messages of, with their counts.
-fn mailed(smtp: &SmtpServer) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for message in smtp.messages() {
-        let action = message
-            .lines()
-            .find_map(|l| l.trim_end().strip_prefix("X-Hane-Action: "))
-            .expect("every message names its action")
-            .to_owned();
-        *counts.entry(action).or_default() += 1;
-    }
-    counts
-}
-
 /// The secret the servers and the worker share.
 const WORKER_SECRET: &str = "the chaos test's worker secret";
 
@@ -257,7 +243,7 @@ fn twenty_kills_of_one_of_two_servers_lose_nothing_and_send_nothing_twice() {
 /// No message twice, none of an action the store lacks, one for each
 /// action delivered, at most one for one whose delivery is unknown.
 fn check_mail(smtp: &SmtpServer, actions: &HashMap<String, String>, cycle: usize) {
-    let mailed = mailed(smtp);
+    let mailed = smtp.messages_by_action();
     for (action, count) in &mailed {
         let state = actions
             .get(action)

@@ -427,7 +427,7 @@ fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_
         approve_pending(&addr, &key, &spare);
         std::thread::sleep(Duration::from_millis(200));
     }
-    let mailed = mailed(&smtp);
+    let mailed = smtp.messages_by_action();
     let mut by_state: HashMap<String, usize> = HashMap::new();
     for (action, count) in &mailed {
         let shown = call(
@@ -567,19 +567,6 @@ fn actions(addr: &str, key: &str, state: &str) -> Vec<String> {
         .iter()
         .map(|a| a["id"].as_str().unwrap().to_owned())
         .collect()
-}
-
-fn mailed(smtp: &SmtpServer) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for message in smtp.messages() {
-        let action = message
-            .lines()
-            .find_map(|l| l.trim_end().strip_prefix("X-Hane-Action: "))
-            .expect("every message names its action")
-            .to_owned();
-        *counts.entry(action).or_default() += 1;
-    }
-    counts
 }
 
 /// Resident memory of process `pid`, in bytes.
