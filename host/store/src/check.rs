@@ -150,9 +150,10 @@ fn sealed(release: ReadRelease) -> [Sealed; 11] {
 /// operations, releases with `release`, runs and their statuses, tasks,
 /// actions, conversations and their entries, reception's answers,
 /// evaluations, workflow cases). It reads one snapshot and writes
-/// nothing to the store (a damaged log is copied aside): a store of an older schema is checked as it is, not migrated,
-/// and a `hane serve` may go on using the store meanwhile. Reading every
-/// item takes time in proportion to the store's size.
+/// nothing to the store (a damaged log is copied aside): a store of an
+/// older schema is checked as it is, not migrated, and a `hane serve` may
+/// go on using the store meanwhile. Reading every item takes time in
+/// proportion to the store's size.
 ///
 /// # Errors
 ///

@@ -36,9 +36,15 @@ pub(crate) const MARK_SUFFIX: &str = "-mark";
 const MAGIC: &[u8; 8] = b"hanemrk1";
 const MARK_LEN: usize = 16;
 
-/// Counts the transaction in the database: run inside every write
-/// transaction that changed something, before its commit.
-pub(crate) const BUMP: &str = "UPDATE commit_mark SET n = n + 1 WHERE one = 1 RETURNING n";
+/// Counts the transaction open on `conn` in the database: run inside
+/// every write transaction that changed something, before its commit.
+/// The commits the database holds with it.
+pub(crate) fn count(conn: &Connection) -> rusqlite::Result<u64> {
+    let n: i64 = conn
+        .prepare_cached("UPDATE commit_mark SET n = n + 1 WHERE one = 1 RETURNING n")?
+        .query_row([], |row| row.get(0))?;
+    Ok(n.max(0) as u64)
+}
 
 /// What is wrong with a store whose commits do not reach its mark.
 #[derive(Debug, Clone, PartialEq, Eq)]

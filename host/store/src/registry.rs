@@ -59,7 +59,6 @@ pub(crate) use tasks::insert_task;
 pub struct Registry {
     engine: Engine,
     path: PathBuf,
-    synchronous: Synchronous,
     created: bool,
 }
 
@@ -160,7 +159,6 @@ impl Registry {
                 synchronous,
             }))),
             path,
-            synchronous,
             created,
         })
     }
@@ -184,7 +182,6 @@ impl Registry {
         Ok(Self {
             path: PathBuf::from(pool.target()),
             engine: Engine::Postgres(pool),
-            synchronous: Synchronous::Full,
             created,
         })
     }
@@ -249,14 +246,8 @@ impl Registry {
         E: From<StoreError> + Send + 'static,
     {
         let engine = self.engine.clone();
-        let mode = if synced {
-            Synchronous::Full
-        } else {
-            self.synchronous
-        };
-        let base = self.synchronous;
         tokio::task::spawn_blocking(move || {
-            engine.write_synced(base, mode, |db| {
+            engine.write_synced(synced, |db| {
                 f(&RegistryTx {
                     tx: RefCell::new(db),
                 })

@@ -279,13 +279,12 @@ impl Engine {
         }
     }
 
-    /// As [`Engine::write`], the commit synced as `mode` says though the
-    /// connection's own mode is `base` (SQLite); on PostgreSQL every
-    /// commit is durable and the modes change nothing.
+    /// As [`Engine::write`], with the commit synced to disk when `synced`
+    /// whatever the connection's own mode (SQLite); on PostgreSQL every
+    /// commit is durable and this is [`Engine::write`].
     pub(crate) fn write_synced<T, E>(
         &self,
-        base: crate::Synchronous,
-        mode: crate::Synchronous,
+        synced: bool,
         f: impl FnOnce(&mut dyn Sql) -> Result<T, E>,
     ) -> Result<T, E>
     where
@@ -295,9 +294,9 @@ impl Engine {
             return self.write(f);
         };
         let mut db = db.lock().unwrap_or_else(|e| e.into_inner());
-        let synced = mode == crate::Synchronous::Full;
-        if mode == base {
-            return sqlite_write(&mut db, synced, f);
+        let base = db.synchronous;
+        if !synced || base == crate::Synchronous::Full {
+            return sqlite_write(&mut db, base == crate::Synchronous::Full, f);
         }
         // Set and restored under the same hold of the connection, so no
         // other transaction commits in the raised mode, nor this one in
@@ -306,8 +305,8 @@ impl Engine {
             conn.pragma_update(None, "synchronous", to.pragma())
                 .map_err(|e| StoreError::Database(format!("setting the synchronous mode: {e}")))
         };
-        set(&db.conn, mode)?;
-        let done = sqlite_write(&mut db, synced, f);
+        set(&db.conn, crate::Synchronous::Full)?;
+        let done = sqlite_write(&mut db, true, f);
         set(&db.conn, base)?;
         done
     }
@@ -331,9 +330,7 @@ where
     let before = tx.total_changes();
     let value = f(&mut Lite(&tx))?;
     let count = if db.mark.is_some() && tx.total_changes() != before {
-        let n: i64 = tx
-            .prepare_cached(crate::mark::BUMP)
-            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+        let n = crate::mark::count(&tx)
             .map_err(|e| StoreError::Database(format!("counting the commit: {e}")))?;
         Some(n)
     } else {
@@ -342,7 +339,7 @@ where
     tx.commit()
         .map_err(|e| StoreError::Database(format!("committing: {e}")))?;
     if let (true, Some(n), Some(mark)) = (synced, count, db.mark.as_mut()) {
-        mark.advance(n.max(0) as u64);
+        mark.advance(n);
     }
     Ok(value)
 }

@@ -331,16 +331,6 @@ impl Writer {
         self.conn.prepare_cached(sql)?.execute([]).map(drop)
     }
 
-    /// Counts the transaction in the database (see [`crate::mark`]): the
-    /// commits it then holds.
-    fn count(&self) -> rusqlite::Result<u64> {
-        let n: i64 = self
-            .conn
-            .prepare_cached(crate::mark::BUMP)?
-            .query_row([], |row| row.get(0))?;
-        Ok(n.max(0) as u64)
-    }
-
     /// Runs each request in its own savepoint within one transaction,
     /// commits, and only then answers them all.
     fn commit(&mut self, group: impl Iterator<Item = Request>) {
@@ -362,7 +352,8 @@ impl Writer {
             }
         }
         if lost.is_none() && done.iter().any(Done::is_ok) {
-            let committed = self.count().and_then(|n| self.exec("COMMIT").map(|()| n));
+            let committed =
+                crate::mark::count(&self.conn).and_then(|n| self.exec("COMMIT").map(|()| n));
             match committed {
                 // Once the log holding it is on disk.
                 Ok(n) if self.mode == Synchronous::Full => self.mark.advance(n),
