@@ -136,7 +136,37 @@ struct Tally {
     /// Latencies of the normal read.
     reads: Vec<Duration>,
     approved: u64,
-    mcp_calls: u64,
+}
+
+impl Tally {
+    /// One request of `kind`: answered, or it found no server.
+    fn count(&mut self, kind: &'static str, reached: bool) {
+        if reached {
+            *self.served.entry(kind).or_default() += 1;
+        } else {
+            self.refused += 1;
+        }
+    }
+
+    fn served(&self, kind: &str) -> u64 {
+        self.served.get(kind).copied().unwrap_or(0)
+    }
+}
+
+/// Runs `step` on a thread of its own, `pause` after each time, until
+/// `stop`.
+fn lane(
+    stop: &Arc<AtomicBool>,
+    pause: Duration,
+    mut step: impl FnMut() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            step();
+            std::thread::sleep(pause);
+        }
+    })
 }
 
 fn start(store: &Path, smtp: &SmtpServer, server: &Server) -> Child {
@@ -152,45 +182,35 @@ fn start(store: &Path, smtp: &SmtpServer, server: &Server) -> Child {
 /// The hostile peers: idle keep-alive connections (each has made one
 /// request), silent ones, and slow ones sending a header a byte at a time.
 /// Held until `stop`; made again after each restart.
-fn hostile(server: Arc<Server>, key: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut held: Vec<TcpStream> = Vec::new();
-        let mut slow: Vec<TcpStream> = Vec::new();
-        let mut at = String::new();
-        let mut byte = 0usize;
-        let header = format!(
-            "GET /v1/agents/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Slow: "
-        );
-        while !stop.load(Ordering::SeqCst) {
-            let now = server.addr();
-            if now != at {
-                held.clear();
-                slow.clear();
-                at = now;
-                for _ in 0..IDLE_KEEP_ALIVE {
-                    if let Ok(mut s) = TcpStream::connect(&at) {
-                        let _ = write!(s, "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n");
-                        held.push(s);
-                    }
-                }
-                for _ in 0..SILENT {
-                    if let Ok(s) = TcpStream::connect(&at) {
-                        held.push(s);
-                    }
-                }
-                for _ in 0..SLOW {
-                    if let Ok(s) = TcpStream::connect(&at) {
-                        slow.push(s);
-                    }
+fn hostile(server: Arc<Server>, key: &str, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let mut held: Vec<TcpStream> = Vec::new();
+    let mut slow: Vec<TcpStream> = Vec::new();
+    let mut at = String::new();
+    let mut byte = 0usize;
+    let header = format!(
+        "GET /v1/agents/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Slow: "
+    );
+    lane(stop, Duration::from_millis(500), move || {
+        let now = server.addr();
+        if now != at {
+            held.clear();
+            slow.clear();
+            at = now;
+            for _ in 0..IDLE_KEEP_ALIVE {
+                if let Ok(mut s) = TcpStream::connect(&at) {
+                    let _ = write!(s, "GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n");
+                    held.push(s);
                 }
             }
-            for s in &mut slow {
-                let b = header.as_bytes()[byte % header.len()];
-                let _ = s.write_all(&[if byte >= header.len() { b'a' } else { b }]);
-            }
-            byte += 1;
-            std::thread::sleep(Duration::from_millis(500));
+            held.extend((0..SILENT).filter_map(|_| TcpStream::connect(&at).ok()));
+            slow.extend((0..SLOW).filter_map(|_| TcpStream::connect(&at).ok()));
         }
+        // The header, then a value that never ends.
+        let next = header.as_bytes().get(byte).copied().unwrap_or(b'a');
+        for s in &mut slow {
+            let _ = s.write_all(&[next]);
+        }
+        byte += 1;
     })
 }
 
@@ -213,145 +233,108 @@ fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_
     let tally = Arc::new(Mutex::new(Tally::default()));
     let max_rss = Arc::new(AtomicU64::new(0));
 
-    let mut threads = vec![hostile(server.clone(), key.clone(), stop.clone())];
+    let mut threads = vec![hostile(server.clone(), &key, &stop)];
     // Runs: reminders the policy approves itself, reminders that wait for
     // a person, and read-only checks.
-    for lane in 0..2 {
-        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
-        threads.push(std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                n += 1;
-                let (agent, input) = match (n + lane) % 3 {
-                    0 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("depot-{lane}-{n}@fleet.example")})),
-                    1 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("office-{lane}-{n}@elsewhere.example")})),
-                    _ => ("vehicle-check-scripted", json!({"vehicle": "架空 500 さ 12-34"})),
-                };
-                let answer = call(&server.addr(), "POST", "/v1/agents/runs", &key, Some(&json!({"agent": agent, "input": input})));
-                let mut tally = tally.lock().unwrap();
-                match answer {
-                    Ok(a) if a.status == 201 => {
-                        tally.runs.push(a.body["id"].as_str().unwrap().to_owned());
-                        *tally.served.entry("runs").or_default() += 1;
-                    }
-                    Ok(a) => panic!("starting a run: {} {}", a.status, a.body),
-                    Err(_) => tally.refused += 1,
-                }
-                drop(tally);
-                std::thread::sleep(Duration::from_millis(100));
+    for lane_n in 0..2u64 {
+        let (server, key, tally) = (server.clone(), key.clone(), tally.clone());
+        let mut n = 0u64;
+        threads.push(lane(&stop, Duration::from_millis(100), move || {
+            n += 1;
+            let (agent, input) = match (n + lane_n) % 3 {
+                0 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("depot-{lane_n}-{n}@fleet.example")})),
+                1 => ("inspection-reminder", json!({"vehicle": "架空 300 あ 10-02", "to": format!("office-{lane_n}-{n}@elsewhere.example")})),
+                _ => ("vehicle-check-scripted", json!({"vehicle": "架空 500 さ 12-34"})),
+            };
+            let body = json!({"agent": agent, "input": input});
+            let answer = call(&server.addr(), "POST", "/v1/agents/runs", &key, Some(&body));
+            let mut tally = tally.lock().unwrap();
+            if let Ok(a) = &answer {
+                assert_eq!(a.status, 201, "starting a run: {}", a.body);
+                tally.runs.push(a.body["id"].as_str().unwrap().to_owned());
             }
+            tally.count("runs", answer.is_ok());
         }));
     }
     // A person approving what waits for one, with the digest shown.
     {
-        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                approve_pending(&server.addr(), &key, &tally);
-                std::thread::sleep(Duration::from_millis(200));
-            }
+        let (server, key, tally) = (server.clone(), key.clone(), tally.clone());
+        threads.push(lane(&stop, Duration::from_millis(200), move || {
+            approve_pending(&server.addr(), &key, &tally);
         }));
     }
     // MCP: the release's tools called statelessly.
     {
-        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
-        threads.push(std::thread::spawn(move || {
-            let mut id = 0;
-            while !stop.load(Ordering::SeqCst) {
-                id += 1;
-                let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                    "name": "data-find_record",
-                    "arguments": {"collection": "vehicles", "match": {"registration": "架空 500 さ 12-34"}},
-                }});
-                if let Ok(a) = call(&server.addr(), "POST", "/mcp/release", &key, Some(&body)) {
-                    assert_eq!(a.status, 200, "{}", a.body);
-                    assert_eq!(a.body["result"]["isError"], false, "{}", a.body);
-                    let mut tally = tally.lock().unwrap();
-                    tally.mcp_calls += 1;
-                    *tally.served.entry("mcp").or_default() += 1;
-                } else {
-                    tally.lock().unwrap().refused += 1;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+        let (server, key, tally) = (server.clone(), key.clone(), tally.clone());
+        let mut id = 0;
+        threads.push(lane(&stop, Duration::from_millis(100), move || {
+            id += 1;
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "data-find_record",
+                "arguments": {"collection": "vehicles", "match": {"registration": "架空 500 さ 12-34"}},
+            }});
+            let answer = call(&server.addr(), "POST", "/mcp/release", &key, Some(&body));
+            if let Ok(a) = &answer {
+                assert_eq!(a.status, 200, "{}", a.body);
+                assert_eq!(a.body["result"]["isError"], false, "{}", a.body);
             }
+            tally.lock().unwrap().count("mcp", answer.is_ok());
         }));
     }
     // Conversation messages, one at a time, each waited for.
     {
-        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
-        threads.push(std::thread::spawn(move || {
-            let mut conversation: Option<String> = None;
-            while !stop.load(Ordering::SeqCst) {
-                let addr = server.addr();
-                let step = match &conversation {
-                    None => call(&addr, "POST", "/v1/agents/conversations", &key, Some(&json!({"agent": "vehicle-check-scripted"})))
-                        .map(|a| {
-                            assert_eq!(a.status, 201, "{}", a.body);
-                            conversation = a.body["id"].as_str().map(str::to_owned);
-                        }),
-                    Some(id) => call(&addr, "POST", &format!("/v1/agents/conversations/{id}/messages"), &key,
-                        Some(&json!({"text": "check it", "input": {"vehicle": "架空 500 さ 12-34"}, "wait": true})))
-                        .map(|a| match a.status {
-                            200 | 201 => {
-                                let run = a.body["run"]["id"].as_str().or(a.body["entry"]["run"].as_str());
-                                let run = run.unwrap_or_else(|| panic!("a message's run: {}", a.body)).to_owned();
-                                tally.lock().unwrap().messages.push(run);
-                            }
-                            // The previous message's run was on a killed
-                            // server and has not ended yet.
-                            409 => std::thread::sleep(Duration::from_millis(300)),
-                            _ => panic!("a message: {} {}", a.status, a.body),
-                        }),
-                };
-                let mut tally = tally.lock().unwrap();
-                match step {
-                    Ok(()) => *tally.served.entry("conversations").or_default() += 1,
-                    Err(_) => tally.refused += 1,
-                }
-                drop(tally);
-                std::thread::sleep(Duration::from_millis(100));
-            }
+        let (server, key, tally) = (server.clone(), key.clone(), tally.clone());
+        let mut conversation: Option<String> = None;
+        threads.push(lane(&stop, Duration::from_millis(100), move || {
+            let addr = server.addr();
+            let step = match &conversation {
+                None => call(&addr, "POST", "/v1/agents/conversations", &key, Some(&json!({"agent": "vehicle-check-scripted"})))
+                    .map(|a| {
+                        assert_eq!(a.status, 201, "{}", a.body);
+                        conversation = a.body["id"].as_str().map(str::to_owned);
+                    }),
+                Some(id) => call(&addr, "POST", &format!("/v1/agents/conversations/{id}/messages"), &key,
+                    Some(&json!({"text": "check it", "input": {"vehicle": "架空 500 さ 12-34"}, "wait": true})))
+                    .map(|a| match a.status {
+                        200 | 201 => {
+                            let run = a.body["run"]["id"].as_str().or(a.body["entry"]["run"].as_str());
+                            let run = run.unwrap_or_else(|| panic!("a message's run: {}", a.body)).to_owned();
+                            tally.lock().unwrap().messages.push(run);
+                        }
+                        // The previous message's run was on a killed
+                        // server and has not ended yet.
+                        409 => std::thread::sleep(Duration::from_millis(300)),
+                        _ => panic!("a message: {} {}", a.status, a.body),
+                    }),
+            };
+            tally.lock().unwrap().count("conversations", step.is_ok());
         }));
     }
     // The normal read whose latency is bounded.
     {
-        let (server, key, stop, tally) = (server.clone(), key.clone(), stop.clone(), tally.clone());
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                let first = tally.lock().unwrap().runs.first().cloned();
-                if let Some(run) = first {
-                    let began = Instant::now();
-                    let answer = call(
-                        &server.addr(),
-                        "GET",
-                        &format!("/v1/agents/runs/{run}"),
-                        &key,
-                        None,
-                    );
-                    let took = began.elapsed();
-                    let mut tally = tally.lock().unwrap();
-                    match answer {
-                        Ok(a) => {
-                            assert_eq!(a.status, 200, "{}", a.body);
-                            tally.reads.push(took);
-                            *tally.served.entry("reads").or_default() += 1;
-                        }
-                        Err(_) => tally.refused += 1,
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(25));
+        let (server, key, tally) = (server.clone(), key.clone(), tally.clone());
+        threads.push(lane(&stop, Duration::from_millis(25), move || {
+            let Some(run) = tally.lock().unwrap().runs.first().cloned() else {
+                return;
+            };
+            let began = Instant::now();
+            let path = format!("/v1/agents/runs/{run}");
+            let answer = call(&server.addr(), "GET", &path, &key, None);
+            let took = began.elapsed();
+            let mut tally = tally.lock().unwrap();
+            if let Ok(a) = &answer {
+                assert_eq!(a.status, 200, "{}", a.body);
+                tally.reads.push(took);
             }
+            tally.count("reads", answer.is_ok());
         }));
     }
     // The server's resident memory, sampled.
     {
-        let (server, stop, max_rss) = (server.clone(), stop.clone(), max_rss.clone());
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                if let Some(rss) = rss(server.pid.load(Ordering::SeqCst)) {
-                    max_rss.fetch_max(rss, Ordering::SeqCst);
-                }
-                std::thread::sleep(Duration::from_millis(250));
+        let (server, max_rss) = (server.clone(), max_rss.clone());
+        threads.push(lane(&stop, Duration::from_millis(250), move || {
+            if let Some(rss) = rss(server.pid.load(Ordering::SeqCst)) {
+                max_rss.fetch_max(rss, Ordering::SeqCst);
             }
         }));
     }
@@ -490,7 +473,7 @@ fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_
         tally.runs.len()
     );
     assert!(
-        tally.mcp_calls > 10 && !tally.messages.is_empty(),
+        tally.served("mcp") > 10 && !tally.messages.is_empty(),
         "too little load"
     );
     assert!(
