@@ -28,6 +28,21 @@ async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Option<Ve
     }
 }
 
+/// Three new clients in turn, each answered within a second.
+async fn served_at_once(server: &Server) -> anyhow::Result<()> {
+    for _ in 0..3 {
+        let started = Instant::now();
+        let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "served after {:?}",
+            started.elapsed()
+        );
+    }
+    Ok(())
+}
+
 async fn serving(config: ServeConfig) -> anyhow::Result<Server> {
     Server::start_serving(examples(), hane_delivery::DeliveryConfig::new(), config).await
 }
@@ -213,16 +228,7 @@ async fn idle_connections_make_room_for_new_clients() -> anyhow::Result<()> {
         silent.push(TcpStream::connect(server.addr).await?);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for _ in 0..3 {
-        let started = Instant::now();
-        let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
-        assert_eq!(reply.status, 200, "{:?}", reply.body);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "served after {:?}",
-            started.elapsed()
-        );
-    }
+    served_at_once(&server).await?;
     // The one idle longest was the one closed first.
     let closed = read_until_closed(&mut oldest, Duration::from_secs(5)).await;
     assert_eq!(
@@ -258,16 +264,7 @@ async fn slow_clients_make_room_for_others_from_their_own_places() -> anyhow::Re
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for _ in 0..3 {
-        let started = Instant::now();
-        let reply = send(server.addr, "GET", "/healthz", &[], None).await?;
-        assert_eq!(reply.status, 200, "{:?}", reply.body);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "served after {:?}",
-            started.elapsed()
-        );
-    }
+    served_at_once(&server).await?;
     // The slow address's oldest was the one closed (each client here
     // closes its connection after its answer, so one place served all
     // three); its newest stays.
