@@ -1,0 +1,884 @@
+//! The components of the OpenAPI document: the schemas of requests,
+//! answers and errors, and the bearer scheme.
+
+use hane_core::ActionState;
+use hane_core::CaseChange;
+use hane_core::OUTBOUND_TOOLS;
+use hane_core::ReceptionStatus;
+use hane_core::RunStatus;
+use serde_json::{Map, Value, json};
+
+use super::{schema, skipped};
+use crate::error::ErrorCode;
+
+pub(super) fn components() -> Value {
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": schema("Error") } }
+        })
+    };
+    let id = |prefix: &str| json!({ "type": "string", "pattern": format!("^{prefix}[0-9a-hjkmnp-tv-z]{{26}}$") });
+    let millis = json!({
+        "type": "integer",
+        "minimum": 0,
+        "description": "Milliseconds since the Unix epoch"
+    });
+    let mut components = json!({
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key from `hane keys create NAME --role ROLE`: `hane_` and 40 hex characters"
+            },
+            "runToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A run's token, which hane gives the driver of an attached run"
+            },
+            "runTokenKey": {
+                "type": "apiKey",
+                "in": "header",
+                "name": "x-api-key",
+                "description": "A run's token, as Anthropic clients send a key"
+            }
+        },
+        "parameters": {
+            "RunId": {
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "The run's id",
+                "schema": id("run_")
+            },
+            "ConversationId": {
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "The conversation's id",
+                "schema": id("conv_")
+            },
+            "ActionId": {
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "The action's id",
+                "schema": id("act_")
+            },
+            "Tool": {
+                "name": "tool",
+                "in": "path",
+                "required": true,
+                "description": "The outbound tool, such as `communication.send_email`",
+                "schema": { "type": "string" }
+            }
+        },
+        "responses": {
+            "BadRequest": error("The request cannot be read: a malformed head, more than one `Authorization` header, broken JSON or a key given twice in an object (`path` points at the second), a malformed id or query parameter"),
+            "RequestTimeout": error("The request's body did not arrive within the server's body timeout (`hane serve --body-timeout`, 30 s by default)"),
+            "UriTooLong": error("The request's target (path and query) is over 8 KiB"),
+            "HeadersTooLarge": error("The request's head (request line and headers) is over 64 KiB, or has over 100 headers"),
+            "BadGateway": error("The model the request needed failed: the message names the provider, the model and what went wrong"),
+            "Unavailable": error("The server has as many connections open as it takes (`hane serve --max-connections`, 1024 by default); the connection is closed"),
+            "NotFound": error("Nothing has this id: no such run or action"),
+            "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
+            "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),
+            "Unauthorized": error("No API key, a malformed Authorization header, or a key that is not known. The answer has a `WWW-Authenticate: Bearer` header"),
+            "Forbidden": error("The key's role may not call this route, or the key's groups do not include the action's; the message names what is needed"),
+            "PayloadTooLarge": error("The body is larger than the server accepts"),
+            "UnsupportedMediaType": error("The body is not sent as `application/json`"),
+            "Internal": error("The server failed; its log has the details"),
+        },
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "additionalProperties": false,
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "code": { "type": "string", "enum": codes },
+                            "message": { "type": "string" },
+                            "path": {
+                                "type": "string",
+                                "description": "JSON Pointer to the field of the request body the error is about, such as `/input/vehicle`"
+                            }
+                        }
+                    }
+                }
+            },
+            "JsonRpcMessage": {
+                "type": "object",
+                "description": "One JSON-RPC 2.0 message: a request (`id` and `method`), a notification (`method` only), or a response (`id` and `result` or `error`). MCP's methods and their params and results are in the MCP specification.",
+                "required": ["jsonrpc"],
+                "properties": {
+                    "jsonrpc": { "const": "2.0" },
+                    "id": { "type": ["string", "integer", "null"] },
+                    "method": { "type": "string", "examples": ["initialize", "tools/list", "tools/call", "ping"] },
+                    "params": { "type": "object" },
+                    "result": { "type": "object" },
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "properties": {
+                            "code": { "type": "integer" },
+                            "message": { "type": "string" },
+                            "data": {}
+                        }
+                    }
+                }
+            },
+            "StartRunRequest": {
+                "type": "object",
+                "required": ["agent", "input"],
+                "additionalProperties": false,
+                "properties": {
+                    "agent": { "type": "string", "minLength": 1, "description": "The agent's name in the active release" },
+                    "input": { "type": "object", "description": "The run's input, valid against the agent's input schema" },
+                    "shadow": { "type": "boolean", "default": false, "description": "Skip outbound actions and handovers; only keep a record" },
+                    "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" },
+                    "attach": { "type": "boolean", "default": false, "description": "Drive the run from outside: the answer's Hane-Run-Token header carries its token" }
+                }
+            },
+            "RunStatus": {
+                "type": "string",
+                "enum": statuses,
+                "description": "A run starts `queued` or `running` and ends in one of the others"
+            },
+            "ToolCallSummary": {
+                "type": "object",
+                "required": ["tool", "status", "detail", "operation", "durationUs"],
+                "additionalProperties": false,
+                "properties": {
+                    "tool": { "type": "string" },
+                    "status": { "type": "string", "enum": ["succeeded", "failed", "rejected", "skipped"] },
+                    "detail": { "type": "string" },
+                    "operation": { "type": ["string", "null"], "description": "The operation that ran it, for operation-backed tools" },
+                    "durationUs": { "type": "integer", "minimum": 0 }
+                }
+            },
+            "AgentRun": {
+                "type": "object",
+                "required": [
+                    "id", "agent", "release", "status", "shadow", "input", "result", "error",
+                    "toolCalls", "tokensUsed", "tasks", "session", "createdAtMs", "updatedAtMs",
+                    "resumable", "resumed"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                    "id": id("run_"),
+                    "agent": { "type": "string" },
+                    "release": { "type": "integer", "minimum": 1, "description": "The release the agent came from" },
+                    "status": schema("RunStatus"),
+                    "shadow": { "type": "boolean" },
+                    "input": { "description": "The input, valid against the agent's input schema" },
+                    "result": { "description": "The result given with submit_result, for a succeeded run; null otherwise" },
+                    "error": { "type": ["string", "null"], "description": "Why it failed, was cancelled or exceeded a limit" },
+                    "toolCalls": { "type": "array", "items": schema("ToolCallSummary") },
+                    "tokensUsed": { "type": "integer", "minimum": 0 },
+                    "tasks": { "type": "array", "items": id("task_"), "description": "Tasks for people it created" },
+                    "session": {
+                        "oneOf": [id("ses_"), { "type": "null" }],
+                        "description": "The session holding its history"
+                    },
+                    "createdAtMs": millis,
+                    "updatedAtMs": millis,
+                    "resumable": {
+                        "type": "boolean",
+                        "description": "Whether a process that takes the run over from a dead one resumes it from its session (its agent's own scripted or llm driver drives it from its input alone) rather than ending it failed"
+                    },
+                    "resumed": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "How many times a process took the run over from a dead one and resumed it"
+                    }
+                }
+            },
+            "RunList": {
+                "type": "object",
+                "required": ["runs", "skipped"],
+                "additionalProperties": false,
+                "properties": { "runs": { "type": "array", "items": schema("AgentRun") }, "skipped": skipped() }
+            },
+            "ToolDefinition": {
+                "type": "object",
+                "required": ["name", "description", "inputSchema", "outputSchema", "impact", "timeout", "operation", "version"],
+                "additionalProperties": false,
+                "properties": {
+                    "name": { "type": "string", "description": "Such as `data.find_record`" },
+                    "description": { "type": "string" },
+                    "inputSchema": { "type": "object", "description": "JSON Schema of its input" },
+                    "outputSchema": { "type": "object", "description": "JSON Schema of its output" },
+                    "impact": { "type": "string", "enum": ["read", "write", "outbound", "control"] },
+                    "timeout": { "type": "string", "description": "How long one call may take, such as `5s`" },
+                    "operation": { "type": ["string", "null"], "description": "The operation behind it; null for tools the host runs itself" },
+                    "version": { "type": ["string", "null"] }
+                }
+            },
+            "ToolList": {
+                "type": "object",
+                "required": ["tools"],
+                "additionalProperties": false,
+                "properties": { "tools": { "type": "array", "items": schema("ToolDefinition") } }
+            },
+            "Task": {
+                "type": "object",
+                "required": ["id", "run", "kind", "assignment", "title", "details", "createdAtMs"],
+                "additionalProperties": false,
+                "properties": {
+                    "id": id("task_"),
+                    "run": id("run_"),
+                    "kind": { "type": "string", "enum": ["handover", "task", "approval"] },
+                    "assignment": { "type": "string", "description": "The group it is assigned to" },
+                    "title": { "type": "string" },
+                    "details": { "description": "More the agent wrote, or null" },
+                    "createdAtMs": millis
+                }
+            },
+            "TaskList": {
+                "type": "object",
+                "required": ["tasks", "skipped"],
+                "additionalProperties": false,
+                "properties": { "tasks": { "type": "array", "items": schema("Task") }, "skipped": skipped() }
+            },
+            "Health": {
+                "type": "object",
+                "required": ["status"],
+                "properties": { "status": { "const": "ok" } }
+            }
+        }
+    });
+    if let Some(schemas) = components["schemas"].as_object_mut() {
+        schemas.extend(action_schemas(&millis, id));
+        schemas.extend(conversation_schemas(&millis, id));
+        schemas.extend(reception_schemas(&millis, id));
+        schemas.extend(evaluation_schemas(&millis, id));
+        schemas.extend(workflow_schemas(&millis, id));
+    }
+    components
+}
+
+/// The schemas of conversations and their memory.
+fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let mut schemas = Map::new();
+    let mut memory = hane_coordinator::conversation::memory_schema().clone();
+    if let Some(fields) = memory.as_object_mut() {
+        fields.remove("$schema");
+        fields.remove("$id");
+    }
+    schemas.insert("Memory".to_owned(), memory);
+    schemas.insert(
+        "Conversation".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "agent", "createdAtMs", "updatedAtMs", "entries"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("conv_"),
+                "agent": { "type": "string" },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "notes": { "type": "array", "items": { "type": "string" }, "description": "On creation from a memory: what was changed or left out" },
+                "entries": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["seq", "kind", "atMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "seq": { "type": "integer", "minimum": 0 },
+                            "kind": { "enum": ["message", "memory"] },
+                            "atMs": millis,
+                            "text": { "type": "string", "description": "A message's text" },
+                            "run": schema("AgentRun"),
+                            "messages": { "type": "integer", "minimum": 0, "description": "A saved memory's messages" }
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "ConversationList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["conversations", "skipped"],
+            "additionalProperties": false,
+            "properties": {
+                "conversations": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
+                    "additionalProperties": false,
+                    "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
+                } },
+                "skipped": skipped()
+            }
+        }),
+    );
+    schemas.insert(
+        "CreateConversationRequest".to_owned(),
+        json!({
+            "type": "object",
+            "anyOf": [{ "required": ["agent"] }, { "required": ["memory"] }],
+            "additionalProperties": false,
+            "properties": {
+                "agent": { "type": "string", "description": "The agent; may be left out when `memory` names it" },
+                "memory": { "type": "object", "description": "A saved history to start from, of a memory version this server reads; it names its agent" }
+            }
+        }),
+    );
+    schemas.insert(
+        "SendMessageRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["text"],
+            "additionalProperties": false,
+            "properties": {
+                "text": { "type": "string", "minLength": 1 },
+                "input": { "type": "object", "description": "The run's input; without it, `{\"message\": TEXT}`" },
+                "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" }
+            }
+        }),
+    );
+    schemas.insert(
+        "SentMessage".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["conversation", "seq", "run"],
+            "additionalProperties": false,
+            "properties": { "conversation": id("conv_"), "seq": { "type": "integer", "minimum": 0 }, "run": schema("AgentRun") }
+        }),
+    );
+    schemas.insert(
+        "SavedMemory".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["seq", "memory", "notes"],
+            "additionalProperties": false,
+            "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of workflow cases.
+fn workflow_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let case_statuses = ["running", "waiting", "succeeded", "failed"];
+    let step_statuses = ["pending", "running", "waiting", "done", "skipped", "failed"];
+    let maybe_millis = json!({ "anyOf": [millis, { "type": "null" }] });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "CaseRequest".to_owned(),
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "input": { "type": "object", "default": {}, "description": "The case's input, checked against the workflow's input schema" }
+            }
+        }),
+    );
+    schemas.insert(
+        "TaskCompletion".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["result"],
+            "additionalProperties": false,
+            "properties": {
+                "result": { "type": "object", "description": "What the person found or did; later steps read it as `steps.STEP`" }
+            }
+        }),
+    );
+    schemas.insert(
+        "WorkflowCase".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "workflow", "release", "input", "status", "steps", "error", "startedBy", "createdAtMs", "updatedAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("case_"),
+                "workflow": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "input": { "type": "object" },
+                "status": { "enum": case_statuses },
+                "error": { "type": ["string", "null"], "description": "Which step failed, and why" },
+                "startedBy": { "anyOf": [id("run_"), { "type": "null" }], "description": "The run whose workflow.start started it" },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "steps": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "kind", "status", "run", "task", "output", "error", "startedAtMs", "endedAtMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "id": { "type": "string" },
+                        "kind": { "enum": ["agent", "task"] },
+                        "status": { "enum": step_statuses },
+                        "run": { "anyOf": [id("run_"), { "type": "null" }], "description": "An agent step's run, recorded before it starts" },
+                        "task": { "anyOf": [{ "type": "null" }, {
+                            "type": "object",
+                            "required": ["assignment", "title", "details", "completedBy"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "assignment": { "type": "string" },
+                                "title": { "type": "string" },
+                                "details": {},
+                                "completedBy": { "type": ["string", "null"] }
+                            }
+                        }] },
+                        "output": { "description": "The run's result, or what the person submitted" },
+                        "error": { "type": ["string", "null"] },
+                        "startedAtMs": maybe_millis,
+                        "endedAtMs": maybe_millis
+                    }
+                } }
+            }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of evaluations and their comparison.
+fn evaluation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let run_statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let changes: Vec<&str> = [
+        CaseChange::Regressed,
+        CaseChange::Fixed,
+        CaseChange::StillFailing,
+        CaseChange::Unchanged,
+        CaseChange::Added,
+        CaseChange::Removed,
+    ]
+    .iter()
+    .map(|c| c.as_str())
+    .collect();
+    let count = json!({ "type": "integer", "minimum": 0 });
+    let difference = json!({
+        "type": "object",
+        "required": ["path", "expected", "found"],
+        "additionalProperties": false,
+        "properties": {
+            "path": { "type": "string", "description": "JSON Pointer into the result, such as `/status`" },
+            "expected": { "description": "What the case expects there" },
+            "found": { "description": "What the result has there; null when it has nothing (or null)" }
+        }
+    });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "EvaluationRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["suite"],
+            "additionalProperties": false,
+            "properties": {
+                "suite": { "type": "string", "minLength": 1, "description": "An EvalSuite of the active release" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Evaluation".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "suite", "agent", "release", "candidate", "passRate", "passed", "cases", "createdAtMs", "durationMs", "passesRate"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("eval_"),
+                "suite": { "type": "string" },
+                "agent": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "candidate": { "type": "boolean", "description": "Evaluated before the release was active, to decide whether it may become active" },
+                "passRate": { "type": "number", "minimum": 0, "maximum": 1 },
+                "passed": count,
+                "passesRate": { "type": "boolean", "description": "Whether enough cases passed for `passRate`" },
+                "cases": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["name", "input", "expect", "outcome", "result", "differences", "error", "run", "runStatus", "tokens", "durationMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string" },
+                        "input": { "type": "object" },
+                        "expect": { "type": "object" },
+                        "outcome": { "enum": ["passed", "failed"] },
+                        "result": { "type": ["object", "null"] },
+                        "differences": { "type": "array", "items": difference.clone() },
+                        "error": { "type": ["string", "null"], "description": "Why the run ended without a result, or could not start" },
+                        "run": { "anyOf": [id("run_"), { "type": "null" }] },
+                        "runStatus": { "anyOf": [{ "enum": run_statuses }, { "type": "null" }] },
+                        "tokens": count,
+                        "durationMs": count
+                    }
+                } },
+                "createdAtMs": millis,
+                "durationMs": count
+            }
+        }),
+    );
+    schemas.insert(
+        "EvaluationList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["evaluations", "skipped"],
+            "additionalProperties": false,
+            "properties": { "evaluations": { "type": "array", "items": schema("Evaluation") }, "skipped": skipped() }
+        }),
+    );
+    schemas.insert(
+        "EvaluationComparison".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["suite", "a", "b", "aRelease", "bRelease", "aPassed", "bPassed", "cases"],
+            "additionalProperties": false,
+            "properties": {
+                "suite": { "type": "string" },
+                "a": id("eval_"), "b": id("eval_"),
+                "aRelease": { "type": "integer", "minimum": 1 },
+                "bRelease": { "type": "integer", "minimum": 1 },
+                "aPassed": count, "bPassed": count,
+                "cases": { "type": "array", "items": {
+                    "type": "object",
+                    "required": ["name", "change", "differences", "error"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": { "type": "string" },
+                        "change": { "enum": changes },
+                        "differences": { "type": "array", "items": difference },
+                        "error": { "type": ["string", "null"] }
+                    }
+                } }
+            }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of reception's requests.
+fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let statuses: Vec<&str> = [
+        ReceptionStatus::Started,
+        ReceptionStatus::WouldStart,
+        ReceptionStatus::Declined,
+        ReceptionStatus::Refused,
+    ]
+    .iter()
+    .map(|s| s.as_str())
+    .collect();
+    let count = json!({ "type": "integer", "minimum": 0 });
+    let mut schemas = Map::new();
+    schemas.insert(
+        "ReceptionRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["text"],
+            "additionalProperties": false,
+            "properties": {
+                "text": { "type": "string", "minLength": 1, "maxLength": hane_coordinator::reception::MAX_TEXT_CHARS, "description": "What the person wants, in their words" },
+                "dryRun": { "type": "boolean", "default": false, "description": "Only answer what would start" },
+                "agent": { "type": "string", "minLength": 1, "description": "The agent the request is for, when known: no shortlist, the model only derives its input (or declines)" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Reception".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["id", "text", "release", "dryRun", "status", "agent", "input", "reasons", "missing", "shortlist", "alternatives", "run", "error", "modelCall", "createdAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("req_"),
+                "text": { "type": "string" },
+                "release": { "type": "integer", "minimum": 1 },
+                "dryRun": { "type": "boolean" },
+                "status": { "enum": statuses },
+                "agent": { "type": ["string", "null"], "description": "The agent chosen; for a decline, the one whose input could not be made valid" },
+                "input": { "type": ["object", "null"], "description": "The input derived; valid against the agent's input schema unless declined" },
+                "reasons": { "type": "string" },
+                "missing": { "type": "array", "items": { "type": "string" }, "description": "What a valid request needs, when declined" },
+                "shortlist": { "type": "array", "items": {
+                    "type": "object", "required": ["agent", "score"], "additionalProperties": false,
+                    "properties": { "agent": { "type": "string" }, "score": { "type": "number", "exclusiveMinimum": 0 } }
+                } },
+                "alternatives": { "type": "array", "items": { "type": "string" } },
+                "run": { "anyOf": [id("run_"), { "type": "null" }] },
+                "error": { "type": ["string", "null"] },
+                "modelCall": { "anyOf": [{ "type": "null" }, {
+                    "type": "object",
+                    "required": ["provider", "model", "requestDigest", "inputTokens", "outputTokens", "latencyMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "provider": { "type": "string" }, "model": { "type": "string" },
+                        "requestDigest": { "type": "string", "pattern": "^sha256:[0-9a-f]{64}$" },
+                        "inputTokens": count, "outputTokens": count, "latencyMs": count
+                    }
+                }] },
+                "createdAtMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "ReceptionList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["requests", "skipped"],
+            "additionalProperties": false,
+            "properties": { "requests": { "type": "array", "items": schema("Reception") }, "skipped": skipped() }
+        }),
+    );
+    schemas
+}
+
+/// The schemas of outbound actions, decider overrides and the budget: one
+/// `json!` each, which keeps the macro within its recursion limit.
+fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let action_states: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
+    let mut schemas = Map::new();
+    schemas.insert(
+        "Digest".to_owned(),
+        json!({
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "`sha256:` and the hex SHA-256 of the canonical JSON of the action's tool, recipient and content: exactly what would go out"
+        }),
+    );
+    schemas.insert(
+        "ActionState".to_owned(),
+        json!({
+            "type": "string",
+            "enum": action_states,
+            "description": "`pending` → `approved` → `executing` → `delivered`, `failed` or `unknown`; or `pending` → `rejected`. `shadowed` is what a shadow run would have proposed. An `unknown` action may or may not have gone out and is never resent; a person reconciles it"
+        }),
+    );
+    schemas.insert(
+        "DeciderKind".to_owned(),
+        json!({
+            "type": "string",
+            "enum": ["person", "agent", "policy"],
+            "description": "Only `person` is human approval"
+        }),
+    );
+    schemas.insert(
+        "Decision".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["kind", "by", "verdict", "reason", "digest", "atMs"],
+            "additionalProperties": false,
+            "properties": {
+                "kind": schema("DeciderKind"),
+                "by": { "type": "string", "description": "`key:NAME` or `cli:USER` for a person, `agent:NAME (RUN)` for a review agent, `policy:NAME rule N` for a policy" },
+                "verdict": { "type": "string", "enum": ["approve", "reject", "escalate"] },
+                "reason": { "type": ["string", "null"] },
+                "digest": { "type": "string", "description": "The digest of the content the decider saw" },
+                "atMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "ActionRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": [
+                "id", "run", "agent", "tool", "recipient", "content", "digest", "state",
+                "decider", "assignment", "reviewer", "rule", "overridden", "task", "connection",
+                "trail", "attempts", "outcome", "createdAtMs", "updatedAtMs", "humanApproved",
+                "approvedBy"
+            ],
+            "additionalProperties": false,
+            "properties": {
+                "id": id("act_"),
+                "run": id("run_"),
+                "agent": { "type": "string" },
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "recipient": { "type": "string", "description": "An address, a phone number, or for `integration.execute` the connection's name" },
+                "content": { "type": "object", "description": "What goes out, fixed when proposed: `subject` and `body` of an email, `text` of an SMS, `message` of a call, `method`, `path` and `body` of a customer API call" },
+                "digest": schema("Digest"),
+                "state": schema("ActionState"),
+                "decider": schema("DeciderKind"),
+                "assignment": { "type": ["string", "null"], "description": "The group whose people decide it" },
+                "reviewer": { "type": ["string", "null"], "description": "The review agent that decides it" },
+                "rule": { "type": ["string", "null"], "description": "The DeciderPolicy rule that chose the decider, such as `fleet-outbound rule 2`" },
+                "overridden": { "type": "boolean", "description": "A decider override sent it to people" },
+                "task": {
+                    "oneOf": [id("task_"), { "type": "null" }],
+                    "description": "The approval task, when a person decides"
+                },
+                "connection": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["name", "baseUrl", "credential"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "name": { "type": "string" },
+                                "baseUrl": { "type": "string" },
+                                "credential": { "type": ["string", "null"], "description": "The name of the credential the host adds; never the secret" }
+                            }
+                        },
+                        { "type": "null" }
+                    ],
+                    "description": "For `integration.execute`: the customer API it calls"
+                },
+                "trail": { "type": "array", "items": schema("Decision"), "description": "Every decision, oldest first" },
+                "attempts": {
+                    "type": "array",
+                    "maxItems": 1,
+                    "description": "Delivery attempts, recorded before delivery starts; at most one ever",
+                    "items": {
+                        "type": "object",
+                        "required": ["startedAtMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "startedAtMs": millis
+                        }
+                    }
+                },
+                "outcome": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["state", "detail", "reconciledBy", "atMs"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "state": schema("ActionState"),
+                                "detail": { "type": "string", "description": "The provider's answer, what went wrong, or what to configure" },
+                                "reconciledBy": { "type": ["string", "null"] },
+                                "atMs": millis
+                            }
+                        },
+                        { "type": "null" }
+                    ],
+                    "description": "How it ended"
+                },
+                "createdAtMs": millis,
+                "updatedAtMs": millis,
+                "humanApproved": { "type": "boolean", "description": "True only when a person approved it" },
+                "approvedBy": {
+                    "oneOf": [schema("DeciderKind"), { "type": "null" }],
+                    "description": "The kind of decider that approved it, if one did"
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "ActionRequestList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["actionRequests", "skipped"],
+            "additionalProperties": false,
+            "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") }, "skipped": skipped() }
+        }),
+    );
+    schemas.insert(
+        "DecideRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["digest"],
+            "additionalProperties": false,
+            "properties": {
+                "digest": { "type": "string", "minLength": 1, "description": "The digest of the content the decider was shown" },
+                "reason": { "type": ["string", "null"], "description": "Why, kept in the trail" }
+            }
+        }),
+    );
+    schemas.insert(
+        "ReconcileRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["state", "note"],
+            "additionalProperties": false,
+            "properties": {
+                "state": { "type": "string", "enum": ["delivered", "failed"] },
+                "note": { "type": "string", "minLength": 1, "description": "What was found out" }
+            }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverride".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["tool", "reason", "createdBy", "createdAtMs"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "reason": { "type": "string" },
+                "createdBy": { "type": "string", "description": "`key:NAME` or `cli:USER`" },
+                "createdAtMs": millis
+            }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverrideList".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["overrides"],
+            "additionalProperties": false,
+            "properties": { "overrides": { "type": "array", "items": schema("DeciderOverride") } }
+        }),
+    );
+    schemas.insert(
+        "DeciderOverrideRequest".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["tool", "reason"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+                "reason": { "type": "string", "minLength": 1 }
+            }
+        }),
+    );
+    schemas.insert(
+        "BudgetReport".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["day", "project", "environment", "budget", "limits", "usage", "alerts"],
+            "additionalProperties": false,
+            "properties": {
+                "day": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "The UTC day" },
+                "project": { "type": "string" },
+                "environment": { "type": "string" },
+                "budget": { "type": ["string", "null"], "description": "The active release's Budget for the project and environment" },
+                "limits": {
+                    "type": "object",
+                    "required": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay", "alertAtPercent"],
+                    "additionalProperties": false,
+                    "description": "The Budget's limits; null for none",
+                    "properties": {
+                        "agentRunsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "externalActionsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "modelTokensPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                        "alertAtPercent": { "type": ["integer", "null"], "minimum": 1, "maximum": 100 }
+                    }
+                },
+                "usage": {
+                    "type": "object",
+                    "required": ["agentRuns", "externalActions", "modelTokensUsed", "modelTokensReserved"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "agentRuns": { "type": "integer", "minimum": 0, "description": "Runs started" },
+                        "externalActions": { "type": "integer", "minimum": 0, "description": "External actions executed (attempted)" },
+                        "modelTokensUsed": { "type": "integer", "minimum": 0, "description": "By runs that ended" },
+                        "modelTokensReserved": { "type": "integer", "minimum": 0, "description": "By runs still going" }
+                    }
+                },
+                "alerts": {
+                    "type": "array",
+                    "description": "Limits whose usage reached `alertAtPercent` today",
+                    "items": {
+                        "type": "object",
+                        "required": ["limit", "limitValue", "used", "atMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "limit": { "type": "string", "enum": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay"] },
+                            "limitValue": { "type": "integer", "minimum": 0 },
+                            "used": { "type": "integer", "minimum": 0 },
+                            "atMs": millis
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    schemas
+}
