@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 pub use clients::model_client;
 pub use llama::LlamaServer;
-pub use serve::{request, serve};
+pub use serve::{request, serve, try_request};
 pub use smtp::SmtpServer;
 
 /// The repository's root.

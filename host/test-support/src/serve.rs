@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -45,7 +46,8 @@ pub fn serve(hane: &Path, store: &Path, env: &[(&str, &str)]) -> (Child, String)
 ///
 /// # Panics
 ///
-/// The connection fails or the answer is not HTTP.
+/// The connection fails, no answer comes within five minutes, or the
+/// answer is not HTTP.
 pub fn request(
     addr: &str,
     method: &str,
@@ -53,17 +55,78 @@ pub fn request(
     key: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).expect("connect to the server");
+    try_request(addr, method, path, key, body, Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("{method} {path} to {addr}: {e}"))
+}
+
+/// As [`request`], on its own connection, but an error rather than a
+/// panic when the server is not there, closes the connection, or sends
+/// nothing for `timeout`. A chunked body is put together; a Server-Sent
+/// Events body (an MCP answer may be one) gives the JSON of its first
+/// `data:` line that is JSON.
+///
+/// # Errors
+///
+/// What failed: connecting, sending, reading, or an answer that is not
+/// HTTP.
+pub fn try_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&Value>,
+    timeout: Duration,
+) -> Result<(u16, Value), String> {
+    let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let body = body.map(Value::to_string).unwrap_or_default();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
-    .expect("send the request");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read the answer");
-    let status = answer[9..12].parse().expect("an HTTP status");
-    let (_, text) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    (status, serde_json::from_str(text).unwrap_or(Value::Null))
+    .map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read: {e}"))?;
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, rest) = raw.split_once("\r\n\r\n").ok_or("no head")?;
+    let status = head
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no HTTP status")?;
+    let text = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find_map(|d| serde_json::from_str(d).ok())
+            .unwrap_or(Value::Null)
+    });
+    Ok((status, body))
+}
+
+/// A chunked body's chunks, put together.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
 }

@@ -8,16 +8,17 @@
 //! Afterwards: every run the API accepted has ended, once (its end does
 //! not change again); every conversation message accepted has its run
 //! ended; no email was sent twice, and every action delivered has its
-//! one message; no action is left pending or executing. While it ran, the
+//! one message; no action is left pending or executing. While it ran, a
+//! request found no server only within [`RESTART_BOUND`] of a kill, the
 //! server's resident memory stayed under [`RSS_BOUND`] and a normal read
 //! (`GET /v1/agents/runs/{id}`) answered within [`P99_BOUND`] at the
 //! 99th percentile.
 //!
 //! It runs for [`DEFAULT_SECS`] seconds; `HANE_SOAK_SECS` sets another
-//! length (BENCHMARKS.md has the command and the figures of a longer run).
+//! length (BENCHMARKS.md has the command and the figures of a run).
 
 use std::collections::HashMap;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -25,13 +26,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use hane_test_support::SmtpServer;
+use hane_test_support::{SmtpServer, try_request};
 use serde_json::{Value, json};
 
 use crate::common::{hane_on, ok, operator_key, serve_with};
 
 const DEFAULT_SECS: u64 = 90;
 const KILL_EVERY: Duration = Duration::from_secs(15);
+/// How long after a kill requests may find no server: until the new one
+/// listens.
+const RESTART_BOUND: Duration = Duration::from_secs(10);
 /// Bounds on what the server may use and how slow a read may get, with the
 /// test suite running beside it on two cores.
 const RSS_BOUND: u64 = 256 * 1024 * 1024;
@@ -68,58 +72,8 @@ fn call(
     key: &str,
     body: Option<&Value>,
 ) -> Result<Answer, String> {
-    let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .map_err(|e| e.to_string())?;
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .map_err(|e| format!("send: {e}"))?;
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("read: {e}"))?;
-    let raw = String::from_utf8_lossy(&raw);
-    let (head, rest) = raw.split_once("\r\n\r\n").ok_or("no head")?;
-    let status = head
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .ok_or("no status")?;
-    let text = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    // An SSE answer (MCP may stream) carries its JSON after `data: `.
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .find_map(|d| serde_json::from_str(d).ok())
-            .unwrap_or(Value::Null)
-    });
+    let (status, body) = try_request(addr, method, path, key, body, Duration::from_secs(15))?;
     Ok(Answer { status, body })
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        out.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// What the load threads saw.
@@ -131,8 +85,8 @@ struct Tally {
     messages: Vec<String>,
     /// Answers by kind of request.
     served: HashMap<&'static str, u64>,
-    /// Requests that found no server (it was being restarted).
-    refused: u64,
+    /// When requests found no server (it was being restarted).
+    refused: Vec<Instant>,
     /// Latencies of the normal read.
     reads: Vec<Duration>,
     approved: u64,
@@ -144,7 +98,7 @@ impl Tally {
         if reached {
             *self.served.entry(kind).or_default() += 1;
         } else {
-            self.refused += 1;
+            self.refused.push(Instant::now());
         }
     }
 
@@ -340,16 +294,16 @@ fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_
     }
 
     let began = Instant::now();
-    let mut kills = 0;
+    let mut kills: Vec<Instant> = Vec::new();
     while began.elapsed() < Duration::from_secs(secs) {
         std::thread::sleep(
             KILL_EVERY.min(Duration::from_secs(secs).saturating_sub(began.elapsed())),
         );
         if began.elapsed() + Duration::from_secs(1) < Duration::from_secs(secs) {
+            kills.push(Instant::now());
             child.kill().unwrap(); // SIGKILL
             child.wait().unwrap();
             child = start(&store, &smtp, &server);
-            kills += 1;
         }
     }
     stop.store(true, Ordering::SeqCst);
@@ -456,17 +410,28 @@ fn a_killed_server_under_load_and_hostile_peers_loses_nothing_and_sends_nothing_
     let rss = max_rss.load(Ordering::SeqCst);
     let served: u64 = tally.served.values().sum();
     eprintln!(
-        "soak: {secs} s, {kills} kills survived; {served} requests served ({:?}), {} refused while restarting; \
+        "soak: {secs} s, {} kills survived; {served} requests served ({:?}), {} refused while restarting; \
          runs {} ended, messages {}; emails by action state {by_state:?} ({delivered_by_runs} delivered by runs), {} approved by a person; \
          read p50 {p50:?} p99 {p99:?}; server RSS at most {:.1} MiB",
+        kills.len(),
         tally.served,
-        tally.refused,
+        tally.refused.len(),
         ended.len(),
         tally.messages.len(),
         tally.approved + spare.lock().unwrap().approved,
         rss as f64 / (1024.0 * 1024.0),
     );
-    assert!(kills >= 1 || secs < 16, "no kill");
+    assert!(!kills.is_empty() || secs < 16, "no kill");
+    // A request finds no server only while it is being started again.
+    for refused in &tally.refused {
+        assert!(
+            kills
+                .iter()
+                .any(|kill| *refused >= *kill && *refused - *kill <= RESTART_BOUND),
+            "a request was refused {:?} into the soak, not within {RESTART_BOUND:?} of a kill",
+            *refused - began
+        );
+    }
     assert!(
         tally.runs.len() > 10,
         "too little load: {} runs",
