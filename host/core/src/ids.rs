@@ -136,6 +136,24 @@ macro_rules! generated_id {
                 s.parse().map_err(serde::de::Error::custom)
             }
         }
+
+        /// The prefix and 26 lowercase base32 characters, as serialized.
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "pattern": concat!("^", $prefix, "[0-9a-hjkmnp-tv-z]{26}$")
+                })
+            }
+        }
     };
 }
 

@@ -69,6 +69,21 @@ impl Serialize for JsonText {
     }
 }
 
+/// Any JSON document: JSON shows the document itself.
+impl schemars::JsonSchema for JsonText {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JsonText".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!(true)
+    }
+}
+
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {

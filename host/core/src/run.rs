@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// Where a run is. It starts `queued`, then `running`, and ends in one of
 /// the other four; its transitions are [`Lifecycle::TRANSITIONS`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(description = "A run starts `queued` or `running` and ends in one of the others")]
 pub enum RunStatus {
     /// Accepted, not started yet.
     Queued,
@@ -189,6 +190,22 @@ impl ToolCallEnd {
     }
 }
 
+/// Serialized through its name ([`ToolCallEnd::as_str`]).
+impl schemars::JsonSchema for ToolCallEnd {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ToolCallEnd".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let ends: Vec<&str> = Self::ALL.iter().map(|e| e.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": ends })
+    }
+}
+
 impl fmt::Display for ToolCallEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -225,8 +242,9 @@ impl From<ToolCallEnd> for String {
 }
 
 /// How one tool call of a run went.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ToolCallSummary {
     /// The tool.
     pub tool: String,
@@ -241,8 +259,9 @@ pub struct ToolCallSummary {
 }
 
 /// One run of an agent: its input, what it did and how it ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct AgentRun {
     /// The run's id.
     pub id: RunId,
@@ -296,8 +315,9 @@ impl crate::Versioned for AgentRun {
 }
 
 /// A task for people that a run created, such as a handover.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Task {
     /// The task's id.
     pub id: TaskId,
@@ -305,6 +325,7 @@ pub struct Task {
     pub run: RunId,
     /// `handover` (from `request_human_help`) or `task` (from
     /// `tasks.create`).
+    #[schemars(extend("enum" = ["handover", "task", "approval"]))]
     pub kind: String,
     /// The group it is assigned to.
     pub assignment: String,

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// What a driver (and `GET /v1/agents/tools`) is told about a tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ToolDefinition {
     /// The name agents call it by, such as `data.find_record`.
     pub name: String,
@@ -20,6 +21,7 @@ pub struct ToolDefinition {
     pub output_schema: Value,
     /// `read`, `write` or `outbound` for operations; `control` for tools
     /// the host runs itself.
+    #[schemars(extend("enum" = ["read", "write", "outbound", "control"]))]
     pub impact: String,
     /// How long one call may take, such as `5s`.
     pub timeout: String,

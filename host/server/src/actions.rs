@@ -20,7 +20,228 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::routes::{Caller, body_fields, parse_id};
+use crate::route::{Access, Route, Shape};
+use crate::routes::{Caller, body_fields, parameter, parse_id};
+
+/// The routes of outbound actions, decider overrides and the budget.
+pub(crate) fn routes() -> Vec<Route> {
+    let mut routes = read_routes();
+    routes.extend(decision_routes());
+    routes.extend(override_routes());
+    routes
+}
+
+/// Reading outbound actions.
+fn read_routes() -> Vec<Route> {
+    let states: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
+    vec![
+        Route::get(
+            "/v1/agents/action-requests",
+            Access::Read,
+            list,
+            (
+                "listActionRequests",
+                "List the outbound actions agents proposed, oldest first",
+            ),
+        )
+        .describe(
+            "Each action holds exactly what would go out (`recipient`, `content`), the `digest` of \
+             that, its `state`, who decides it and the trail of decisions. `state=pending` lists \
+             the ones waiting for a decision. At most 1000 are listed, the oldest first: filter by \
+             `state` or `run` to see others.",
+        )
+        .param(json!({
+            "name": "state",
+            "in": "query",
+            "required": false,
+            "description": "Only actions in this state; `pending` for those waiting for a decision",
+            "schema": { "type": "string", "enum": states }
+        }))
+        .param(json!({
+            "name": "run",
+            "in": "query",
+            "required": false,
+            "description": "Only actions the run with this id proposed",
+            "schema": { "type": "string" }
+        }))
+        .answer(
+            200,
+            "The actions, oldest first",
+            Shape::Named("ActionRequestList"),
+        )
+        .errors(&[(400, "BadRequest")]),
+        Route::get(
+            "/v1/agents/action-requests/{id}",
+            Access::Read,
+            get,
+            ("getActionRequest", "Get an outbound action"),
+        )
+        .describe(
+            "`humanApproved` is true only when a person approved it, never for a review agent's or \
+             a policy's approval.",
+        )
+        .param(parameter("ActionId"))
+        .answer(200, "The action", Shape::Named("ActionRequest"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+    ]
+}
+
+/// A person's decisions on outbound actions, and their reconciliation.
+fn decision_routes() -> Vec<Route> {
+    let refused = "Nothing was done: the digest is not the action's (`path` is `/digest`; show the \
+                   action again), it was decided already, or a review agent decides it";
+    let body_errors = [
+        (413, "PayloadTooLarge"),
+        (415, "UnsupportedMediaType"),
+        (422, "InvalidBody"),
+    ];
+    vec![
+        Route::post(
+            "/v1/agents/action-requests/{id}/approve",
+            Access::Approve,
+            approve,
+            (
+                "approveActionRequest",
+                "Approve an outbound action, and deliver it",
+            ),
+        )
+        .describe(
+            "`digest` must be the digest of the content the approver was shown; when it is not the \
+             action's, nothing is done (409). The action is then delivered, at most once, before \
+             the answer, which is the action as it ended: `delivered`; `failed`, when nothing went \
+             out (`outcome.detail` says why, such as a delivery adapter that is not configured); or \
+             `unknown`, when it may have gone out (it is never resent: reconcile it). Only an action \
+             a person decides can be approved here; one waiting for a review agent cannot (409), \
+             and a key with groups approves only an action assigned to one of them (403). \
+             The decision is recorded as by `key:NAME`, the API key's name.",
+        )
+        .param(parameter("ActionId"))
+        .body(Shape::Named("DecideRequest"))
+        .answer(
+            200,
+            "The action as it ended: `delivered`, `failed` or `unknown`",
+            Shape::Named("ActionRequest"),
+        )
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, refused)
+        .errors(&body_errors),
+        Route::post(
+            "/v1/agents/action-requests/{id}/reject",
+            Access::Approve,
+            reject,
+            ("rejectActionRequest", "Reject an outbound action"),
+        )
+        .describe(
+            "Nothing is sent; the run that proposed it goes on with the action `rejected`. \
+             `digest` and the key's groups are checked as for approving. The decision is recorded \
+             as by `key:NAME`.",
+        )
+        .param(parameter("ActionId"))
+        .body(Shape::Named("DecideRequest"))
+        .answer(200, "The action, `rejected`", Shape::Named("ActionRequest"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, refused)
+        .errors(&body_errors),
+        Route::post(
+            "/v1/agents/action-requests/{id}/reconcile",
+            Access::Approve,
+            reconcile,
+            (
+                "reconcileActionRequest",
+                "Record what became of an `unknown` action",
+            ),
+        )
+        .describe(
+            "An `unknown` action may or may not have gone out, and is never resent. A person who \
+             found out records `delivered` or `failed` with a note; nothing is sent. Only an \
+             `unknown` action can be reconciled (409); a key with groups reconciles only an action \
+             assigned to one of them (403).",
+        )
+        .param(parameter("ActionId"))
+        .body(Shape::Named("ReconcileRequest"))
+        .answer(
+            200,
+            "The action, `delivered` or `failed`",
+            Shape::Named("ActionRequest"),
+        )
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(
+            409,
+            "The action is not `unknown`; the message says what is known of it",
+        )
+        .errors(&body_errors),
+    ]
+}
+
+/// Decider overrides, and the day's budget.
+fn override_routes() -> Vec<Route> {
+    vec![
+        Route::get(
+            "/v1/agents/decider-overrides",
+            Access::Read,
+            list_overrides,
+            ("listDeciderOverrides", "List the decider overrides"),
+        )
+        .describe(
+            "An override sends every new action of its tool to people, whatever the agents' \
+             decider policies say.",
+        )
+        .answer(
+            200,
+            "The overrides, by tool",
+            Shape::Named("DeciderOverrideList"),
+        ),
+        Route::post(
+            "/v1/agents/decider-overrides",
+            Access::Operate,
+            add_override,
+            (
+                "addDeciderOverride",
+                "Send every new action of an outbound tool to people",
+            ),
+        )
+        .describe(
+            "From the next action on, people decide every action of `tool`, whatever the agents' \
+             decider policies say; actions proposed earlier keep their decider. Setting an override \
+             for a tool that has one replaces it.",
+        )
+        .body(Shape::Named("DeciderOverrideRequest"))
+        .answer(201, "The override", Shape::Named("DeciderOverride"))
+        .errors(&[
+            (400, "BadRequest"),
+            (413, "PayloadTooLarge"),
+            (415, "UnsupportedMediaType"),
+        ])
+        .error(
+            422,
+            "The body is not valid, or `tool` is not an outbound tool (`path` is `/tool`)",
+        ),
+        Route::new(
+            axum::http::Method::DELETE,
+            "/v1/agents/decider-overrides/{tool}",
+            Access::Operate,
+            remove_override,
+            ("removeDeciderOverride", "Remove a decider override"),
+        )
+        .describe("From the next action on, the agents' decider policies choose again.")
+        .param(parameter("Tool"))
+        .raw(204, json!({ "description": "The override is removed" }))
+        .error(404, "The tool has no override"),
+        Route::get(
+            "/v1/agents/budget",
+            Access::Read,
+            budget,
+            ("getBudget", "Today's usage, with the budget that limits it"),
+        )
+        .describe(
+            "Runs started, external actions executed and model tokens of today (UTC) for this \
+             server's project and environment (`HANE_PROJECT`, `HANE_ENVIRONMENT`), the active \
+             release's Budget for them if it has one, and the alerts recorded today. Usage is \
+             counted whether or not there is a Budget.",
+        )
+        .answer(200, "Today's usage and budget", Shape::Named("BudgetReport")),
+    ]
+}
 
 /// The fields of an approve or reject request's body.
 const DECIDE_FIELDS: [&str; 2] = ["digest", "reason"];

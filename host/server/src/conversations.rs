@@ -21,7 +21,182 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::routes::{body_fields, list_limit, parse_id};
+use crate::route::{Access, Route, Shape};
+use crate::routes::{body_fields, list_limit, parameter, parse_id};
+
+/// The routes of conversations, their messages and their memory.
+///
+/// `memory-schema` comes before `{id}`, which would otherwise take it.
+pub(crate) fn routes() -> Vec<Route> {
+    let mut routes = vec![
+        Route::post(
+            "/v1/agents/conversations",
+            Access::Operate,
+            create,
+            ("createConversation", "Start a conversation with an agent"),
+        )
+        .describe(
+            "Each message of the conversation starts an ordinary run of the agent whose context \
+             is built from the conversation so far. With `memory`, the conversation starts from \
+             a saved history (any memory version this server reads; see \
+             `GET /v1/agents/conversations/memory-schema`): it is checked, redacted, and its \
+             actions are replaced by the execution ledger's; `notes` says what changed.",
+        )
+        .body(Shape::Named("CreateConversationRequest"))
+        .answer(
+            201,
+            "The conversation, with `notes` on its memory",
+            Shape::Named("Conversation"),
+        )
+        .errors(&[(400, "BadRequest")])
+        .error(
+            404,
+            "No agent of this name in the active release (`path` is `/agent`)",
+        )
+        .error(409, "No release is active")
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "The body or its memory is not valid; `path` points at the place, such as `/memory/runs/0/status`",
+        ),
+        Route::get(
+            "/v1/agents/conversations",
+            Access::Read,
+            list,
+            (
+                "listConversations",
+                "List conversations, the most recently changed first",
+            ),
+        )
+        .param(json!({ "name": "agent", "in": "query", "required": false, "schema": { "type": "string" } }))
+        .param(json!({
+            "name": "limit", "in": "query", "required": false,
+            "schema": { "type": "integer", "minimum": 1, "maximum": MAX_CONVERSATIONS_LISTED }
+        }))
+        .answer(200, "The conversations", Shape::Named("ConversationList"))
+        .errors(&[(400, "BadRequest")]),
+        Route::get(
+            "/v1/agents/conversations/memory-schema",
+            Access::Public,
+            schema,
+            (
+                "memorySchema",
+                "The JSON Schema of the memory format this server writes",
+            ),
+        )
+        .answer(
+            200,
+            "The JSON Schema (draft 2020-12) of memory version 2",
+            Shape::Inline(json!({ "type": "object" })),
+        ),
+        Route::get(
+            "/v1/agents/conversations/{id}",
+            Access::Read,
+            get,
+            (
+                "getConversation",
+                "Get a conversation: its messages, each with its run as it is now",
+            ),
+        )
+        .param(parameter("ConversationId"))
+        .answer(200, "The conversation", Shape::Named("Conversation"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+    ];
+    routes.push(send_route());
+    routes.extend(memory_routes());
+    routes
+}
+
+fn send_route() -> Route {
+    Route::post(
+        "/v1/agents/conversations/{id}/messages",
+        Access::Operate,
+        send,
+        ("sendMessage", "Send a message: start the agent's run for it"),
+    )
+    .describe(
+        "The run's input is `input` when given, else `{\"message\": TEXT}` when the agent's \
+         input schema takes it, else what the release's default model derives from the text \
+         for that agent (422 at `/input` with what is missing when it cannot). One message at a time: while the previous message's run has \
+         not ended, a new one is refused with 409. With `Accept: text/event-stream` the reply \
+         is followed as Server-Sent Events: `message` (the entry and its run), then `text` \
+         (the model's text as it streams), `tool_call` (each call as it ends), \
+         `action_pending` (an outbound action waiting for a person, with its digest and how \
+         to approve it) and `end` (the run as it ended).",
+    )
+    .param(parameter("ConversationId"))
+    .body(Shape::Named("SendMessageRequest"))
+    .answer(
+        201,
+        "The message's entry and its run (`queued`, or ended with `wait`)",
+        Shape::Named("SentMessage"),
+    )
+    .raw(200, json!({
+        "description": "With `Accept: text/event-stream`: the message was accepted, and the reply follows as events",
+        "content": { "text/event-stream": { "schema": { "type": "string" } } }
+    }))
+    .errors(&[(400, "BadRequest"), (404, "NotFound")])
+    .error(
+        409,
+        "The previous message's run has not ended, or no release is active",
+    )
+    .errors(&[(413, "PayloadTooLarge")])
+    .error(
+        422,
+        "The text or input is not valid, or the agent does not take a message as its input; `path` points at the field",
+    )
+    .errors(&[(429, "BudgetExceeded"), (502, "BadGateway")])
+}
+
+fn memory_routes() -> Vec<Route> {
+    vec![
+        Route::get(
+            "/v1/agents/conversations/{id}/memory",
+            Access::Read,
+            get_memory,
+            (
+                "getMemory",
+                "The conversation's current context, as versioned JSON",
+            ),
+        )
+        .describe(
+            "Messages, run summaries and action states (the execution ledger's). Never holds a \
+             run's token, an API key or a credential: they are replaced by `***`.",
+        )
+        .param(parameter("ConversationId"))
+        .answer(200, "The memory", Shape::Named("Memory"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+        Route::new(
+            axum::http::Method::PUT,
+            "/v1/agents/conversations/{id}/memory",
+            Access::Operate,
+            put_memory,
+            (
+                "putMemory",
+                "Save a memory as the conversation's context from now on",
+            ),
+        )
+        .describe(
+            "Checked like a new conversation's `memory`. It grants nothing: permissions, limits \
+             and budgets come from the active release, action states from the ledger. A newer \
+             `schemaVersion` than this server reads is refused with 422.",
+        )
+        .param(parameter("ConversationId"))
+        .body(Shape::Inline(json!({ "type": "object" })))
+        .answer(
+            200,
+            "The memory as saved, and what changed",
+            Shape::Named("SavedMemory"),
+        )
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, "A message is being sent now")
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "Not a memory this server reads; `path` points at the place",
+        ),
+    ]
+}
 
 impl From<ConversationError> for ApiError {
     fn from(e: ConversationError) -> Self {

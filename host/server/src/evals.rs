@@ -14,7 +14,101 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
+use crate::route::{Access, Route, Shape};
 use crate::routes::{body_fields, list_limit, parse_id};
+
+/// The routes of evaluations. `compare` comes before `{id}`, which would
+/// otherwise take it.
+pub(crate) fn routes() -> Vec<Route> {
+    let eval_id = json!({ "type": "string", "pattern": "^eval_[0-9a-hjkmnp-tv-z]{26}$" });
+    vec![
+        Route::post(
+            "/v1/agents/evals",
+            Access::Operate,
+            create,
+            (
+                "createEvaluation",
+                "Evaluate an agent on an EvalSuite of the active release",
+            ),
+        )
+        .describe(
+            "Each case of the suite runs as a shadow run of the suite's agent (nothing is sent, \
+             no person is asked; at most 8 cases at once), and its result is compared with the \
+             case's `expect`: every expected field must be present and equal (maps compare the \
+             same way inside, arrays by length then element, numbers by value); fields the case \
+             does not name are not compared. A case whose run fails or cannot start fails. The \
+             evaluation is stored and answered when the last case ends, at its `Location`. The \
+             runs count against the day's budget like any run.",
+        )
+        .body(Shape::Named("EvaluationRequest"))
+        .answer(
+            201,
+            "The evaluation, once every case ended",
+            Shape::Named("Evaluation"),
+        )
+        .header("Location", "The evaluation's URL")
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, "No release is active")
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "The body is not an evaluation request (`path` is `/suite`)",
+        ),
+        Route::get(
+            "/v1/agents/evals",
+            Access::Read,
+            list,
+            ("listEvaluations", "List evaluations, newest first"),
+        )
+        .param(json!({
+            "name": "suite", "in": "query", "required": false,
+            "schema": { "type": "string" }, "description": "Only evaluations of this suite"
+        }))
+        .param(json!({
+            "name": "limit", "in": "query", "required": false,
+            "schema": { "type": "integer", "minimum": 1, "maximum": MAX_EVALUATIONS_LISTED }
+        }))
+        .answer(200, "The evaluations", Shape::Named("EvaluationList"))
+        .errors(&[(400, "BadRequest")]),
+        Route::get(
+            "/v1/agents/evals/compare",
+            Access::Read,
+            compare,
+            (
+                "compareEvaluations",
+                "Compare two evaluations of one suite, case by case",
+            ),
+        )
+        .describe(
+            "Each case of `a` (the earlier) matched by name with `b`'s: `regressed`, `fixed`, \
+             `still_failing` or `unchanged`; `added` and `removed` for a case only one has. \
+             Evaluations of different suites are refused with 422.",
+        )
+        .param(json!({
+            "name": "a", "in": "query", "required": true, "schema": eval_id,
+            "description": "The earlier evaluation"
+        }))
+        .param(json!({
+            "name": "b", "in": "query", "required": true, "schema": eval_id,
+            "description": "The later evaluation"
+        }))
+        .answer(200, "The comparison", Shape::Named("EvaluationComparison"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(422, "The two evaluations are of different suites"),
+        Route::get(
+            "/v1/agents/evals/{id}",
+            Access::Read,
+            get,
+            ("getEvaluation", "Get an evaluation"),
+        )
+        .param(json!({
+            "name": "id", "in": "path", "required": true, "schema": eval_id,
+            "description": "The evaluation's id"
+        }))
+        .answer(200, "The evaluation", Shape::Named("Evaluation"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+    ]
+}
 
 impl From<EvalError> for ApiError {
     fn from(e: EvalError) -> Self {

@@ -64,6 +64,7 @@ mod mcp;
 mod model;
 mod openapi;
 mod reception;
+mod route;
 mod routes;
 mod serve;
 mod workflows;
@@ -78,5 +79,5 @@ pub use mcp::{
 };
 pub use model::MAX_MODEL_BODY_BYTES;
 pub use openapi::openapi;
-pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, RUN_TOKEN_HEADER, router};
+pub use routes::{DEFAULT_LIST_LIMIT, MAX_BODY_BYTES, RUN_TOKEN_HEADER, router, served_routes};
 pub use serve::{MAX_HEAD_BYTES, MAX_URI_BYTES, ServeConfig, serve, serve_with};

@@ -27,6 +27,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::{
@@ -36,6 +37,106 @@ use hane_model::serve::{self, Failure, Inbound, InboundError, SseOut};
 use hane_model::{ModelResponse, StreamEvent};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+
+use crate::route::{Access, Route, Shape};
+use crate::routes::Api;
+
+/// The Model Gateway's routes, each in its provider's format, and the
+/// probe of `/`.
+pub(crate) fn routes() -> Vec<Route> {
+    let routes = vec![
+        provider_post(
+            "/v1/chat/completions",
+            chat,
+            (
+                "createChatCompletion",
+                "A model call of a run, in the OpenAI Chat Completions format",
+            ),
+        )
+        .describe(
+            "Served by the run's provider whatever its own format, through the Model Gateway: \
+             admitted against the run's state and `maxModelTokens`, counted, and recorded as \
+             an LLM turn of the run.",
+        ),
+        provider_post(
+            "/v1/responses",
+            responses,
+            (
+                "createResponse",
+                "A model call of a run, in the OpenAI Responses format",
+            ),
+        )
+        .describe(
+            "As `POST /v1/chat/completions`; stateless: `previous_response_id` and stored \
+             responses are refused.",
+        ),
+        provider_post(
+            "/v1/messages",
+            messages,
+            (
+                "createMessage",
+                "A model call of a run, in the Anthropic Messages format",
+            ),
+        )
+        .describe("As `POST /v1/chat/completions`."),
+        provider_post(
+            "/v1/messages/count_tokens",
+            count_tokens,
+            (
+                "countMessageTokens",
+                "The input tokens of a Messages request, as the Model Gateway counts them",
+            ),
+        ),
+        Route::get(
+            "/v1/models",
+            Access::RunToken,
+            models,
+            ("listModels", "The run's model"),
+        )
+        .describe(
+            "In the OpenAI list shape, or Anthropic's when the request has an \
+             `anthropic-version` header.",
+        ),
+    ];
+    let provider = json!({
+        "description": "In the provider's own format",
+        "content": {
+            "application/json": { "schema": { "type": "object" } },
+            "text/event-stream": { "schema": { "type": "string" } }
+        }
+    });
+    let mut routes: Vec<Route> = routes
+        .into_iter()
+        .map(|route| {
+            [200, 400, 401, 403, 413, 429, 502, 503, 504]
+                .into_iter()
+                .fold(route, |route, status| route.raw(status, provider.clone()))
+        })
+        .collect();
+    routes.push(
+        Route::get(
+            "/",
+            Access::Public,
+            root,
+            (
+                "root",
+                "Answers 200, for the clients that probe the server before a model call",
+            ),
+        )
+        .raw(200, json!({ "description": "The server is up" })),
+    );
+    routes
+}
+
+/// A Model Gateway route that takes a body in its provider's format.
+fn provider_post<H: Handler<T, Api>, T: 'static>(
+    path: &'static str,
+    handler: H,
+    operation: (&'static str, &'static str),
+) -> Route {
+    Route::post(path, Access::RunToken, handler, operation)
+        .body(Shape::Inline(json!({ "type": "object" })))
+}
 
 /// The largest model request body accepted, in bytes (Anthropic's own
 /// limit): a coding CLI's context with images is far larger than a run's

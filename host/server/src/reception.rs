@@ -13,7 +13,83 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
+use crate::route::{Access, Route, Shape};
 use crate::routes::{body_fields, list_limit, parse_id};
+
+/// Reception's routes: a request answered, and those answered read back.
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        Route::post(
+            "/v1/agents/requests",
+            Access::Operate,
+            create,
+            (
+                "createRequest",
+                "Reception: start the right agent for a request in free text",
+            ),
+        )
+        .describe(
+            "The agents of the active release are shortlisted by the words they share with \
+             `text` (BM25 over each agent's purpose, examples and input fields); the release's \
+             default model then chooses one of them and derives its input, which is checked \
+             against the agent's input schema. The run then starts as any run does (201), or, \
+             with `dryRun`, only what would start is answered (200, `would_start`). When \
+             nothing fits or the input cannot be made valid, the answer (200) is `declined` \
+             with `reasons` and `missing`; a run the budget or the build refuses is `refused` \
+             with `error`. Every answer is stored with the shortlist, the model call and the \
+             alternatives, and read back at its `Location`. The model's tokens count against \
+             the day's budget.",
+        )
+        .body(Shape::Named("ReceptionRequest"))
+        .answer(201, "A run was started", Shape::Named("Reception"))
+        .header("Location", "The request's URL")
+        .answer(
+            200,
+            "Nothing started: a dry run's choice, a decline with what is missing, or a run refused at start",
+            Shape::Named("Reception"),
+        )
+        .header("Location", "The request's URL")
+        .errors(&[(400, "BadRequest")])
+        .error(
+            409,
+            "No release is active, or it has no default ModelProvider for reception's choice",
+        )
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "The body is not a request (`path` is `/text` or `/dryRun`)",
+        )
+        .errors(&[(429, "BudgetExceeded"), (502, "BadGateway")]),
+        Route::get(
+            "/v1/agents/requests",
+            Access::Read,
+            list,
+            (
+                "listRequests",
+                "List the requests reception answered, newest first",
+            ),
+        )
+        .param(json!({
+            "name": "limit", "in": "query", "required": false,
+            "schema": { "type": "integer", "minimum": 1, "maximum": MAX_RECEPTIONS_LISTED }
+        }))
+        .answer(200, "The requests", Shape::Named("ReceptionList"))
+        .errors(&[(400, "BadRequest")]),
+        Route::get(
+            "/v1/agents/requests/{id}",
+            Access::Read,
+            get,
+            ("getRequest", "Get a request reception answered"),
+        )
+        .param(json!({
+            "name": "id", "in": "path", "required": true,
+            "schema": { "type": "string", "pattern": "^req_[0-9a-hjkmnp-tv-z]{26}$" },
+            "description": "The request's id"
+        }))
+        .answer(200, "The request", Shape::Named("Reception"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+    ]
+}
 
 impl From<ReceptionError> for ApiError {
     fn from(e: ReceptionError) -> Self {

@@ -1,23 +1,23 @@
-//! The routes: one table ([`ROUTES`]) that both the router and the OpenAPI
-//! document are built from, the run and tool handlers, and the bearer-key
-//! check. The handlers of outbound actions, overrides and the budget are in
-//! `actions`.
+//! The routes: every feature's list ([`all`]) that both the router and
+//! the OpenAPI document are built from, the run and tool routes and their
+//! handlers, and the bearer-key check. The other features' routes and
+//! handlers are in their modules (`actions`, `conversations`, …).
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodFilter, MethodRouter, on};
 use hane_coordinator::{
     AgentRuntime, Approvals, Budgets, Conversations, Evaluations, ReceptionDesk, Services,
     StartRun, Workflows,
 };
 use hane_core::Person;
 use hane_core::RunId;
-use hane_core::{AgentRun, RunStatus};
+use hane_core::{AgentRun, RunStatus, Task, ToolDefinition};
 use hane_store::{MAX_RUNS_LISTED, RunQuery};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::actions;
@@ -27,6 +27,7 @@ use crate::evals;
 use crate::keys::{Role, hash_key};
 use crate::model;
 use crate::reception;
+use crate::route::{Access, Route, Shape, of};
 use crate::workflows;
 
 /// The largest request body accepted, in bytes; a larger one is answered
@@ -36,344 +37,192 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Runs listed when a request gives no `limit`.
 pub const DEFAULT_LIST_LIMIT: u32 = 100;
 
-/// Who may call a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Anyone, without a key.
-    Public,
-    /// A key with any role.
-    Read,
-    /// A key with the `approver` or `operator` role.
-    Approve,
-    /// A key with the `operator` role.
-    Operate,
-    /// A run's token, not an API key: the Model Gateway's routes, which
-    /// check it themselves.
-    RunToken,
+/// Every route the API serves, feature by feature, in the order the
+/// router takes them: the router and the OpenAPI document are both built
+/// from this list.
+pub(crate) fn all() -> Vec<Route> {
+    let mut routes = runs();
+    routes.extend(actions::routes());
+    routes.extend(conversations::routes());
+    routes.extend(reception::routes());
+    routes.extend(evals::routes());
+    routes.extend(workflows::routes());
+    routes.extend(model::routes());
+    routes
 }
 
-impl Access {
-    fn allows(self, role: Role) -> bool {
-        match self {
-            Access::Public | Access::Read => true,
-            Access::Approve => matches!(role, Role::Approver | Role::Operator),
-            Access::Operate => role == Role::Operator,
-            Access::RunToken => false,
+/// Every method and path [`router`] serves besides the MCP endpoints, in
+/// the order it takes them; [`crate::openapi`] documents each.
+pub fn served_routes() -> Vec<(Method, &'static str)> {
+    all()
+        .into_iter()
+        .map(|route| (route.method, route.path))
+        .collect()
+}
+
+/// The reference to a parameter of `components/parameters`.
+pub(crate) fn parameter(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/parameters/{name}") })
+}
+
+/// The server's own routes, runs and tools.
+fn runs() -> Vec<Route> {
+    vec![
+        Route::get(
+            "/healthz",
+            Access::Public,
+            health,
+            ("health", "Whether the server is up"),
+        )
+        .answer(200, "The server is up", of::<Health>()),
+        Route::get(
+            "/v1/openapi.json",
+            Access::Public,
+            openapi,
+            ("openapi", "This document"),
+        )
+        .answer(
+            200,
+            "This document",
+            Shape::Inline(json!({ "type": "object" })),
+        ),
+        start_route(),
+        list_route(),
+        Route::get(
+            "/v1/agents/runs/{id}",
+            Access::Read,
+            get_run,
+            ("getRun", "Get a run"),
+        )
+        .param(parameter("RunId"))
+        .answer(200, "The run", of::<AgentRun>())
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+        Route::post(
+            "/v1/agents/runs/{id}/cancel",
+            Access::Operate,
+            cancel_run,
+            ("cancelRun", "Cancel a run"),
+        )
+        .describe(
+            "Its next tool call is refused and its running operations are cancelled; it ends \
+             `cancelled`. The answer is the run once it has ended (within 10 seconds; a run \
+             that takes longer is answered as it is then, and still ends `cancelled`). A run \
+             that already ended cannot be cancelled (409).",
+        )
+        .param(parameter("RunId"))
+        .answer(200, "The run", of::<AgentRun>())
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, "The run already ended"),
+        Route::get(
+            "/v1/agents/runs/{id}/tasks",
+            Access::Read,
+            run_tasks,
+            (
+                "listRunTasks",
+                "List the tasks for people a run created, such as handovers",
+            ),
+        )
+        .param(parameter("RunId"))
+        .answer(200, "The run's tasks, oldest first", of::<TaskList>())
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+        Route::get(
+            "/v1/agents/tools",
+            Access::Read,
+            list_tools,
+            ("listTools", "List the tools the active release offers"),
+        )
+        .describe(
+            "Every tool an agent of the active release may be allowed, with its input and output \
+             schemas. Which of them an agent may call is in its definition's `tools`.",
+        )
+        .answer(200, "The tools", of::<ToolList>())
+        .error(409, "No release is active"),
+    ]
+}
+
+fn start_route() -> Route {
+    Route::post(
+        "/v1/agents/runs",
+        Access::Operate,
+        start_run,
+        ("startRun", "Start a run of an agent"),
+    )
+    .describe(
+        "Starts a run of `agent` from the active release with `input`, which must be valid \
+         against the agent's input schema. The run is `queued` when this answers, unless \
+         `wait` is true (in the body or the query), when it answers once the run has ended. \
+         With `attach: true` the run is driven by the caller instead of the agent's driver: \
+         the answer's `Hane-Run-Token` header carries the run's token, for the Model \
+         Gateway's routes and the run's tool calls; the run ends when `submit_result` \
+         accepts its result, when it is cancelled, or at `maxSeconds`.",
+    )
+    .param(json!({
+        "name": "wait",
+        "in": "query",
+        "required": false,
+        "description": "Answer once the run has ended, as `wait` in the body does",
+        "schema": { "type": "boolean", "default": false }
+    }))
+    .body(of::<StartRunRequest>())
+    .answer(
+        201,
+        "The run: `queued`, or ended when `wait` was true",
+        of::<AgentRun>(),
+    )
+    .header("Location", "The run's URL")
+    .header("Hane-Run-Token", "With `attach: true`: the run's token")
+    .errors(&[(400, "BadRequest")])
+    .error(
+        404,
+        "No agent of this name in the active release (`path` is `/agent`)",
+    )
+    .error(409, "No release is active")
+    .errors(&[(413, "PayloadTooLarge"), (415, "UnsupportedMediaType")])
+    .error(
+        422,
+        "The body or the input is not valid, or the agent's driver is not available in this \
+         build; `path` points at the field, such as `/input/vehicle`",
+    )
+    .errors(&[(429, "BudgetExceeded")])
+}
+
+fn list_route() -> Route {
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    Route::get(
+        "/v1/agents/runs",
+        Access::Read,
+        list_runs,
+        ("listRuns", "List runs, newest first"),
+    )
+    .param(json!({
+        "name": "agent",
+        "in": "query",
+        "required": false,
+        "description": "Only runs of this agent",
+        "schema": { "type": "string" }
+    }))
+    .param(json!({
+        "name": "status",
+        "in": "query",
+        "required": false,
+        "description": "Only runs with this status",
+        "schema": { "type": "string", "enum": statuses }
+    }))
+    .param(json!({
+        "name": "limit",
+        "in": "query",
+        "required": false,
+        "description": "At most this many runs",
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_RUNS_LISTED,
+            "default": DEFAULT_LIST_LIMIT
         }
-    }
-
-    /// Who may call it, in words, for errors and the OpenAPI document.
-    pub(crate) fn needs(self) -> &'static str {
-        match self {
-            Access::Public => "no API key",
-            Access::Read => "an API key with any role (viewer, approver or operator)",
-            Access::Approve => "an API key with the approver or operator role",
-            Access::Operate => "an API key with the operator role",
-            Access::RunToken => {
-                "a run's token (`Authorization: Bearer TOKEN` or `x-api-key: TOKEN`), not an API key"
-            }
-        }
-    }
+    }))
+    .answer(200, "The runs", of::<RunList>())
+    .errors(&[(400, "BadRequest")])
 }
-
-/// What a route does; the router and the OpenAPI document each match on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Endpoint {
-    Health,
-    OpenApi,
-    StartRun,
-    ListRuns,
-    GetRun,
-    CancelRun,
-    RunTasks,
-    ListTools,
-    ListActions,
-    GetAction,
-    ApproveAction,
-    RejectAction,
-    ReconcileAction,
-    ListOverrides,
-    AddOverride,
-    RemoveOverride,
-    Budget,
-    CreateConversation,
-    ListConversations,
-    GetConversation,
-    SendMessage,
-    GetMemory,
-    PutMemory,
-    MemorySchema,
-    CreateRequest,
-    ListRequests,
-    GetRequest,
-    CreateEvaluation,
-    ListEvaluations,
-    CompareEvaluations,
-    GetEvaluation,
-    StartCase,
-    GetCase,
-    CompleteTask,
-    ChatCompletions,
-    Responses,
-    Messages,
-    CountTokens,
-    Models,
-    Root,
-}
-
-/// One route of the API.
-#[derive(Debug)]
-pub(crate) struct Route {
-    pub(crate) endpoint: Endpoint,
-    pub(crate) method: Method,
-    /// In axum's and OpenAPI's syntax alike: `{id}` is a parameter.
-    pub(crate) path: &'static str,
-    pub(crate) access: Access,
-}
-
-/// Every route the API serves.
-pub(crate) const ROUTES: [Route; 40] = [
-    Route {
-        endpoint: Endpoint::Health,
-        method: Method::GET,
-        path: "/healthz",
-        access: Access::Public,
-    },
-    Route {
-        endpoint: Endpoint::OpenApi,
-        method: Method::GET,
-        path: "/v1/openapi.json",
-        access: Access::Public,
-    },
-    Route {
-        endpoint: Endpoint::StartRun,
-        method: Method::POST,
-        path: "/v1/agents/runs",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::ListRuns,
-        method: Method::GET,
-        path: "/v1/agents/runs",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::GetRun,
-        method: Method::GET,
-        path: "/v1/agents/runs/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::CancelRun,
-        method: Method::POST,
-        path: "/v1/agents/runs/{id}/cancel",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::RunTasks,
-        method: Method::GET,
-        path: "/v1/agents/runs/{id}/tasks",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::ListTools,
-        method: Method::GET,
-        path: "/v1/agents/tools",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::ListActions,
-        method: Method::GET,
-        path: "/v1/agents/action-requests",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::GetAction,
-        method: Method::GET,
-        path: "/v1/agents/action-requests/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::ApproveAction,
-        method: Method::POST,
-        path: "/v1/agents/action-requests/{id}/approve",
-        access: Access::Approve,
-    },
-    Route {
-        endpoint: Endpoint::RejectAction,
-        method: Method::POST,
-        path: "/v1/agents/action-requests/{id}/reject",
-        access: Access::Approve,
-    },
-    Route {
-        endpoint: Endpoint::ReconcileAction,
-        method: Method::POST,
-        path: "/v1/agents/action-requests/{id}/reconcile",
-        access: Access::Approve,
-    },
-    Route {
-        endpoint: Endpoint::ListOverrides,
-        method: Method::GET,
-        path: "/v1/agents/decider-overrides",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::AddOverride,
-        method: Method::POST,
-        path: "/v1/agents/decider-overrides",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::RemoveOverride,
-        method: Method::DELETE,
-        path: "/v1/agents/decider-overrides/{tool}",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::Budget,
-        method: Method::GET,
-        path: "/v1/agents/budget",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::CreateConversation,
-        method: Method::POST,
-        path: "/v1/agents/conversations",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::ListConversations,
-        method: Method::GET,
-        path: "/v1/agents/conversations",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::MemorySchema,
-        method: Method::GET,
-        path: "/v1/agents/conversations/memory-schema",
-        access: Access::Public,
-    },
-    Route {
-        endpoint: Endpoint::GetConversation,
-        method: Method::GET,
-        path: "/v1/agents/conversations/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::SendMessage,
-        method: Method::POST,
-        path: "/v1/agents/conversations/{id}/messages",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::GetMemory,
-        method: Method::GET,
-        path: "/v1/agents/conversations/{id}/memory",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::PutMemory,
-        method: Method::PUT,
-        path: "/v1/agents/conversations/{id}/memory",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::CreateRequest,
-        method: Method::POST,
-        path: "/v1/agents/requests",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::ListRequests,
-        method: Method::GET,
-        path: "/v1/agents/requests",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::GetRequest,
-        method: Method::GET,
-        path: "/v1/agents/requests/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::CreateEvaluation,
-        method: Method::POST,
-        path: "/v1/agents/evals",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::ListEvaluations,
-        method: Method::GET,
-        path: "/v1/agents/evals",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::CompareEvaluations,
-        method: Method::GET,
-        path: "/v1/agents/evals/compare",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::GetEvaluation,
-        method: Method::GET,
-        path: "/v1/agents/evals/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::StartCase,
-        method: Method::POST,
-        path: "/v1/agents/workflows/{name}/cases",
-        access: Access::Operate,
-    },
-    Route {
-        endpoint: Endpoint::GetCase,
-        method: Method::GET,
-        path: "/v1/agents/workflows/{name}/cases/{id}",
-        access: Access::Read,
-    },
-    Route {
-        endpoint: Endpoint::CompleteTask,
-        method: Method::POST,
-        path: "/v1/agents/workflows/{name}/cases/{id}/tasks/{step}",
-        access: Access::Approve,
-    },
-    Route {
-        endpoint: Endpoint::ChatCompletions,
-        method: Method::POST,
-        path: "/v1/chat/completions",
-        access: Access::RunToken,
-    },
-    Route {
-        endpoint: Endpoint::Responses,
-        method: Method::POST,
-        path: "/v1/responses",
-        access: Access::RunToken,
-    },
-    Route {
-        endpoint: Endpoint::Messages,
-        method: Method::POST,
-        path: "/v1/messages",
-        access: Access::RunToken,
-    },
-    Route {
-        endpoint: Endpoint::CountTokens,
-        method: Method::POST,
-        path: "/v1/messages/count_tokens",
-        access: Access::RunToken,
-    },
-    Route {
-        endpoint: Endpoint::Models,
-        method: Method::GET,
-        path: "/v1/models",
-        access: Access::RunToken,
-    },
-    Route {
-        endpoint: Endpoint::Root,
-        method: Method::GET,
-        path: "/",
-        access: Access::Public,
-    },
-];
 
 /// What the API's handlers reach: the composed [`Services`]; each handler
 /// extracts the one it needs (`State<Conversations>`, `State<AgentRuntime>`).
@@ -429,57 +278,15 @@ impl FromRef<Api> for Evaluations {
 pub fn router(services: Services) -> Router {
     let runtime = services.runs.clone();
     let mut router = Router::new();
-    for route in &ROUTES {
-        let filter = MethodFilter::try_from(route.method.clone())
-            .expect("every method in ROUTES has a filter");
-        let handler: MethodRouter<Api> = match route.endpoint {
-            Endpoint::Health => on(filter, health),
-            Endpoint::OpenApi => on(filter, openapi),
-            Endpoint::StartRun => on(filter, start_run),
-            Endpoint::ListRuns => on(filter, list_runs),
-            Endpoint::GetRun => on(filter, get_run),
-            Endpoint::CancelRun => on(filter, cancel_run),
-            Endpoint::RunTasks => on(filter, run_tasks),
-            Endpoint::ListTools => on(filter, list_tools),
-            Endpoint::ListActions => on(filter, actions::list),
-            Endpoint::GetAction => on(filter, actions::get),
-            Endpoint::ApproveAction => on(filter, actions::approve),
-            Endpoint::RejectAction => on(filter, actions::reject),
-            Endpoint::ReconcileAction => on(filter, actions::reconcile),
-            Endpoint::ListOverrides => on(filter, actions::list_overrides),
-            Endpoint::AddOverride => on(filter, actions::add_override),
-            Endpoint::RemoveOverride => on(filter, actions::remove_override),
-            Endpoint::Budget => on(filter, actions::budget),
-            Endpoint::CreateConversation => on(filter, conversations::create),
-            Endpoint::ListConversations => on(filter, conversations::list),
-            Endpoint::GetConversation => on(filter, conversations::get),
-            Endpoint::SendMessage => on(filter, conversations::send),
-            Endpoint::GetMemory => on(filter, conversations::get_memory),
-            Endpoint::PutMemory => on(filter, conversations::put_memory),
-            Endpoint::MemorySchema => on(filter, conversations::schema),
-            Endpoint::CreateRequest => on(filter, reception::create),
-            Endpoint::ListRequests => on(filter, reception::list),
-            Endpoint::GetRequest => on(filter, reception::get),
-            Endpoint::CreateEvaluation => on(filter, evals::create),
-            Endpoint::ListEvaluations => on(filter, evals::list),
-            Endpoint::CompareEvaluations => on(filter, evals::compare),
-            Endpoint::GetEvaluation => on(filter, evals::get),
-            Endpoint::StartCase => on(filter, workflows::start),
-            Endpoint::GetCase => on(filter, workflows::get),
-            Endpoint::CompleteTask => on(filter, workflows::complete),
-            Endpoint::ChatCompletions => on(filter, model::chat),
-            Endpoint::Responses => on(filter, model::responses),
-            Endpoint::Messages => on(filter, model::messages),
-            Endpoint::CountTokens => on(filter, model::count_tokens),
-            Endpoint::Models => on(filter, model::models),
-            Endpoint::Root => on(filter, model::root),
-        };
+    for route in all() {
         let handler = match route.access {
-            Access::Public | Access::RunToken => handler,
-            _ => handler.route_layer(middleware::from_fn_with_state(
+            Access::Public | Access::RunToken => route.handler,
+            _ => route.handler.route_layer(middleware::from_fn_with_state(
                 Guard {
                     runtime: runtime.clone(),
-                    route,
+                    method: route.method,
+                    path: route.path,
+                    access: route.access,
                 },
                 authorize,
             )),
@@ -500,7 +307,9 @@ pub fn router(services: Services) -> Router {
 #[derive(Clone)]
 struct Guard {
     runtime: AgentRuntime,
-    route: &'static Route,
+    method: Method,
+    path: &'static str,
+    access: Access,
 }
 
 /// Who called: put in the request's extensions by the key check, for the
@@ -553,7 +362,6 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
                 "the API key is not known: it may have been removed",
             )
         })?;
-    let route = guard.route;
     let role: Role = key.role.parse().map_err(|_| {
         ApiError::new(
             ErrorCode::Forbidden,
@@ -563,14 +371,14 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
             ),
         )
     })?;
-    if !route.access.allows(role) {
+    if !guard.access.allows(role) {
         return Err(ApiError::new(
             ErrorCode::Forbidden,
             format!(
                 "`{} {}` needs {}; key `{}` has the {role} role",
-                route.method,
-                route.path,
-                route.access.needs(),
+                guard.method,
+                guard.path,
+                guard.access.needs(),
                 key.name
             ),
         ));
@@ -635,8 +443,15 @@ async fn no_method(method: Method, uri: Uri) -> ApiError {
     )
 }
 
-async fn health() -> axum::Json<Value> {
-    axum::Json(json!({"status": "ok"}))
+/// `GET /healthz`'s answer.
+#[derive(Serialize, JsonSchema)]
+struct Health {
+    #[schemars(extend("const" = "ok"))]
+    status: &'static str,
+}
+
+async fn health() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok" })
 }
 
 async fn openapi() -> axum::Json<&'static Value> {
@@ -649,10 +464,26 @@ const START_FIELDS: [&str; 5] = ["agent", "input", "shadow", "wait", "attach"];
 /// The response header that carries an attached run's token.
 pub const RUN_TOKEN_HEADER: &str = "hane-run-token";
 
-/// A checked start request.
-struct StartBody {
-    run: StartRun,
+/// A request to start a run of an agent.
+// `start_body` reads it field by field, so that every error names its
+// field; the document's schema of the body is this type's.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct StartRunRequest {
+    /// The agent's name in the active release
+    #[schemars(length(min = 1))]
+    agent: String,
+    /// The run's input, valid against the agent's input schema
+    input: Map<String, Value>,
+    /// Skip outbound actions and handovers; only keep a record
+    #[serde(default)]
+    shadow: bool,
+    /// Answer once the run has ended
+    #[serde(default)]
     wait: bool,
+    /// Drive the run from outside: the answer's Hane-Run-Token header
+    /// carries its token
+    #[serde(default)]
     attach: bool,
 }
 
@@ -684,7 +515,7 @@ pub(crate) fn body_fields(
 
 /// Checks a start request's body field by field, so every error names
 /// the field (as a JSON Pointer) it is about.
-fn start_body(body: Value) -> Result<StartBody, ApiError> {
+fn start_body(body: Value) -> Result<StartRunRequest, ApiError> {
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidInput, message);
     let mut fields = body_fields(body, &START_FIELDS, "`agent` and `input`", "a run request")?;
     let agent = match fields.remove("agent") {
@@ -699,7 +530,7 @@ fn start_body(body: Value) -> Result<StartBody, ApiError> {
         }
     };
     let input = match fields.remove("input") {
-        Some(input @ Value::Object(_)) => input,
+        Some(Value::Object(input)) => input,
         Some(_) => {
             return Err(invalid("`input` must be a JSON object".to_owned()).at("/input"));
         }
@@ -723,14 +554,12 @@ fn start_body(body: Value) -> Result<StartBody, ApiError> {
         )
         .at("/attach"));
     }
-    Ok(StartBody {
+    Ok(StartRunRequest {
+        agent,
+        input,
+        shadow: flag(&fields, "shadow")?,
         wait,
         attach,
-        run: StartRun {
-            agent,
-            input,
-            shadow: flag(&fields, "shadow")?,
-        },
     })
 }
 
@@ -758,11 +587,16 @@ async fn start_run(
             "`wait` and `attach` cannot both be true: an attached run ends only when the client driving it submits a result",
         ));
     }
+    let start = StartRun {
+        agent: body.agent,
+        input: Value::Object(body.input),
+        shadow: body.shadow,
+    };
     let (mut run, token) = if body.attach {
-        let attached = runtime.start_attached(body.run).await?;
+        let attached = runtime.start_attached(start).await?;
         (attached.run, Some(attached.token))
     } else {
-        (runtime.start(body.run).await?, None)
+        (runtime.start(start).await?, None)
     };
     if body.wait || query.wait {
         run = runtime.wait(&run.id).await?;
@@ -792,10 +626,38 @@ struct ListQuery {
     limit: Option<String>,
 }
 
+/// How many stored items a listing left out.
+const SKIPPED: &str = "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them";
+
+/// A listing of runs.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct RunList {
+    runs: Vec<AgentRun>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
+}
+
+/// The tasks of a run.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct TaskList {
+    tasks: Vec<Task>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
+}
+
+/// The tools of the active release.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct ToolList {
+    tools: Vec<ToolDefinition>,
+}
+
 async fn list_runs(
     State(runtime): State<AgentRuntime>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<RunList>, ApiError> {
     let bad = |message: String| ApiError::new(ErrorCode::BadRequest, message);
     // `?agent=` is the same as no filter.
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
@@ -810,9 +672,10 @@ async fn list_runs(
             limit,
         })
         .await?;
-    Ok(axum::Json(
-        json!({ "runs": runs.items, "skipped": runs.skipped.len() }),
-    ))
+    Ok(axum::Json(RunList {
+        runs: runs.items,
+        skipped: runs.skipped.len(),
+    }))
 }
 
 /// A listing's `?limit=`: [`DEFAULT_LIST_LIMIT`] when absent or empty,
@@ -859,19 +722,21 @@ async fn cancel_run(
 async fn run_tasks(
     State(runtime): State<AgentRuntime>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<TaskList>, ApiError> {
     let id: RunId = parse_id(&id)?;
     // A run without tasks and no run at all are told apart.
     runtime.get(&id).await?;
     let tasks = runtime.tasks(&id).await?;
-    Ok(axum::Json(
-        json!({ "tasks": tasks.items, "skipped": tasks.skipped.len() }),
-    ))
+    Ok(axum::Json(TaskList {
+        tasks: tasks.items,
+        skipped: tasks.skipped.len(),
+    }))
 }
 
-async fn list_tools(State(runtime): State<AgentRuntime>) -> Result<axum::Json<Value>, ApiError> {
-    let tools = runtime.tools().await?;
-    Ok(axum::Json(json!({ "tools": tools })))
+async fn list_tools(State(runtime): State<AgentRuntime>) -> Result<axum::Json<ToolList>, ApiError> {
+    Ok(axum::Json(ToolList {
+        tools: runtime.tools().await?,
+    }))
 }
 
 #[cfg(test)]
@@ -906,8 +771,8 @@ mod tests {
         assert_eq!(err(json!([1]))["error"]["code"], "invalid_input");
         let ok = start_body(json!({"agent": "a", "input": {"x": 1}, "shadow": true, "wait": true}))
             .expect("valid");
-        assert!(ok.wait && ok.run.shadow);
-        assert_eq!(ok.run.agent, "a");
+        assert!(ok.wait && ok.shadow);
+        assert_eq!(ok.agent, "a");
     }
 
     #[test]

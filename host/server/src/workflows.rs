@@ -9,10 +9,95 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::Workflows;
 use hane_coordinator::workflow::WorkflowError;
 use hane_core::{WorkflowCase, WorkflowCaseId};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
+use crate::route::{Access, Route, Shape};
 use crate::routes::{Caller, body_fields, parse_id};
+
+/// The routes of workflow cases.
+pub(crate) fn routes() -> Vec<Route> {
+    let workflow_name = json!({
+        "name": "name", "in": "path", "required": true,
+        "schema": { "type": "string" }, "description": "The workflow's name"
+    });
+    let case_id = json!({
+        "name": "id", "in": "path", "required": true,
+        "schema": { "type": "string", "pattern": "^case_[0-9a-hjkmnp-tv-z]{26}$" },
+        "description": "The case's id"
+    });
+    vec![
+        Route::post(
+            "/v1/agents/workflows/{name}/cases",
+            Access::Operate,
+            start,
+            (
+                "startCase",
+                "Start a case of a workflow of the active release",
+            ),
+        )
+        .describe(
+            "The input is checked against the workflow's input schema; the case is stored \
+             `running` and goes on by itself: each step in turn, an agent step as a run of \
+             its agent (its input templated from the case's input and earlier steps' \
+             outputs), a task step waiting (`waiting`) until a person completes it, a step \
+             whose `when` does not hold skipped. The answer is the case as stored at the \
+             start; read it again at its `Location`. A case survives a restart of the server \
+             and goes on at its step; an agent step's run is never started twice.",
+        )
+        .param(workflow_name.clone())
+        .body(Shape::Named("CaseRequest"))
+        .answer(
+            201,
+            "The case, as stored at its start",
+            Shape::Named("WorkflowCase"),
+        )
+        .header("Location", "The case's URL")
+        .errors(&[(400, "BadRequest"), (404, "NotFound")])
+        .error(409, "No release is active")
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "The body is not a case request, or the input does not match the workflow's input schema (`path` points at the place)",
+        ),
+        Route::get(
+            "/v1/agents/workflows/{name}/cases/{id}",
+            Access::Read,
+            get,
+            ("getCase", "Get a case of a workflow"),
+        )
+        .param(workflow_name.clone())
+        .param(case_id.clone())
+        .answer(200, "The case", Shape::Named("WorkflowCase"))
+        .errors(&[(400, "BadRequest"), (404, "NotFound")]),
+        Route::post(
+            "/v1/agents/workflows/{name}/cases/{id}/tasks/{step}",
+            Access::Approve,
+            complete,
+            ("completeTask", "Complete a person's task of a case"),
+        )
+        .describe(
+            "The step must be a task waiting for a person. `result` becomes the step's \
+             output, which later steps read as `steps.STEP`; the case then goes on by \
+             itself. A key made with `--group` completes only the tasks of its groups.",
+        )
+        .param(workflow_name)
+        .param(case_id)
+        .param(json!({
+            "name": "step", "in": "path", "required": true,
+            "schema": { "type": "string" }, "description": "The task step's id"
+        }))
+        .body(Shape::Named("TaskCompletion"))
+        .answer(200, "The case, the task done", Shape::Named("WorkflowCase"))
+        .errors(&[(400, "BadRequest"), (403, "Forbidden"), (404, "NotFound")])
+        .error(409, "The step is not a task waiting for a person")
+        .errors(&[(413, "PayloadTooLarge")])
+        .error(
+            422,
+            "The body is not a completion (`path` is `/result`)",
+        ),
+    ]
+}
 
 impl From<WorkflowError> for ApiError {
     fn from(e: WorkflowError) -> Self {

@@ -20,6 +20,8 @@ use tokio::sync::oneshot;
 
 #[path = "http/hardening.rs"]
 mod hardening;
+#[path = "http/openapi.rs"]
+mod openapi;
 
 const FOUND: &str = "架空 300 あ 10-02";
 const MISSING: &str = "架空 999 ん 99-99";
@@ -214,7 +216,9 @@ async fn send(
     }
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await?;
-    parse(&answer)
+    let reply = parse(&answer)?;
+    openapi::check_answer(method, path, &reply);
+    Ok(reply)
 }
 
 fn parse(answer: &[u8]) -> anyhow::Result<Reply> {

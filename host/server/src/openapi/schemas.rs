@@ -8,18 +8,20 @@ use hane_core::ReceptionStatus;
 use hane_core::RunStatus;
 use serde_json::{Map, Value, json};
 
-use super::{schema, skipped};
+use super::schema;
 use crate::error::ErrorCode;
+
+/// The `skipped` of a listing: how many stored items it left out.
+fn skipped() -> Value {
+    json!({
+        "type": "integer",
+        "minimum": 0,
+        "description": "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them"
+    })
+}
 
 pub(super) fn components() -> Value {
     let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let error = |description: &str| {
-        json!({
-            "description": description,
-            "content": { "application/json": { "schema": schema("Error") } }
-        })
-    };
     let id = |prefix: &str| json!({ "type": "string", "pattern": format!("^{prefix}[0-9a-hjkmnp-tv-z]{{26}}$") });
     let millis = json!({
         "type": "integer",
@@ -45,52 +47,8 @@ pub(super) fn components() -> Value {
                 "description": "A run's token, as Anthropic clients send a key"
             }
         },
-        "parameters": {
-            "RunId": {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "description": "The run's id",
-                "schema": id("run_")
-            },
-            "ConversationId": {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "description": "The conversation's id",
-                "schema": id("conv_")
-            },
-            "ActionId": {
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "description": "The action's id",
-                "schema": id("act_")
-            },
-            "Tool": {
-                "name": "tool",
-                "in": "path",
-                "required": true,
-                "description": "The outbound tool, such as `communication.send_email`",
-                "schema": { "type": "string" }
-            }
-        },
-        "responses": {
-            "BadRequest": error("The request cannot be read: a malformed head, more than one `Authorization` header, broken JSON or a key given twice in an object (`path` points at the second), a malformed id or query parameter"),
-            "RequestTimeout": error("The request's body did not arrive within the server's body timeout (`hane serve --body-timeout`, 30 s by default)"),
-            "UriTooLong": error("The request's target (path and query) is over 8 KiB"),
-            "HeadersTooLarge": error("The request's head (request line and headers) is over 64 KiB, or has over 100 headers"),
-            "BadGateway": error("The model the request needed failed: the message names the provider, the model and what went wrong"),
-            "Unavailable": error("The server has as many connections open as it takes (`hane serve --max-connections`, 1024 by default); the connection is closed"),
-            "NotFound": error("Nothing has this id: no such run or action"),
-            "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
-            "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),
-            "Unauthorized": error("No API key, a malformed Authorization header, or a key that is not known. The answer has a `WWW-Authenticate: Bearer` header"),
-            "Forbidden": error("The key's role may not call this route, or the key's groups do not include the action's; the message names what is needed"),
-            "PayloadTooLarge": error("The body is larger than the server accepts"),
-            "UnsupportedMediaType": error("The body is not sent as `application/json`"),
-            "Internal": error("The server failed; its log has the details"),
-        },
+        "parameters": parameters(id),
+        "responses": responses(),
         "schemas": {
             "Error": {
                 "type": "object",
@@ -132,124 +90,6 @@ pub(super) fn components() -> Value {
                         }
                     }
                 }
-            },
-            "StartRunRequest": {
-                "type": "object",
-                "required": ["agent", "input"],
-                "additionalProperties": false,
-                "properties": {
-                    "agent": { "type": "string", "minLength": 1, "description": "The agent's name in the active release" },
-                    "input": { "type": "object", "description": "The run's input, valid against the agent's input schema" },
-                    "shadow": { "type": "boolean", "default": false, "description": "Skip outbound actions and handovers; only keep a record" },
-                    "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" },
-                    "attach": { "type": "boolean", "default": false, "description": "Drive the run from outside: the answer's Hane-Run-Token header carries its token" }
-                }
-            },
-            "RunStatus": {
-                "type": "string",
-                "enum": statuses,
-                "description": "A run starts `queued` or `running` and ends in one of the others"
-            },
-            "ToolCallSummary": {
-                "type": "object",
-                "required": ["tool", "status", "detail", "operation", "durationUs"],
-                "additionalProperties": false,
-                "properties": {
-                    "tool": { "type": "string" },
-                    "status": { "type": "string", "enum": ["succeeded", "failed", "rejected", "skipped"] },
-                    "detail": { "type": "string" },
-                    "operation": { "type": ["string", "null"], "description": "The operation that ran it, for operation-backed tools" },
-                    "durationUs": { "type": "integer", "minimum": 0 }
-                }
-            },
-            "AgentRun": {
-                "type": "object",
-                "required": [
-                    "id", "agent", "release", "status", "shadow", "input", "result", "error",
-                    "toolCalls", "tokensUsed", "tasks", "session", "createdAtMs", "updatedAtMs",
-                    "resumable", "resumed"
-                ],
-                "additionalProperties": false,
-                "properties": {
-                    "id": id("run_"),
-                    "agent": { "type": "string" },
-                    "release": { "type": "integer", "minimum": 1, "description": "The release the agent came from" },
-                    "status": schema("RunStatus"),
-                    "shadow": { "type": "boolean" },
-                    "input": { "description": "The input, valid against the agent's input schema" },
-                    "result": { "description": "The result given with submit_result, for a succeeded run; null otherwise" },
-                    "error": { "type": ["string", "null"], "description": "Why it failed, was cancelled or exceeded a limit" },
-                    "toolCalls": { "type": "array", "items": schema("ToolCallSummary") },
-                    "tokensUsed": { "type": "integer", "minimum": 0 },
-                    "tasks": { "type": "array", "items": id("task_"), "description": "Tasks for people it created" },
-                    "session": {
-                        "oneOf": [id("ses_"), { "type": "null" }],
-                        "description": "The session holding its history"
-                    },
-                    "createdAtMs": millis,
-                    "updatedAtMs": millis,
-                    "resumable": {
-                        "type": "boolean",
-                        "description": "Whether a process that takes the run over from a dead one resumes it from its session (its agent's own scripted or llm driver drives it from its input alone) rather than ending it failed"
-                    },
-                    "resumed": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "How many times a process took the run over from a dead one and resumed it"
-                    }
-                }
-            },
-            "RunList": {
-                "type": "object",
-                "required": ["runs", "skipped"],
-                "additionalProperties": false,
-                "properties": { "runs": { "type": "array", "items": schema("AgentRun") }, "skipped": skipped() }
-            },
-            "ToolDefinition": {
-                "type": "object",
-                "required": ["name", "description", "inputSchema", "outputSchema", "impact", "timeout", "operation", "version"],
-                "additionalProperties": false,
-                "properties": {
-                    "name": { "type": "string", "description": "Such as `data.find_record`" },
-                    "description": { "type": "string" },
-                    "inputSchema": { "type": "object", "description": "JSON Schema of its input" },
-                    "outputSchema": { "type": "object", "description": "JSON Schema of its output" },
-                    "impact": { "type": "string", "enum": ["read", "write", "outbound", "control"] },
-                    "timeout": { "type": "string", "description": "How long one call may take, such as `5s`" },
-                    "operation": { "type": ["string", "null"], "description": "The operation behind it; null for tools the host runs itself" },
-                    "version": { "type": ["string", "null"] }
-                }
-            },
-            "ToolList": {
-                "type": "object",
-                "required": ["tools"],
-                "additionalProperties": false,
-                "properties": { "tools": { "type": "array", "items": schema("ToolDefinition") } }
-            },
-            "Task": {
-                "type": "object",
-                "required": ["id", "run", "kind", "assignment", "title", "details", "createdAtMs"],
-                "additionalProperties": false,
-                "properties": {
-                    "id": id("task_"),
-                    "run": id("run_"),
-                    "kind": { "type": "string", "enum": ["handover", "task", "approval"] },
-                    "assignment": { "type": "string", "description": "The group it is assigned to" },
-                    "title": { "type": "string" },
-                    "details": { "description": "More the agent wrote, or null" },
-                    "createdAtMs": millis
-                }
-            },
-            "TaskList": {
-                "type": "object",
-                "required": ["tasks", "skipped"],
-                "additionalProperties": false,
-                "properties": { "tasks": { "type": "array", "items": schema("Task") }, "skipped": skipped() }
-            },
-            "Health": {
-                "type": "object",
-                "required": ["status"],
-                "properties": { "status": { "const": "ok" } }
             }
         }
     });
@@ -345,24 +185,7 @@ fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<Strin
             }
         }),
     );
-    schemas.insert(
-        "SentMessage".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["conversation", "seq", "run"],
-            "additionalProperties": false,
-            "properties": { "conversation": id("conv_"), "seq": { "type": "integer", "minimum": 0 }, "run": schema("AgentRun") }
-        }),
-    );
-    schemas.insert(
-        "SavedMemory".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["seq", "memory", "notes"],
-            "additionalProperties": false,
-            "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
-        }),
-    );
+    schemas.extend(message_schemas(id));
     schemas
 }
 
@@ -527,29 +350,7 @@ fn evaluation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String,
     );
     schemas.insert(
         "EvaluationComparison".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["suite", "a", "b", "aRelease", "bRelease", "aPassed", "bPassed", "cases"],
-            "additionalProperties": false,
-            "properties": {
-                "suite": { "type": "string" },
-                "a": id("eval_"), "b": id("eval_"),
-                "aRelease": { "type": "integer", "minimum": 1 },
-                "bRelease": { "type": "integer", "minimum": 1 },
-                "aPassed": count, "bPassed": count,
-                "cases": { "type": "array", "items": {
-                    "type": "object",
-                    "required": ["name", "change", "differences", "error"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "name": { "type": "string" },
-                        "change": { "enum": changes },
-                        "differences": { "type": "array", "items": difference },
-                        "error": { "type": ["string", "null"] }
-                    }
-                } }
-            }
-        }),
+        comparison(id, &changes, &difference),
     );
     schemas
 }
@@ -629,8 +430,58 @@ fn reception_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, 
     schemas
 }
 
-/// The schemas of outbound actions, decider overrides and the budget: one
-/// `json!` each, which keeps the macro within its recursion limit.
+/// The schemas of a sent message and a saved memory.
+fn message_schemas(id: impl Fn(&str) -> Value) -> Map<String, Value> {
+    let mut schemas = Map::new();
+    schemas.insert(
+        "SentMessage".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["conversation", "seq", "run"],
+            "additionalProperties": false,
+            "properties": { "conversation": id("conv_"), "seq": { "type": "integer", "minimum": 0 }, "run": schema("AgentRun") }
+        }),
+    );
+    schemas.insert(
+        "SavedMemory".to_owned(),
+        json!({
+            "type": "object",
+            "required": ["seq", "memory", "notes"],
+            "additionalProperties": false,
+            "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
+        }),
+    );
+    schemas
+}
+
+/// The schema of two evaluations compared.
+fn comparison(id: impl Fn(&str) -> Value, changes: &[&str], difference: &Value) -> Value {
+    let count = json!({ "type": "integer", "minimum": 0 });
+    json!({
+        "type": "object",
+        "required": ["suite", "a", "b", "aRelease", "bRelease", "aPassed", "bPassed", "cases"],
+        "additionalProperties": false,
+        "properties": {
+            "suite": { "type": "string" },
+            "a": id("eval_"), "b": id("eval_"),
+            "aRelease": { "type": "integer", "minimum": 1 },
+            "bRelease": { "type": "integer", "minimum": 1 },
+            "aPassed": count, "bPassed": count,
+            "cases": { "type": "array", "items": {
+                "type": "object",
+                "required": ["name", "change", "differences", "error"],
+                "additionalProperties": false,
+                "properties": {
+                    "name": { "type": "string" },
+                    "change": { "enum": changes },
+                    "differences": { "type": "array", "items": difference },
+                    "error": { "type": ["string", "null"] }
+                }
+            } }
+        }
+    })
+}
+
 fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
     let action_states: Vec<&str> = ActionState::ALL.iter().map(|s| s.as_str()).collect();
     let mut schemas = Map::new();
@@ -674,92 +525,7 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
             }
         }),
     );
-    schemas.insert(
-        "ActionRequest".to_owned(),
-        json!({
-            "type": "object",
-            "required": [
-                "id", "run", "agent", "tool", "recipient", "content", "digest", "state",
-                "decider", "assignment", "reviewer", "rule", "overridden", "task", "connection",
-                "trail", "attempts", "outcome", "createdAtMs", "updatedAtMs", "humanApproved",
-                "approvedBy"
-            ],
-            "additionalProperties": false,
-            "properties": {
-                "id": id("act_"),
-                "run": id("run_"),
-                "agent": { "type": "string" },
-                "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
-                "recipient": { "type": "string", "description": "An address, a phone number, or for `integration.execute` the connection's name" },
-                "content": { "type": "object", "description": "What goes out, fixed when proposed: `subject` and `body` of an email, `text` of an SMS, `message` of a call, `method`, `path` and `body` of a customer API call" },
-                "digest": schema("Digest"),
-                "state": schema("ActionState"),
-                "decider": schema("DeciderKind"),
-                "assignment": { "type": ["string", "null"], "description": "The group whose people decide it" },
-                "reviewer": { "type": ["string", "null"], "description": "The review agent that decides it" },
-                "rule": { "type": ["string", "null"], "description": "The DeciderPolicy rule that chose the decider, such as `fleet-outbound rule 2`" },
-                "overridden": { "type": "boolean", "description": "A decider override sent it to people" },
-                "task": {
-                    "oneOf": [id("task_"), { "type": "null" }],
-                    "description": "The approval task, when a person decides"
-                },
-                "connection": {
-                    "oneOf": [
-                        {
-                            "type": "object",
-                            "required": ["name", "baseUrl", "credential"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "name": { "type": "string" },
-                                "baseUrl": { "type": "string" },
-                                "credential": { "type": ["string", "null"], "description": "The name of the credential the host adds; never the secret" }
-                            }
-                        },
-                        { "type": "null" }
-                    ],
-                    "description": "For `integration.execute`: the customer API it calls"
-                },
-                "trail": { "type": "array", "items": schema("Decision"), "description": "Every decision, oldest first" },
-                "attempts": {
-                    "type": "array",
-                    "maxItems": 1,
-                    "description": "Delivery attempts, recorded before delivery starts; at most one ever",
-                    "items": {
-                        "type": "object",
-                        "required": ["startedAtMs"],
-                        "additionalProperties": false,
-                        "properties": {
-                            "startedAtMs": millis
-                        }
-                    }
-                },
-                "outcome": {
-                    "oneOf": [
-                        {
-                            "type": "object",
-                            "required": ["state", "detail", "reconciledBy", "atMs"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "state": schema("ActionState"),
-                                "detail": { "type": "string", "description": "The provider's answer, what went wrong, or what to configure" },
-                                "reconciledBy": { "type": ["string", "null"] },
-                                "atMs": millis
-                            }
-                        },
-                        { "type": "null" }
-                    ],
-                    "description": "How it ended"
-                },
-                "createdAtMs": millis,
-                "updatedAtMs": millis,
-                "humanApproved": { "type": "boolean", "description": "True only when a person approved it" },
-                "approvedBy": {
-                    "oneOf": [schema("DeciderKind"), { "type": "null" }],
-                    "description": "The kind of decider that approved it, if one did"
-                }
-            }
-        }),
-    );
+    schemas.insert("ActionRequest".to_owned(), action_request(millis, &id));
     schemas.insert(
         "ActionRequestList".to_owned(),
         json!({
@@ -769,6 +535,101 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
             "properties": { "actionRequests": { "type": "array", "items": schema("ActionRequest") }, "skipped": skipped() }
         }),
     );
+    schemas.extend(decision_schemas(millis));
+    schemas
+}
+
+/// The schema of an outbound action.
+fn action_request(millis: &Value, id: impl Fn(&str) -> Value) -> Value {
+    json!({
+        "type": "object",
+        "required": [
+            "id", "run", "agent", "tool", "recipient", "content", "digest", "state",
+            "decider", "assignment", "reviewer", "rule", "overridden", "task", "connection",
+            "trail", "attempts", "outcome", "createdAtMs", "updatedAtMs", "humanApproved",
+            "approvedBy"
+        ],
+        "additionalProperties": false,
+        "properties": {
+            "id": id("act_"),
+            "run": id("run_"),
+            "agent": { "type": "string" },
+            "tool": { "type": "string", "enum": OUTBOUND_TOOLS },
+            "recipient": { "type": "string", "description": "An address, a phone number, or for `integration.execute` the connection's name" },
+            "content": { "type": "object", "description": "What goes out, fixed when proposed: `subject` and `body` of an email, `text` of an SMS, `message` of a call, `method`, `path` and `body` of a customer API call" },
+            "digest": schema("Digest"),
+            "state": schema("ActionState"),
+            "decider": schema("DeciderKind"),
+            "assignment": { "type": ["string", "null"], "description": "The group whose people decide it" },
+            "reviewer": { "type": ["string", "null"], "description": "The review agent that decides it" },
+            "rule": { "type": ["string", "null"], "description": "The DeciderPolicy rule that chose the decider, such as `fleet-outbound rule 2`" },
+            "overridden": { "type": "boolean", "description": "A decider override sent it to people" },
+            "task": {
+                "oneOf": [id("task_"), { "type": "null" }],
+                "description": "The approval task, when a person decides"
+            },
+            "connection": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["name", "baseUrl", "credential"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "name": { "type": "string" },
+                            "baseUrl": { "type": "string" },
+                            "credential": { "type": ["string", "null"], "description": "The name of the credential the host adds; never the secret" }
+                        }
+                    },
+                    { "type": "null" }
+                ],
+                "description": "For `integration.execute`: the customer API it calls"
+            },
+            "trail": { "type": "array", "items": schema("Decision"), "description": "Every decision, oldest first" },
+            "attempts": {
+                "type": "array",
+                "maxItems": 1,
+                "description": "Delivery attempts, recorded before delivery starts; at most one ever",
+                "items": {
+                    "type": "object",
+                    "required": ["startedAtMs"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "startedAtMs": millis
+                    }
+                }
+            },
+            "outcome": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["state", "detail", "reconciledBy", "atMs"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "state": schema("ActionState"),
+                            "detail": { "type": "string", "description": "The provider's answer, what went wrong, or what to configure" },
+                            "reconciledBy": { "type": ["string", "null"] },
+                            "atMs": millis
+                        }
+                    },
+                    { "type": "null" }
+                ],
+                "description": "How it ended"
+            },
+            "createdAtMs": millis,
+            "updatedAtMs": millis,
+            "humanApproved": { "type": "boolean", "description": "True only when a person approved it" },
+            "approvedBy": {
+                "oneOf": [schema("DeciderKind"), { "type": "null" }],
+                "description": "The kind of decider that approved it, if one did"
+            }
+        }
+    })
+}
+
+/// The schemas of decisions, reconciliations, decider overrides and the
+/// budget.
+fn decision_schemas(millis: &Value) -> Map<String, Value> {
+    let mut schemas = Map::new();
     schemas.insert(
         "DecideRequest".to_owned(),
         json!({
@@ -828,57 +689,119 @@ fn action_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Val
             }
         }),
     );
-    schemas.insert(
-        "BudgetReport".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["day", "project", "environment", "budget", "limits", "usage", "alerts"],
-            "additionalProperties": false,
-            "properties": {
-                "day": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "The UTC day" },
-                "project": { "type": "string" },
-                "environment": { "type": "string" },
-                "budget": { "type": ["string", "null"], "description": "The active release's Budget for the project and environment" },
-                "limits": {
+    schemas.insert("BudgetReport".to_owned(), budget_report(millis));
+    schemas
+}
+
+/// The schema of the day's usage and budget.
+fn budget_report(millis: &Value) -> Value {
+    json!({
+        "type": "object",
+        "required": ["day", "project", "environment", "budget", "limits", "usage", "alerts"],
+        "additionalProperties": false,
+        "properties": {
+            "day": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "description": "The UTC day" },
+            "project": { "type": "string" },
+            "environment": { "type": "string" },
+            "budget": { "type": ["string", "null"], "description": "The active release's Budget for the project and environment" },
+            "limits": {
+                "type": "object",
+                "required": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay", "alertAtPercent"],
+                "additionalProperties": false,
+                "description": "The Budget's limits; null for none",
+                "properties": {
+                    "agentRunsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                    "externalActionsPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                    "modelTokensPerDay": { "type": ["integer", "null"], "minimum": 0 },
+                    "alertAtPercent": { "type": ["integer", "null"], "minimum": 1, "maximum": 100 }
+                }
+            },
+            "usage": {
+                "type": "object",
+                "required": ["agentRuns", "externalActions", "modelTokensUsed", "modelTokensReserved"],
+                "additionalProperties": false,
+                "properties": {
+                    "agentRuns": { "type": "integer", "minimum": 0, "description": "Runs started" },
+                    "externalActions": { "type": "integer", "minimum": 0, "description": "External actions executed (attempted)" },
+                    "modelTokensUsed": { "type": "integer", "minimum": 0, "description": "By runs that ended" },
+                    "modelTokensReserved": { "type": "integer", "minimum": 0, "description": "By runs still going" }
+                }
+            },
+            "alerts": {
+                "type": "array",
+                "description": "Limits whose usage reached `alertAtPercent` today",
+                "items": {
                     "type": "object",
-                    "required": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay", "alertAtPercent"],
-                    "additionalProperties": false,
-                    "description": "The Budget's limits; null for none",
-                    "properties": {
-                        "agentRunsPerDay": { "type": ["integer", "null"], "minimum": 0 },
-                        "externalActionsPerDay": { "type": ["integer", "null"], "minimum": 0 },
-                        "modelTokensPerDay": { "type": ["integer", "null"], "minimum": 0 },
-                        "alertAtPercent": { "type": ["integer", "null"], "minimum": 1, "maximum": 100 }
-                    }
-                },
-                "usage": {
-                    "type": "object",
-                    "required": ["agentRuns", "externalActions", "modelTokensUsed", "modelTokensReserved"],
+                    "required": ["limit", "limitValue", "used", "atMs"],
                     "additionalProperties": false,
                     "properties": {
-                        "agentRuns": { "type": "integer", "minimum": 0, "description": "Runs started" },
-                        "externalActions": { "type": "integer", "minimum": 0, "description": "External actions executed (attempted)" },
-                        "modelTokensUsed": { "type": "integer", "minimum": 0, "description": "By runs that ended" },
-                        "modelTokensReserved": { "type": "integer", "minimum": 0, "description": "By runs still going" }
-                    }
-                },
-                "alerts": {
-                    "type": "array",
-                    "description": "Limits whose usage reached `alertAtPercent` today",
-                    "items": {
-                        "type": "object",
-                        "required": ["limit", "limitValue", "used", "atMs"],
-                        "additionalProperties": false,
-                        "properties": {
-                            "limit": { "type": "string", "enum": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay"] },
-                            "limitValue": { "type": "integer", "minimum": 0 },
-                            "used": { "type": "integer", "minimum": 0 },
-                            "atMs": millis
-                        }
+                        "limit": { "type": "string", "enum": ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay"] },
+                        "limitValue": { "type": "integer", "minimum": 0 },
+                        "used": { "type": "integer", "minimum": 0 },
+                        "atMs": millis
                     }
                 }
             }
-        }),
-    );
-    schemas
+        }
+    })
+}
+
+/// The parameters many routes share: the ids in their paths.
+fn parameters(id: impl Fn(&str) -> Value) -> Value {
+    json!({
+        "RunId": {
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "description": "The run's id",
+            "schema": id("run_")
+        },
+        "ConversationId": {
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "description": "The conversation's id",
+            "schema": id("conv_")
+        },
+        "ActionId": {
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "description": "The action's id",
+            "schema": id("act_")
+        },
+        "Tool": {
+            "name": "tool",
+            "in": "path",
+            "required": true,
+            "description": "The outbound tool, such as `communication.send_email`",
+            "schema": { "type": "string" }
+        }
+    })
+}
+
+/// The error answers many routes share.
+fn responses() -> Value {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": schema("Error") } }
+        })
+    };
+    json!({
+        "BadRequest": error("The request cannot be read: a malformed head, more than one `Authorization` header, broken JSON or a key given twice in an object (`path` points at the second), a malformed id or query parameter"),
+        "RequestTimeout": error("The request's body did not arrive within the server's body timeout (`hane serve --body-timeout`, 30 s by default)"),
+        "UriTooLong": error("The request's target (path and query) is over 8 KiB"),
+        "HeadersTooLarge": error("The request's head (request line and headers) is over 64 KiB, or has over 100 headers"),
+        "BadGateway": error("The model the request needed failed: the message names the provider, the model and what went wrong"),
+        "Unavailable": error("The server has as many connections open as it takes (`hane serve --max-connections`, 1024 by default); the connection is closed"),
+        "NotFound": error("Nothing has this id: no such run or action"),
+        "InvalidBody": error("The body is not valid; `path` points at the field, such as `/digest`"),
+        "BudgetExceeded": error("The day's budget does not allow it; the message names the limit, its value and today's usage"),
+        "Unauthorized": error("No API key, a malformed Authorization header, or a key that is not known. The answer has a `WWW-Authenticate: Bearer` header"),
+        "Forbidden": error("The key's role may not call this route, or the key's groups do not include the action's; the message names what is needed"),
+        "PayloadTooLarge": error("The body is larger than the server accepts"),
+        "UnsupportedMediaType": error("The body is not sent as `application/json`"),
+        "Internal": error("The server failed; its log has the details"),
+    })
 }
