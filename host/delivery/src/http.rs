@@ -1,24 +1,12 @@
-//! One HTTP/1.1 request to a provider or customer API, on hyper's
-//! connection-level client so each step (connect, TLS, send, answer) can be
-//! classified on its own.
+//! One HTTP/1.1 request to a provider or customer API, on hane-http's
+//! client: one attempt on a connection of its own, with a deadline checked
+//! at each step, so a failure says whether the request can have left.
 
-use std::sync::{Arc, OnceLock};
-
-use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
+use hane_http::{Client, Error, Reply};
+use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
-use tokio::time::timeout_at;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
-use super::{BODY_EXCERPT_BYTES, Deadline, Delivery, Secret, error_chain, host_port};
+use super::{BODY_EXCERPT_BYTES, Deadline, Delivery, Secret};
 
 /// One request, already checked.
 pub(super) struct Request<'a> {
@@ -33,154 +21,22 @@ pub(super) struct Request<'a> {
 }
 
 pub(super) async fn send(request: Request<'_>, deadline: Deadline) -> Delivery {
-    let Request { what, url, .. } = &request;
-    let https = url.scheme_str() == Some("https");
-    let Some(authority) = url.authority() else {
-        return Delivery::failed(format!("the {what} URL names no host; nothing was sent"));
-    };
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let server = host_port(host, port);
-    let what = format!("{what} at {server}");
-
-    let tcp = match timeout_at(deadline.at, TcpStream::connect((host, port))).await {
-        Err(_) => {
-            return Delivery::failed(format!(
-                "timed out after {} connecting to {what}; nothing was sent",
-                deadline.describe()
-            ));
-        }
-        Ok(Err(e)) => {
-            return Delivery::failed(format!(
-                "could not connect to {what}: {}; nothing was sent",
-                error_chain(&e)
-            ));
-        }
-        Ok(Ok(tcp)) => tcp,
-    };
-    // Requests are small; don't let Nagle hold back their last segment.
-    let _ = tcp.set_nodelay(true);
-
-    if !https {
-        return exchange(tcp, request, &what, deadline).await;
-    }
-    let Ok(name) = ServerName::try_from(host.to_owned()) else {
-        return Delivery::failed(format!(
-            "{host:?} is not a name a TLS certificate can carry; nothing was sent"
-        ));
-    };
-    let connector = TlsConnector::from(tls_config());
-    match timeout_at(deadline.at, connector.connect(name, tcp)).await {
-        Err(_) => Delivery::failed(format!(
-            "timed out after {} in the TLS handshake with {what}; nothing was sent",
-            deadline.describe()
-        )),
-        Ok(Err(e)) => Delivery::failed(format!(
-            "TLS handshake with {what} failed: {}; nothing was sent",
-            error_chain(&e)
-        )),
-        Ok(Ok(tls)) => exchange(tls, request, &what, deadline).await,
-    }
-}
-
-/// Mozilla's roots through ring, HTTP/1.1 only; built once.
-fn tls_config() -> Arc<ClientConfig> {
-    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-            let mut config = ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Arc::new(config)
-        })
-        .clone()
-}
-
-/// Aborts the connection task when the attempt ends, however it ends.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-async fn exchange<S>(stream: S, request: Request<'_>, what: &str, deadline: Deadline) -> Delivery
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let http_request = match build(&request) {
-        Ok(http_request) => http_request,
+    let what = request.what;
+    let http = match build(&request, deadline) {
+        Ok(http) => http,
         Err(problem) => return Delivery::failed(format!("{what}: {problem}; nothing was sent")),
     };
-    let (mut sender, connection) =
-        match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-            Ok(pair) => pair,
-            Err(e) => {
-                return Delivery::failed(format!(
-                    "could not start HTTP/1.1 with {what}: {}; nothing was sent",
-                    error_chain(&e)
-                ));
-            }
-        };
-    let _connection = AbortOnDrop(tokio::spawn(async move {
-        let _ = connection.await;
-    }));
-    match timeout_at(deadline.at, sender.ready()).await {
-        Err(_) => {
-            return Delivery::failed(format!(
-                "timed out after {} waiting for the connection to {what}; nothing was sent",
-                deadline.describe()
-            ));
+    // An outbound action is sent once, on a connection of its own: never on
+    // one the server may be closing.
+    let mut reply = match Client::single_use().send(http).await {
+        Ok(reply) => reply,
+        Err(error) if error.nothing_sent() => {
+            return Delivery::failed(format!("{error}; nothing was sent"));
         }
-        Ok(Err(e)) => {
-            return Delivery::failed(format!(
-                "the connection to {what} closed before the request was sent: {}; \
-                 nothing was sent",
-                error_chain(&e)
-            ));
-        }
-        Ok(Ok(())) => {}
-    }
-
-    // From here on bytes may be on the wire: only hyper handing the request
-    // back proves it never left.
-    let response = match timeout_at(deadline.at, sender.try_send_request(http_request)).await {
-        Err(_) => {
-            return Delivery::unknown(format!(
-                "no answer from {what} within {} of sending the request; \
-                 it may have been acted on",
-                deadline.describe()
-            ));
-        }
-        Ok(Err(mut e)) => {
-            return if e.take_message().is_some() {
-                Delivery::failed(format!(
-                    "the connection to {what} failed before the request was sent: {}; \
-                     nothing was sent",
-                    error_chain(e.error())
-                ))
-            } else {
-                Delivery::unknown(format!(
-                    "the connection to {what} failed after the request was sent and before \
-                     an answer: {}; it may have been acted on",
-                    error_chain(e.error())
-                ))
-            };
-        }
-        Ok(Ok(response)) => response,
+        Err(error) => return Delivery::unknown(format!("{error}; it may have been acted on")),
     };
-    let status = response.status();
-    let mut excerpt = read_excerpt(response.into_body(), deadline).await;
+    let status = reply.status;
+    let mut excerpt = read_excerpt(&mut reply).await;
     // A provider that echoes the request must not carry the credential
     // into the outcome, which is stored and shown.
     if let Some(secret) = request.bearer
@@ -188,65 +44,55 @@ where
     {
         excerpt = excerpt.replace(secret.expose(), "***");
     }
-    classify(what, status, &excerpt)
+    classify(reply.server(), status, &excerpt)
 }
 
 /// Why [`build`] could not make the request; says which part is bad
 /// without quoting the request.
 #[derive(Debug, thiserror::Error)]
 enum BuildError {
-    #[error("the URL names no host")]
-    NoHost,
     #[error("the credential cannot be sent in a header (it holds control characters)")]
     Credential,
-    #[error("cannot build the request: {0}")]
-    Request(#[source] http::Error),
+    #[error("the action id cannot be sent in a header")]
+    IdempotencyKey,
 }
 
-fn build(request: &Request<'_>) -> Result<http::Request<Full<Bytes>>, BuildError> {
-    let url = &request.url;
-    let authority = url.authority().ok_or(BuildError::NoHost)?;
-    let path = url.path_and_query().map_or("/", |p| p.as_str());
-    let mut builder = http::Request::builder()
-        .method(request.method.clone())
-        .uri(path)
-        .header(HOST, authority.as_str())
-        .header(USER_AGENT, concat!("hane/", env!("CARGO_PKG_VERSION")))
-        .header("idempotency-key", request.idempotency_key);
-    if request.body.is_some() {
-        builder = builder.header(CONTENT_TYPE, "application/json");
+fn build(request: &Request<'_>, deadline: Deadline) -> Result<hane_http::Request, BuildError> {
+    let key =
+        HeaderValue::from_str(request.idempotency_key).map_err(|_| BuildError::IdempotencyKey)?;
+    let mut http = hane_http::Request::new(request.method.clone(), request.url.clone())
+        .named(request.what)
+        .deadline(deadline.at, deadline.timeout)
+        .header(HeaderName::from_static("idempotency-key"), key);
+    if let Some(body) = &request.body {
+        http = http.json(body.clone());
     }
     if let Some(secret) = request.bearer {
         let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
             .map_err(|_| BuildError::Credential)?;
         value.set_sensitive(true);
-        builder = builder.header(AUTHORIZATION, value);
+        http = http.header(AUTHORIZATION, value);
     }
-    let body = Full::new(Bytes::from(request.body.clone().unwrap_or_default()));
-    builder.body(body).map_err(BuildError::Request)
+    Ok(http)
 }
 
 /// Up to [`BODY_EXCERPT_BYTES`] of the answer's body, as text. The status has
 /// already decided the outcome, so a body that fails or runs past the
 /// deadline only shortens the excerpt.
-async fn read_excerpt(mut body: Incoming, deadline: Deadline) -> String {
+async fn read_excerpt(reply: &mut Reply) -> String {
     let mut bytes = Vec::new();
     let mut note = "";
     while bytes.len() <= BODY_EXCERPT_BYTES {
-        match timeout_at(deadline.at, body.frame()).await {
-            Err(_) => {
+        match reply.chunk().await {
+            Ok(None) => break,
+            Ok(Some(data)) => bytes.extend_from_slice(&data),
+            Err(Error::TimedOut { .. }) => {
                 note = " (the rest of the body did not arrive in time)";
                 break;
             }
-            Ok(None) => break,
-            Ok(Some(Err(_))) => {
+            Err(_) => {
                 note = " (the rest of the body was lost)";
                 break;
-            }
-            Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    bytes.extend_from_slice(&data);
-                }
             }
         }
     }

@@ -375,6 +375,12 @@ impl std::fmt::Debug for Reply {
 }
 
 impl Reply {
+    /// Who answered, as errors name it: "host:port", or "SMS provider at
+    /// host:port" for a [named](Request::named) request.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     /// Whether the body is `text/event-stream`.
     pub fn is_event_stream(&self) -> bool {
         self.headers
