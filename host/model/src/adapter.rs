@@ -8,7 +8,7 @@ use http::Uri;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::http::{Pool, Reply, post};
+use hane_http::{Client, Reply, Request};
 use crate::sse::SseParser;
 use crate::{
     BoxFuture, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, Secret, anthropic,
@@ -123,7 +123,7 @@ pub struct HttpAdapter {
     config: AdapterConfig,
     url: Uri,
     /// Its kept-alive connections to `url`.
-    pool: Arc<Pool>,
+    client: Client,
 }
 
 impl HttpAdapter {
@@ -157,7 +157,7 @@ impl HttpAdapter {
         Ok(Self {
             config,
             url,
-            pool: Arc::default(),
+            client: Client::new(),
         })
     }
 
@@ -225,7 +225,15 @@ impl HttpAdapter {
             Api::AnthropicMessages => anthropic::request_body(request, &options),
         }?;
         let body = serde_json::to_vec(&body).expect("JSON values serialize");
-        let mut reply = post(&self.pool, &self.url, self.headers()?, body).await?;
+        // A model call may be repeated: one that met a kept-alive connection
+        // the server was closing is sent again on a new one.
+        let mut http = Request::post_json(self.url.clone(), body)
+            .named("the provider")
+            .resend_if_stale();
+        for (name, value) in self.headers()? {
+            http = http.header(name, value);
+        }
+        let mut reply = self.client.send(http).await?;
         if !reply.status.is_success() {
             let bytes = reply
                 .body(MAX_ERROR_BODY_BYTES, true)

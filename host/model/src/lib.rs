@@ -14,7 +14,6 @@ pub mod anthropic;
 mod assemble;
 pub mod chat;
 pub mod error;
-mod http;
 pub mod recording;
 pub mod responses;
 mod retry;
@@ -157,6 +156,12 @@ pub enum ModelError {
     /// written.
     #[error("{0}")]
     Recording(String),
+}
+
+impl From<hane_http::Error> for ModelError {
+    fn from(error: hane_http::Error) -> Self {
+        ModelError::Transport(error.to_string())
+    }
 }
 
 fn retry_hint(after: &Option<Duration>) -> String {
