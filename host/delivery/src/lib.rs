@@ -520,22 +520,6 @@ fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// An error and its sources, `outer: inner: innermost`, skipping a source
-/// whose text the outer message already repeats.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
