@@ -89,15 +89,15 @@ fn stream_seeds() -> Vec<Vec<u8>> {
 /// A response served back in every format, whole and streamed.
 fn serve_all(response: &ModelResponse) {
     let streamed: Vec<SseOut> = [
-        serve::chat::stream_events(response, "id"),
-        serve::responses::stream_events(response, "id"),
-        serve::anthropic::stream_events(response, "id"),
+        chat::stream_events(response, "id"),
+        responses::stream_events(response, "id"),
+        anthropic::stream_events(response, "id"),
     ]
     .concat();
     let _ = serve::encode(&streamed);
-    let _ = serve::chat::response_body(response, "id");
-    let _ = serve::responses::response_body(response, "id");
-    let _ = serve::anthropic::response_body(response, "id");
+    let _ = chat::response_body(response, "id");
+    let _ = responses::response_body(response, "id");
+    let _ = anthropic::response_body(response, "id");
 }
 
 /// What a response read holds, tersely (the engine keeps the first 96
@@ -201,9 +201,9 @@ fn model_requests() {
     fuzz_json("model_requests", request_seeds(), |body| {
         let mut outcome = String::new();
         for (format, parsed) in [
-            ("chat", serve::chat::parse_request(body)),
-            ("responses", serve::responses::parse_request(body)),
-            ("messages", serve::anthropic::parse_request(body)),
+            ("chat", chat::parse_request(body)),
+            ("responses", responses::parse_request(body)),
+            ("messages", anthropic::parse_request(body)),
         ] {
             match parsed {
                 Ok(inbound) => {

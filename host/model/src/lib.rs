@@ -8,17 +8,24 @@
 //! cancellation (dropping the future cancels the upstream request) and the
 //! provider's errors, which it maps to a typed [`ModelError`] the caller can
 //! act on.
+//!
+//! Each wire format is one [`dialect`], read both ways: the adapters
+//! speak it to a provider, and hane's Model Gateway serves it to clients.
 
 mod adapter;
-pub mod anthropic;
-mod assemble;
-pub mod chat;
+pub mod dialect;
 pub mod error;
 pub mod recording;
-pub mod responses;
 mod retry;
-pub mod serve;
-pub mod sse;
+
+/// The gateway's side of the formats ([`dialect`] under the name its
+/// callers know).
+pub use dialect as serve;
+/// The formats by name, as the adapter speaks them to a provider and the
+/// gateway serves them: each one [`dialect`] both ways.
+pub use dialect::{anthropic, chat, responses, sse};
+
+use dialect::assemble;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::{Content, EventSink, StreamEvent};
+use super::sse::SseEvent;
+use crate::{Content, EventSink, ModelError, StreamEvent};
 
 /// A tool call's arguments as the model wrote them, made a [`Content::ToolCall`]
 /// input.
@@ -187,6 +188,49 @@ pub(crate) fn count(value: &Value, pointer: &str) -> u64 {
 /// The string at `pointer` in `value`, `""` when absent.
 pub(crate) fn str_at<'v>(value: &'v Value, pointer: &str) -> &'v str {
     value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The string at `pointer` in `value` as an id, `None` when absent or
+/// empty.
+pub(crate) fn id_at(value: &Value, pointer: &str) -> Option<String> {
+    Some(str_at(value, pointer))
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// Whether `content` has a tool call (which makes its stop reason tool
+/// use, in the formats that do not say so themselves).
+pub(crate) fn has_tool_calls(content: &[Content]) -> bool {
+    content
+        .iter()
+        .any(|c| matches!(c, Content::ToolCall { .. }))
+}
+
+/// A stream event's data as JSON.
+pub(crate) fn event_json(data: &str) -> Result<Value, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        ModelError::Transport(format!(
+            "a stream event is not JSON ({e}): {}",
+            crate::error::bounded(data)
+        ))
+    })
+}
+
+/// A named stream event's kind: its data's `type`, else its `event:`
+/// name.
+pub(crate) fn event_kind<'e>(json: &'e Value, event: &'e SseEvent) -> &'e str {
+    match str_at(json, "/type") {
+        "" => event.event.as_str(),
+        kind => kind,
+    }
+}
+
+/// A stream that ended before the event that completes the response
+/// (`last`, the event the format ends with).
+pub(crate) fn incomplete(last: &str) -> ModelError {
+    ModelError::Transport(format!(
+        "the stream ended before the response was complete (no {last})"
+    ))
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! Server-sent events, parsed incrementally as the body arrives.
+//! Server-sent events both ways: parsed incrementally as a provider's
+//! body arrives ([`SseParser`]), and written for a gateway client
+//! ([`SseOut`], [`encode`]).
 //!
-//! Follows the WHATWG rules the providers rely on: lines end in LF, CRLF or
+//! The parser follows the WHATWG rules the providers rely on: lines end in LF, CRLF or
 //! CR; a blank line ends an event; `data:` lines join with `\n`; lines
 //! starting with `:` are comments (keep-alives); one space after the colon
 //! is dropped; an event with no data is not dispatched. Bytes are buffered
@@ -131,6 +133,53 @@ impl SseParser {
     }
 }
 
+/// One server-sent event to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseOut {
+    /// The `event:` name, when the format names its events.
+    pub event: Option<String>,
+    /// The `data:` text.
+    pub data: String,
+}
+
+impl SseOut {
+    /// An unnamed event of `data` as JSON.
+    pub fn data(data: &serde_json::Value) -> Self {
+        Self {
+            event: None,
+            data: data.to_string(),
+        }
+    }
+
+    /// An event named `event` of `data` as JSON.
+    pub fn named(event: &str, data: &serde_json::Value) -> Self {
+        Self {
+            event: Some(event.to_owned()),
+            data: data.to_string(),
+        }
+    }
+}
+
+/// `events` as an event stream body: `event: x\ndata: y\n\n` each (a
+/// multi-line `data` as several `data:` lines).
+pub fn encode(events: &[SseOut]) -> String {
+    let mut out = String::new();
+    for event in events {
+        if let Some(name) = &event.event {
+            out.push_str("event: ");
+            out.push_str(name);
+            out.push('\n');
+        }
+        for line in event.data.split('\n') {
+            out.push_str("data: ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +228,24 @@ mod tests {
         let events = parse_in_pieces("data: {\"x\":1}", 4);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].data, "{\"x\":1}");
+    }
+
+    #[test]
+    fn encoding_names_events_and_splits_data_lines() {
+        let events = vec![
+            SseOut::named("a", &serde_json::json!({"x": 1})),
+            SseOut {
+                event: None,
+                data: "one\ntwo".into(),
+            },
+        ];
+        let text = encode(&events);
+        assert_eq!(
+            text,
+            "event: a\ndata: {\"x\":1}\n\ndata: one\ndata: two\n\n"
+        );
+        let parsed = parse_in_pieces(&text, 7);
+        assert_eq!(parsed[0].event, "a");
+        assert_eq!(parsed[1].data, "one\ntwo");
     }
 }
