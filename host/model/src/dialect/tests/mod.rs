@@ -1,8 +1,9 @@
 //! What the formats' tests share: a rich request and response, reading
 //! an event stream back through a format's own parser, what an upstream
 //! streams; and the tests run for every format alike (the stream
-//! writers').
+//! writers', the recorded answers').
 
+mod recorded;
 pub(crate) mod writer;
 
 use serde_json::{Value, json};
