@@ -9,7 +9,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::{ActionError, RunError};
 use hane_core::ErrorKind;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 use crate::json::BodyError;
 use crate::serve::BodyTimedOut;
@@ -120,15 +122,50 @@ impl ErrorCode {
     }
 }
 
-/// An error answer: `{"error": {"code", "message", "path"?}}` with the
-/// status its code stands for.
-#[derive(Debug)]
+/// Written as its name ([`ErrorCode::as_str`]).
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One of the names [`ErrorCode`] is written as.
+impl JsonSchema for ErrorCode {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let codes: Vec<&str> = Self::ALL.iter().map(|c| c.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": codes })
+    }
+}
+
+/// An error answer: `{"error": {"code", "message", "path"?}}` ([`ErrorBody`])
+/// with the status its code stands for.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(inline, deny_unknown_fields, description = "What failed")]
 pub(crate) struct ApiError {
+    /// What kind of failure, for machines.
     code: ErrorCode,
+    /// What went wrong, for people.
     message: String,
-    /// JSON Pointer into the request body, when the error is about one
-    /// place in it.
+    /// JSON Pointer to the field of the request body the error is about,
+    /// such as `/input/vehicle`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     path: Option<String>,
+}
+
+/// The body of every error answer, whatever the route.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Error", deny_unknown_fields)]
+pub(crate) struct ErrorBody<'a> {
+    error: &'a ApiError,
 }
 
 impl ApiError {
@@ -166,17 +203,14 @@ impl ApiError {
     }
 
     pub(crate) fn body(&self) -> Value {
-        let mut error = json!({"code": self.code.as_str(), "message": self.message});
-        if let Some(path) = &self.path {
-            error["path"] = json!(path);
-        }
-        json!({ "error": error })
+        serde_json::to_value(ErrorBody { error: self }).expect("an error body is JSON")
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.code.status(), axum::Json(self.body())).into_response();
+        let mut response =
+            (self.code.status(), axum::Json(ErrorBody { error: &self })).into_response();
         if self.code == ErrorCode::Unauthorized {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

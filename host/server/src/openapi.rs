@@ -9,6 +9,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use crate::error::ErrorBody;
 use crate::mcp::{MAX_MCP_MESSAGE_BYTES, MCP_PATH, MCP_RELEASE_PATH};
 use crate::route::{Access, Reply, Route, Shape};
 use crate::routes::MAX_BODY_BYTES;
@@ -84,7 +85,7 @@ fn document() -> Value {
         item[route.method.as_str().to_ascii_lowercase()] = operation(&route, &mut generators);
     }
     mcp_paths(&mut paths);
-    let mut components = components();
+    let mut components = components(&mut generators.answers);
     generators.define(
         components["schemas"]
             .as_object_mut()
@@ -111,6 +112,11 @@ fn document() -> Value {
         "paths": paths,
         "components": components,
     })
+}
+
+/// The schema of every error answer, [`ErrorBody`].
+pub(crate) fn error_schema(generator: &mut SchemaGenerator) -> Value {
+    generator.subschema_for::<ErrorBody>().to_value()
 }
 
 /// A shape as a schema of the document.
@@ -143,7 +149,7 @@ fn reply(reply: &Reply, generator: &mut SchemaGenerator) -> Value {
         }
         Reply::Error(description) => json!({
             "description": description,
-            "content": { "application/json": { "schema": schema("Error") } }
+            "content": { "application/json": { "schema": error_schema(generator) } }
         }),
         Reply::Common(name) => response(name),
         Reply::Raw(value) => value.clone(),

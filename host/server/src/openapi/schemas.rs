@@ -6,10 +6,10 @@ use hane_core::CaseChange;
 use hane_core::OUTBOUND_TOOLS;
 use hane_core::ReceptionStatus;
 use hane_core::RunStatus;
+use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
 
-use super::schema;
-use crate::error::ErrorCode;
+use super::{error_schema, schema};
 
 /// The `skipped` of a listing: how many stored items it left out.
 fn skipped() -> Value {
@@ -20,8 +20,7 @@ fn skipped() -> Value {
     })
 }
 
-pub(super) fn components() -> Value {
-    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+pub(super) fn components(answers: &mut SchemaGenerator) -> Value {
     let id = |prefix: &str| json!({ "type": "string", "pattern": format!("^{prefix}[0-9a-hjkmnp-tv-z]{{26}}$") });
     let millis = json!({
         "type": "integer",
@@ -48,28 +47,8 @@ pub(super) fn components() -> Value {
             }
         },
         "parameters": parameters(id),
-        "responses": responses(),
+        "responses": responses(answers),
         "schemas": {
-            "Error": {
-                "type": "object",
-                "required": ["error"],
-                "additionalProperties": false,
-                "properties": {
-                    "error": {
-                        "type": "object",
-                        "required": ["code", "message"],
-                        "additionalProperties": false,
-                        "properties": {
-                            "code": { "type": "string", "enum": codes },
-                            "message": { "type": "string" },
-                            "path": {
-                                "type": "string",
-                                "description": "JSON Pointer to the field of the request body the error is about, such as `/input/vehicle`"
-                            }
-                        }
-                    }
-                }
-            },
             "JsonRpcMessage": {
                 "type": "object",
                 "description": "One JSON-RPC 2.0 message: a request (`id` and `method`), a notification (`method` only), or a response (`id` and `result` or `error`). MCP's methods and their params and results are in the MCP specification.",
@@ -781,11 +760,12 @@ fn parameters(id: impl Fn(&str) -> Value) -> Value {
 }
 
 /// The error answers many routes share.
-fn responses() -> Value {
+fn responses(answers: &mut SchemaGenerator) -> Value {
+    let schema = error_schema(answers);
     let error = |description: &str| {
         json!({
             "description": description,
-            "content": { "application/json": { "schema": schema("Error") } }
+            "content": { "application/json": { "schema": schema } }
         })
     };
     json!({
