@@ -1,9 +1,10 @@
 //! What the formats' tests share: a rich request and response, reading
 //! an event stream back through a format's own parser, what an upstream
 //! streams; and the tests run for every format alike (the stream
-//! writers', the recorded answers').
+//! writers', the round trips', the recorded answers').
 
 mod recorded;
+mod roundtrip;
 pub(crate) mod writer;
 
 use serde_json::{Value, json};
