@@ -16,15 +16,12 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use clap::Args;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
-use http::{HeaderValue, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
+use hane_http::{Client, Request};
+use http::header::{ACCEPT, AUTHORIZATION, HeaderName};
+use http::{HeaderValue, StatusCode, Uri};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::TcpStream;
 
 use crate::exit;
 
@@ -84,7 +81,8 @@ pub(crate) fn main(args: McpArgs) -> ExitCode {
 /// to send back with each.
 struct Relay {
     uri: Uri,
-    authority: String,
+    /// Kept-alive connections to the server.
+    client: Client,
     credential: HeaderValue,
     /// The protocol version `initialize` agreed, sent with every later
     /// request as `MCP-Protocol-Version`.
@@ -128,8 +126,9 @@ impl Relay {
                 "`{url}`: hane mcp speaks plain http to a hane serve on this machine or its network namespace, such as http://127.0.0.1:8080/mcp"
             ));
         }
-        let host = uri.host().ok_or_else(|| format!("`{url}` has no host"))?;
-        let authority = format!("{host}:{}", uri.port_u16().unwrap_or(80));
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(format!("`{url}` has no host"));
+        }
         let credential = std::env::var(RUN_TOKEN_VAR)
             .ok()
             .filter(|t| !t.is_empty())
@@ -143,7 +142,7 @@ impl Relay {
             .map_err(|_| format!("{RUN_TOKEN_VAR} holds characters no token has"))?;
         Ok(Arc::new(Self {
             uri,
-            authority,
+            client: Client::new(),
             credential,
             protocol: Mutex::new(None),
             session: Mutex::new(None),
@@ -240,55 +239,32 @@ impl Relay {
     async fn post(&self, message: &Value) -> Result<Vec<Value>, (i64, String)> {
         let id = request_id(message).unwrap_or(Value::Null);
         let failed = |why: String| (INTERNAL_ERROR, why);
-        let stream = TcpStream::connect(&self.authority)
-            .await
-            .map_err(|e| failed(format!("cannot reach hane at {}: {e}", self.uri)))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| failed(format!("cannot speak HTTP to {}: {e}", self.uri)))?;
-        let connection = tokio::spawn(connection);
-        let path = self
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(path)
-            .header(HOST, &self.authority)
+        let mut request = Request::post_json(self.uri.clone(), message.to_string())
+            .named("hane")
             .header(AUTHORIZATION, self.credential.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
+            .header(
+                ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
         if let Some(version) = lock(&self.protocol).clone() {
-            request = request.header("mcp-protocol-version", version);
+            request = request.header(HeaderName::from_static("mcp-protocol-version"), version);
         }
         if let Some(session) = lock(&self.session).clone() {
-            request = request.header("mcp-session-id", session);
+            request = request.header(HeaderName::from_static("mcp-session-id"), session);
         }
-        let request = request
-            .body(Full::new(Bytes::from(message.to_string())))
-            .map_err(|e| failed(format!("cannot build the request: {e}")))?;
-        let response = sender
-            .send_request(request)
+        let mut reply = self
+            .client
+            .send(request)
             .await
-            .map_err(|e| failed(format!("hane at {} did not answer: {e}", self.uri)))?;
-        let (parts, mut body) = response.into_parts();
-        if let Some(session) = parts.headers.get("mcp-session-id") {
+            .map_err(|e| failed(e.to_string()))?;
+        if let Some(session) = reply.headers.get("mcp-session-id") {
             *lock(&self.session) = Some(session.clone());
         }
-        let sse = parts
-            .headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let sse = reply.is_event_stream();
         let mut answers = Vec::new();
         let mut events = hane_model::sse::SseParser::new();
         let mut bytes = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| failed(format!("hane's answer was cut off: {e}")))?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
+        while let Some(data) = reply.chunk().await.map_err(|e| failed(e.to_string()))? {
             if sse {
                 let parsed = events.push(&data).map_err(|e| failed(e.to_string()))?;
                 answers.extend(
@@ -304,7 +280,6 @@ impl Relay {
                 bytes.extend_from_slice(&data);
             }
         }
-        connection.abort();
         if sse {
             answers.extend(
                 events
@@ -314,7 +289,7 @@ impl Relay {
             return Ok(answers);
         }
         let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-        match (parts.status, parsed) {
+        match (reply.status, parsed) {
             (StatusCode::ACCEPTED | StatusCode::NO_CONTENT, _) => Ok(Vec::new()),
             (status, Some(answer)) if status.is_success() => Ok(vec![answer]),
             // The server's own JSON-RPC error, for this request's id.
