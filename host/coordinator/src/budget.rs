@@ -223,10 +223,12 @@ fn checks(
 }
 
 /// Today's usage, as `GET /v1/agents/budget` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct BudgetReport {
     /// The UTC day.
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
     pub day: String,
     /// The project.
     pub project: String,
@@ -243,8 +245,12 @@ pub struct BudgetReport {
 }
 
 /// The limits of a [`BudgetReport`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    deny_unknown_fields,
+    description = "The Budget's limits, each null when it sets none"
+)]
 pub struct ReportLimits {
     /// Runs per day.
     pub agent_runs_per_day: Option<u64>,
@@ -253,12 +259,14 @@ pub struct ReportLimits {
     /// Model tokens per day, used and reserved.
     pub model_tokens_per_day: Option<u64>,
     /// When an alert is recorded.
+    #[schemars(range(min = 1, max = 100))]
     pub alert_at_percent: Option<u8>,
 }
 
 /// The usage of a [`BudgetReport`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields, description = "What is counted today")]
 pub struct ReportUsage {
     /// Runs started.
     pub agent_runs: u64,
@@ -271,10 +279,15 @@ pub struct ReportUsage {
 }
 
 /// An alert of a [`BudgetReport`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    deny_unknown_fields,
+    description = "A limit whose usage reached `alertAtPercent` today"
+)]
 pub struct ReportAlert {
     /// The limit.
+    #[schemars(extend("enum" = ["agentRunsPerDay", "externalActionsPerDay", "modelTokensPerDay"]))]
     pub limit: String,
     /// Its value.
     pub limit_value: u64,

@@ -16,8 +16,11 @@ use sha2::{Digest as _, Sha256};
 /// `unknown` is final for the run; a person may reconcile it to
 /// `delivered` or `failed`. Every transition is in
 /// [`Lifecycle::TRANSITIONS`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(
+    description = "`pending` → `approved` → `executing` → `delivered`, `failed` or `unknown`; or `pending` → `rejected`. `shadowed` is what a shadow run would have proposed. An `unknown` action may or may not have gone out and is never resent; a person reconciles it"
+)]
 pub enum ActionState {
     /// Waiting for a decision.
     Pending,
@@ -141,8 +144,9 @@ impl Lifecycle for ActionState {
 }
 
 /// Who decided, or decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(description = "Only `person` is human approval")]
 pub enum DeciderKind {
     /// A person (an approval task for an assignment group).
     Person,
@@ -164,7 +168,7 @@ impl DeciderKind {
 }
 
 /// What a decider said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Send it.
@@ -187,8 +191,9 @@ impl Verdict {
 }
 
 /// One entry of an action's decider trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Decision {
     /// Of which kind the decider is. Only `person` is human approval.
     pub kind: DeciderKind,
@@ -217,8 +222,9 @@ pub struct Attempt {
 }
 
 /// How an action ended, from the adapter or a person's reconciliation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ActionOutcome {
     /// `delivered`, `failed`, `unknown`, `rejected` or `shadowed`.
     pub state: ActionState,
@@ -273,8 +279,9 @@ impl Person {
 /// The customer API an `integration.execute` action calls, copied from the
 /// agent's `connections` when it was proposed. The credential is a name;
 /// the secret stays with the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ConnectionTarget {
     /// The connection's name.
     pub name: String,

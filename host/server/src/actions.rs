@@ -13,15 +13,17 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::BudgetReport;
 use hane_coordinator::{Approvals, Budgets};
-use hane_core::{ActionId, RunId};
-use hane_core::{ActionRequest, ActionState};
+use hane_core::{ActionId, JsonText, OUTBOUND_TOOLS, RunId, TaskId};
+use hane_core::{ActionOutcome, ActionRequest, ActionState, ConnectionTarget};
+use hane_core::{DeciderKind, Decision};
 use hane_store::OverrideRow;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::route::{Access, Route, Shape};
-use crate::routes::{Caller, body_fields, parameter, parse_id};
+use crate::route::{Access, Route, of};
+use crate::routes::{Caller, SKIPPED, body_fields, parameter, parse_id};
 
 /// The routes of outbound actions, decider overrides and the budget.
 pub(crate) fn routes() -> Vec<Route> {
@@ -64,11 +66,7 @@ fn read_routes() -> Vec<Route> {
             "description": "Only actions the run with this id proposed",
             "schema": { "type": "string" }
         }))
-        .answer(
-            200,
-            "The actions, oldest first",
-            Shape::Named("ActionRequestList"),
-        )
+        .answer(200, "The actions, oldest first", of::<ActionRequestList>())
         .errors(&[(400, "BadRequest")]),
         Route::get(
             "/v1/agents/action-requests/{id}",
@@ -81,7 +79,7 @@ fn read_routes() -> Vec<Route> {
              a policy's approval.",
         )
         .param(parameter("ActionId"))
-        .answer(200, "The action", Shape::Named("ActionRequest"))
+        .answer(200, "The action", of::<ActionView>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
     ]
 }
@@ -116,11 +114,11 @@ fn decision_routes() -> Vec<Route> {
              The decision is recorded as by `key:NAME`, the API key's name.",
         )
         .param(parameter("ActionId"))
-        .body(Shape::Named("DecideRequest"))
+        .body(of::<DecideRequest>())
         .answer(
             200,
             "The action as it ended: `delivered`, `failed` or `unknown`",
-            Shape::Named("ActionRequest"),
+            of::<ActionView>(),
         )
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
         .error(409, refused)
@@ -137,8 +135,8 @@ fn decision_routes() -> Vec<Route> {
              as by `key:NAME`.",
         )
         .param(parameter("ActionId"))
-        .body(Shape::Named("DecideRequest"))
-        .answer(200, "The action, `rejected`", Shape::Named("ActionRequest"))
+        .body(of::<DecideRequest>())
+        .answer(200, "The action, `rejected`", of::<ActionView>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
         .error(409, refused)
         .errors(&body_errors),
@@ -158,11 +156,11 @@ fn decision_routes() -> Vec<Route> {
              assigned to one of them (403).",
         )
         .param(parameter("ActionId"))
-        .body(Shape::Named("ReconcileRequest"))
+        .body(of::<ReconcileRequest>())
         .answer(
             200,
             "The action, `delivered` or `failed`",
-            Shape::Named("ActionRequest"),
+            of::<ActionView>(),
         )
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
         .error(
@@ -189,7 +187,7 @@ fn override_routes() -> Vec<Route> {
         .answer(
             200,
             "The overrides, by tool",
-            Shape::Named("DeciderOverrideList"),
+            of::<DeciderOverrideList>(),
         ),
         Route::post(
             "/v1/agents/decider-overrides",
@@ -205,8 +203,8 @@ fn override_routes() -> Vec<Route> {
              decider policies say; actions proposed earlier keep their decider. Setting an override \
              for a tool that has one replaces it.",
         )
-        .body(Shape::Named("DeciderOverrideRequest"))
-        .answer(201, "The override", Shape::Named("DeciderOverride"))
+        .body(of::<DeciderOverrideRequest>())
+        .answer(201, "The override", of::<DeciderOverride>())
         .errors(&[
             (400, "BadRequest"),
             (413, "PayloadTooLarge"),
@@ -239,7 +237,7 @@ fn override_routes() -> Vec<Route> {
              release's Budget for them if it has one, and the alerts recorded today. Usage is \
              counted whether or not there is a Budget.",
         )
-        .answer(200, "Today's usage and budget", Shape::Named("BudgetReport")),
+        .answer(200, "Today's usage and budget", of::<BudgetReport>()),
     ]
 }
 
@@ -281,20 +279,27 @@ fn optional_text(fields: &mut Map<String, Value>, name: &str) -> Result<Option<S
     }
 }
 
-/// A checked approve or reject request.
-struct DecideBody {
+/// A person's approval or rejection of the content they were shown.
+// `decide_body` reads it field by field, so that every error names its
+// field; the document's schema of the body is this type's.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct DecideRequest {
+    /// The digest of the content the decider was shown
+    #[schemars(length(min = 1))]
     digest: String,
+    /// Why, kept in the trail
     reason: Option<String>,
 }
 
-fn decide_body(body: Value) -> Result<DecideBody, ApiError> {
+fn decide_body(body: Value) -> Result<DecideRequest, ApiError> {
     let mut fields = body_fields(
         body,
         &DECIDE_FIELDS,
         "`digest` (and optionally `reason`)",
         "a decision",
     )?;
-    Ok(DecideBody {
+    Ok(DecideRequest {
         digest: required_text(
             &mut fields,
             "digest",
@@ -304,20 +309,26 @@ fn decide_body(body: Value) -> Result<DecideBody, ApiError> {
     })
 }
 
-/// A checked reconcile request: the state as given (the ledger checks it).
-struct ReconcileBody {
+/// What a person found out about an `unknown` action. The state is kept
+/// as given: the ledger checks it.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct ReconcileRequest {
+    #[schemars(extend("enum" = ["delivered", "failed"]))]
     state: String,
+    /// What was found out
+    #[schemars(length(min = 1))]
     note: String,
 }
 
-fn reconcile_body(body: Value) -> Result<ReconcileBody, ApiError> {
+fn reconcile_body(body: Value) -> Result<ReconcileRequest, ApiError> {
     let mut fields = body_fields(
         body,
         &RECONCILE_FIELDS,
         "`state` and `note`",
         "a reconciliation",
     )?;
-    Ok(ReconcileBody {
+    Ok(ReconcileRequest {
         state: required_text(&mut fields, "state", "`delivered` or `failed`")?,
         note: required_text(
             &mut fields,
@@ -327,15 +338,19 @@ fn reconcile_body(body: Value) -> Result<ReconcileBody, ApiError> {
     })
 }
 
-/// A checked override request.
-struct OverrideBody {
+/// A decider override to set: people decide every new action of `tool`.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct DeciderOverrideRequest {
+    #[schemars(extend("enum" = OUTBOUND_TOOLS))]
     tool: String,
+    #[schemars(length(min = 1))]
     reason: String,
 }
 
-fn override_body(body: Value) -> Result<OverrideBody, ApiError> {
+fn override_body(body: Value) -> Result<DeciderOverrideRequest, ApiError> {
     let mut fields = body_fields(body, &OVERRIDE_FIELDS, "`tool` and `reason`", "an override")?;
-    Ok(OverrideBody {
+    Ok(DeciderOverrideRequest {
         tool: required_text(
             &mut fields,
             "tool",
@@ -345,17 +360,161 @@ fn override_body(body: Value) -> Result<OverrideBody, ApiError> {
     })
 }
 
-fn action_json(action: &ActionRequest) -> axum::Json<Value> {
-    axum::Json(action.to_json())
+/// `sha256:` and the hex SHA-256 of the canonical JSON of the action's
+/// tool, recipient and content: exactly what would go out.
+#[derive(Serialize, JsonSchema)]
+#[serde(transparent)]
+struct Digest(#[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))] String);
+
+/// An outbound action as the API shows it: the stored [`ActionRequest`]
+/// but the process that owns an attempt (the host's process ids are not
+/// for readers), with who approved it.
+// `ActionRequest::to_json` (which the CLI prints) writes the same; a test
+// below holds them together.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "ActionRequest",
+    deny_unknown_fields,
+    description = "An outbound action an agent proposed: exactly what would go out, and everything decided about it"
+)]
+pub(crate) struct ActionView {
+    id: ActionId,
+    /// The run that proposed it
+    run: RunId,
+    /// That run's agent
+    agent: String,
+    #[schemars(extend("enum" = OUTBOUND_TOOLS))]
+    tool: String,
+    /// An address, a phone number, or for `integration.execute` the
+    /// connection's name
+    recipient: String,
+    /// What goes out, fixed when proposed: `subject` and `body` of an
+    /// email, `text` of an SMS, `message` of a call, `method`, `path` and
+    /// `body` of a customer API call
+    #[schemars(with = "Map<String, Value>")]
+    content: JsonText,
+    digest: Digest,
+    state: ActionState,
+    /// Who decides it now
+    decider: DeciderKind,
+    /// The group whose people decide it
+    assignment: Option<String>,
+    /// The review agent that decides it
+    reviewer: Option<String>,
+    /// The DeciderPolicy rule that chose the decider, such as
+    /// `fleet-outbound rule 2`
+    rule: Option<String>,
+    /// A decider override sent it to people
+    overridden: bool,
+    /// The approval task, when a person decides
+    task: Option<TaskId>,
+    /// For `integration.execute`: the customer API it calls
+    connection: Option<ConnectionTarget>,
+    /// Every decision, oldest first
+    trail: Vec<Decision>,
+    /// Delivery attempts, recorded before delivery starts; at most one
+    /// ever
+    #[schemars(length(max = 1))]
+    attempts: Vec<AttemptView>,
+    /// How it ended
+    outcome: Option<ActionOutcome>,
+    /// When it was proposed, in milliseconds since the Unix epoch
+    created_at_ms: u64,
+    /// When it last changed, in milliseconds since the Unix epoch
+    updated_at_ms: u64,
+    /// True only when a person approved it
+    human_approved: bool,
+    /// The kind of decider that approved it, if one did
+    approved_by: Option<DeciderKind>,
 }
 
-fn override_json(row: &OverrideRow) -> Value {
-    json!({
-        "tool": row.tool,
-        "reason": row.reason,
-        "createdBy": row.created_by,
-        "createdAtMs": row.created_at_ms,
-    })
+/// A delivery attempt as the API shows it: when it started.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(inline, deny_unknown_fields)]
+struct AttemptView {
+    /// In milliseconds since the Unix epoch
+    started_at_ms: u64,
+}
+
+impl From<ActionRequest> for ActionView {
+    fn from(action: ActionRequest) -> Self {
+        let human_approved = action.human_approved();
+        let approved_by = action.approval().map(|d| d.kind);
+        ActionView {
+            id: action.id,
+            run: action.run,
+            agent: action.agent,
+            tool: action.tool,
+            recipient: action.recipient,
+            content: action.content,
+            digest: Digest(action.digest),
+            state: action.state,
+            decider: action.decider,
+            assignment: action.assignment,
+            reviewer: action.reviewer,
+            rule: action.rule,
+            overridden: action.overridden,
+            task: action.task,
+            connection: action.connection,
+            trail: action.trail,
+            attempts: action
+                .attempts
+                .into_iter()
+                .map(|a| AttemptView {
+                    started_at_ms: a.started_at_ms,
+                })
+                .collect(),
+            outcome: action.outcome,
+            created_at_ms: action.created_at_ms,
+            updated_at_ms: action.updated_at_ms,
+            human_approved,
+            approved_by,
+        }
+    }
+}
+
+/// A listing of actions.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ActionRequestList {
+    action_requests: Vec<ActionView>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
+}
+
+/// A decider override: people decide every new action of its tool.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct DeciderOverride {
+    #[schemars(extend("enum" = OUTBOUND_TOOLS))]
+    tool: String,
+    reason: String,
+    /// `key:NAME` or `cli:USER`
+    created_by: String,
+    /// In milliseconds since the Unix epoch
+    created_at_ms: u64,
+}
+
+impl From<OverrideRow> for DeciderOverride {
+    fn from(row: OverrideRow) -> Self {
+        DeciderOverride {
+            tool: row.tool,
+            reason: row.reason,
+            created_by: row.created_by,
+            created_at_ms: row.created_at_ms,
+        }
+    }
+}
+
+/// The decider overrides, by tool.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct DeciderOverrideList {
+    overrides: Vec<DeciderOverride>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -368,7 +527,7 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(approvals): State<Approvals>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ActionRequestList>, ApiError> {
     let bad = |name: &str, message: String| {
         ApiError::new(
             ErrorCode::BadRequest,
@@ -387,18 +546,20 @@ pub(crate) async fn list(
         .map(|r| r.parse::<RunId>().map_err(|e| bad("run", e.to_string())))
         .transpose()?;
     let actions = approvals.ledger().list(state, run.as_ref()).await?;
-    let list: Vec<Value> = actions.items.iter().map(ActionRequest::to_json).collect();
-    Ok(axum::Json(
-        json!({ "actionRequests": list, "skipped": actions.skipped.len() }),
-    ))
+    Ok(axum::Json(ActionRequestList {
+        skipped: actions.skipped.len(),
+        action_requests: actions.items.into_iter().map(ActionView::from).collect(),
+    }))
 }
 
 pub(crate) async fn get(
     State(approvals): State<Approvals>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ActionView>, ApiError> {
     let id: ActionId = parse_id(&id)?;
-    Ok(action_json(&approvals.ledger().get(id.as_str()).await?))
+    Ok(axum::Json(
+        approvals.ledger().get(id.as_str()).await?.into(),
+    ))
 }
 
 pub(crate) async fn approve(
@@ -406,7 +567,7 @@ pub(crate) async fn approve(
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ActionView>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = decide_body(body)?;
     // Through the approvals service, so the active release's budget applies as it
@@ -414,7 +575,7 @@ pub(crate) async fn approve(
     let action = approvals
         .approve(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
-    Ok(action_json(&action))
+    Ok(axum::Json(action.into()))
 }
 
 pub(crate) async fn reject(
@@ -422,14 +583,14 @@ pub(crate) async fn reject(
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ActionView>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = decide_body(body)?;
     let action = approvals
         .ledger()
         .reject(id.as_str(), &body.digest, caller.person(), body.reason)
         .await?;
-    Ok(action_json(&action))
+    Ok(axum::Json(action.into()))
 }
 
 pub(crate) async fn reconcile(
@@ -437,26 +598,23 @@ pub(crate) async fn reconcile(
     Extension(caller): Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ActionView>, ApiError> {
     let id: ActionId = parse_id(&id)?;
     let body = reconcile_body(body)?;
     let action = approvals
         .ledger()
         .reconcile(id.as_str(), &body.state, caller.person(), &body.note)
         .await?;
-    Ok(action_json(&action))
+    Ok(axum::Json(action.into()))
 }
 
 pub(crate) async fn list_overrides(
     State(approvals): State<Approvals>,
-) -> Result<axum::Json<Value>, ApiError> {
-    let list: Vec<Value> = approvals
-        .overrides()
-        .await?
-        .iter()
-        .map(override_json)
-        .collect();
-    Ok(axum::Json(json!({ "overrides": list })))
+) -> Result<axum::Json<DeciderOverrideList>, ApiError> {
+    let overrides = approvals.overrides().await?;
+    Ok(axum::Json(DeciderOverrideList {
+        overrides: overrides.into_iter().map(DeciderOverride::from).collect(),
+    }))
 }
 
 pub(crate) async fn add_override(
@@ -468,7 +626,7 @@ pub(crate) async fn add_override(
     let row = approvals
         .add_override(&body.tool, &body.reason, &caller.by())
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(override_json(&row))).into_response())
+    Ok((StatusCode::CREATED, axum::Json(DeciderOverride::from(row))).into_response())
 }
 
 pub(crate) async fn remove_override(
@@ -495,7 +653,67 @@ pub(crate) async fn budget(
 
 #[cfg(test)]
 mod tests {
+    use hane_core::{Attempt, Verdict};
+
     use super::*;
+
+    /// What the API sends of an action is what `ActionRequest::to_json`
+    /// (which the CLI prints) writes, field for field.
+    #[test]
+    fn an_action_is_shown_as_to_json_writes_it() {
+        let mut action = ActionRequest {
+            id: ActionId::new(),
+            run: RunId::new(),
+            agent: "desk".to_owned(),
+            tool: "integration.execute".to_owned(),
+            recipient: "crm".to_owned(),
+            content: JsonText::from_value(&json!({"method": "POST", "path": "/x", "body": {}})),
+            digest: hane_core::digest("integration.execute", "crm", &json!({})),
+            state: ActionState::Delivered,
+            decider: DeciderKind::Person,
+            assignment: Some("desk".to_owned()),
+            reviewer: None,
+            rule: Some("fleet rule 1".to_owned()),
+            overridden: true,
+            task: Some(TaskId::new()),
+            connection: Some(ConnectionTarget {
+                name: "crm".to_owned(),
+                base_url: "https://crm.example".to_owned(),
+                credential: None,
+            }),
+            trail: vec![Decision {
+                kind: DeciderKind::Person,
+                by: "key:desk".to_owned(),
+                verdict: Verdict::Approve,
+                reason: None,
+                digest: "sha256:0".to_owned(),
+                at_ms: 2,
+            }],
+            attempts: vec![Attempt {
+                owner: "12:34".to_owned(),
+                started_at_ms: 3,
+            }],
+            outcome: Some(ActionOutcome {
+                state: ActionState::Delivered,
+                detail: "202".to_owned(),
+                reconciled_by: None,
+                at_ms: 4,
+            }),
+            created_at_ms: 1,
+            updated_at_ms: 4,
+        };
+        let shown = |action: &ActionRequest| {
+            serde_json::to_value(ActionView::from(action.clone())).expect("JSON")
+        };
+        assert_eq!(shown(&action), action.to_json());
+        assert!(shown(&action)["attempts"][0].get("owner").is_none());
+        action.trail.clear();
+        action.attempts.clear();
+        action.connection = None;
+        action.outcome = None;
+        assert_eq!(shown(&action), action.to_json());
+        assert_eq!(shown(&action)["approvedBy"], Value::Null);
+    }
 
     #[test]
     fn bodies_name_the_field() {

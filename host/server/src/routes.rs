@@ -627,7 +627,7 @@ struct ListQuery {
 }
 
 /// How many stored items a listing left out.
-const SKIPPED: &str = "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them";
+pub(crate) const SKIPPED: &str = "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them";
 
 /// A listing of runs.
 #[derive(Serialize, JsonSchema)]
