@@ -20,19 +20,21 @@ use serde_json::Value;
 use crate::{EvaluationId, JsonText, RunId, RunStatus};
 
 /// Where a result differs from what a case expects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Difference {
     /// JSON Pointer into the result, such as `/status` or `/items/0/id`.
     pub path: String,
     /// What the case expects there.
     pub expected: JsonText,
     /// What the result has there; `None` when it has nothing.
+    #[schemars(description = "What the result has there; null when it has nothing (or null)")]
     pub found: Option<JsonText>,
 }
 
 /// How one case went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseOutcome {
     /// The run ended with a result matching every expected field.
@@ -59,18 +61,22 @@ impl std::fmt::Display for CaseOutcome {
 }
 
 /// One case of an evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct CaseResult {
     /// The case's name.
     pub name: String,
     /// The agent's input.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub input: JsonText,
     /// The result fields expected.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub expect: JsonText,
     /// Passed or failed.
     pub outcome: CaseOutcome,
     /// The result the run returned, if it returned one.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub result: Option<JsonText>,
     /// Where the result differs from `expect`; empty when it passed.
     pub differences: Vec<Difference>,
@@ -87,8 +93,9 @@ pub struct CaseResult {
 }
 
 /// One evaluation of a suite against one release.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Evaluation {
     /// Its id.
     pub id: EvaluationId,
@@ -97,11 +104,13 @@ pub struct Evaluation {
     /// The agent evaluated.
     pub agent: String,
     /// The release whose definitions ran.
+    #[schemars(range(min = 1))]
     pub release: u64,
     /// Evaluated before the release was active, to decide whether it may
     /// become active.
     pub candidate: bool,
     /// The suite's `passRate`.
+    #[schemars(range(min = 0, max = 1))]
     pub pass_rate: f64,
     /// How many cases passed.
     pub passed: u32,
@@ -213,7 +222,7 @@ pub struct DifferentSuites {
 }
 
 /// What became of a case from one evaluation to the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseChange {
     /// Passed before, fails now.
@@ -251,8 +260,9 @@ impl std::fmt::Display for CaseChange {
 }
 
 /// One case of a comparison.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct CaseComparison {
     /// The case's name.
     pub name: String,
@@ -265,8 +275,9 @@ pub struct CaseComparison {
 }
 
 /// Two evaluations of one suite compared case by case.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct EvaluationComparison {
     /// The suite.
     pub suite: String,
@@ -275,8 +286,10 @@ pub struct EvaluationComparison {
     /// The later one.
     pub b: EvaluationId,
     /// The release `a` evaluated.
+    #[schemars(range(min = 1))]
     pub a_release: u64,
     /// The release `b` evaluated.
+    #[schemars(range(min = 1))]
     pub b_release: u64,
     /// Cases that passed in `a`.
     pub a_passed: u32,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{JsonText, ReceptionId, RunId};
 
 /// What reception did with a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReceptionStatus {
     /// It started a run of the chosen agent.
@@ -43,18 +43,21 @@ impl std::fmt::Display for ReceptionStatus {
 }
 
 /// An agent the request's words matched.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ReceptionCandidate {
     /// The agent.
     pub agent: String,
     /// Its lexical score (BM25 over its purpose and examples).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub score: f64,
 }
 
 /// The model call that chose among the shortlist.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ReceptionModelCall {
     /// The `ModelProvider`.
     pub provider: String,
@@ -62,6 +65,7 @@ pub struct ReceptionModelCall {
     pub model: String,
     /// `sha256:` and the hex SHA-256 of the canonical JSON of the request
     /// sent.
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub request_digest: String,
     /// Input tokens the upstream reported.
     pub input_tokens: u64,
@@ -72,14 +76,16 @@ pub struct ReceptionModelCall {
 }
 
 /// One request reception answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Reception {
     /// Its id.
     pub id: ReceptionId,
     /// The request's text.
     pub text: String,
     /// The release whose agents it chose among.
+    #[schemars(range(min = 1))]
     pub release: u64,
     /// Only answer what would start.
     pub dry_run: bool,
@@ -90,6 +96,7 @@ pub struct Reception {
     pub agent: Option<String>,
     /// The input derived for it; valid against its input schema unless
     /// the request was declined.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub input: Option<JsonText>,
     /// Why: the model's reasons for its choice, or why nothing fits.
     pub reasons: String,
@@ -103,6 +110,7 @@ pub struct Reception {
     /// The run started.
     pub run: Option<RunId>,
     /// Why the run was refused, for [`ReceptionStatus::Refused`].
+    #[schemars(description = "Why the run was refused, when `refused`")]
     pub error: Option<String>,
     /// The model call, when one was made.
     pub model_call: Option<ReceptionModelCall>,

@@ -108,7 +108,7 @@ pub struct TaskStep {
 }
 
 /// What kind of work a step is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepKind {
     /// An agent's run.
@@ -240,8 +240,11 @@ fn check_steps(steps: &[WorkflowStep]) -> Result<(), ScriptError> {
 }
 
 /// Where a case is; its transitions are [`Lifecycle::TRANSITIONS`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(
+    description = "A case starts `running`, waits while a person's task is open, and ends `succeeded` or `failed`"
+)]
 pub enum CaseStatus {
     /// A step is running or about to.
     Running,
@@ -316,7 +319,7 @@ impl Lifecycle for CaseStatus {
 }
 
 /// Where a step of a case is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Not reached yet.
@@ -354,8 +357,9 @@ impl std::fmt::Display for StepStatus {
 }
 
 /// A person's task of a case, as rendered when the step was reached.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct CaseTask {
     /// The group it is for.
     pub assignment: String,
@@ -368,8 +372,9 @@ pub struct CaseTask {
 }
 
 /// One step of a case.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct CaseStep {
     /// The step's id.
     pub id: String,
@@ -395,16 +400,19 @@ pub struct CaseStep {
 
 /// One execution of a workflow, kept in the store and resumed at its step
 /// after a restart.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct WorkflowCase {
     /// Its id.
     pub id: WorkflowCaseId,
     /// The workflow.
     pub workflow: String,
     /// The release whose definitions it runs.
+    #[schemars(range(min = 1))]
     pub release: u64,
     /// Its input.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub input: JsonText,
     /// Where it is.
     pub status: CaseStatus,

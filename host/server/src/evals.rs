@@ -8,14 +8,15 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::Evaluations;
 use hane_coordinator::evaluation::EvalError;
-use hane_core::{Evaluation, EvaluationComparison, EvaluationId, JsonText};
+use hane_core::{Evaluation, EvaluationComparison, EvaluationId};
 use hane_store::MAX_EVALUATIONS_LISTED;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::route::{Access, Route, Shape};
-use crate::routes::{body_fields, list_limit, parse_id};
+use crate::route::{Access, Route, of};
+use crate::routes::{SKIPPED, body_fields, list_limit, parse_id};
 
 /// The routes of evaluations. `compare` comes before `{id}`, which would
 /// otherwise take it.
@@ -40,11 +41,11 @@ pub(crate) fn routes() -> Vec<Route> {
              evaluation is stored and answered when the last case ends, at its `Location`. The \
              runs count against the day's budget like any run.",
         )
-        .body(Shape::Named("EvaluationRequest"))
+        .body(of::<EvaluationRequest>())
         .answer(
             201,
             "The evaluation, once every case ended",
-            Shape::Named("Evaluation"),
+            of::<EvaluationView>(),
         )
         .header("Location", "The evaluation's URL")
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
@@ -68,7 +69,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "limit", "in": "query", "required": false,
             "schema": { "type": "integer", "minimum": 1, "maximum": MAX_EVALUATIONS_LISTED }
         }))
-        .answer(200, "The evaluations", Shape::Named("EvaluationList"))
+        .answer(200, "The evaluations", of::<EvaluationList>())
         .errors(&[(400, "BadRequest")]),
         Route::get(
             "/v1/agents/evals/compare",
@@ -92,7 +93,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "b", "in": "query", "required": true, "schema": eval_id,
             "description": "The later evaluation"
         }))
-        .answer(200, "The comparison", Shape::Named("EvaluationComparison"))
+        .answer(200, "The comparison", of::<EvaluationComparison>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
         .error(422, "The two evaluations are of different suites"),
         Route::get(
@@ -105,7 +106,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "id", "in": "path", "required": true, "schema": eval_id,
             "description": "The evaluation's id"
         }))
-        .answer(200, "The evaluation", Shape::Named("Evaluation"))
+        .answer(200, "The evaluation", of::<EvaluationView>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
     ]
 }
@@ -122,57 +123,52 @@ impl From<EvalError> for ApiError {
     }
 }
 
-fn value(text: &JsonText) -> Value {
-    text.to_value().unwrap_or(Value::Null)
+/// An evaluation as the API shows it: as stored, and whether enough of
+/// its cases passed.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "Evaluation",
+    deny_unknown_fields,
+    description = "One evaluation of an EvalSuite against one release"
+)]
+pub(crate) struct EvaluationView {
+    #[serde(flatten)]
+    evaluation: Evaluation,
+    /// Whether enough cases passed for `passRate`
+    passes_rate: bool,
 }
 
-/// Differences with their values as JSON.
-fn differences(list: &[hane_core::Difference]) -> Value {
-    list.iter()
-        .map(|d| {
-            json!({
-                "path": d.path,
-                "expected": value(&d.expected),
-                "found": d.found.as_ref().map(value),
-            })
-        })
-        .collect()
-}
-
-/// An evaluation as the API shows it: inputs, expectations, results and
-/// differences as JSON.
-pub(crate) fn evaluation_json(evaluation: &Evaluation) -> Value {
-    let mut out = serde_json::to_value(evaluation).expect("an evaluation is always JSON");
-    for (case, shown) in evaluation.cases.iter().zip(
-        out["cases"]
-            .as_array_mut()
-            .expect("an evaluation's cases are an array"),
-    ) {
-        shown["input"] = value(&case.input);
-        shown["expect"] = value(&case.expect);
-        shown["result"] = case.result.as_ref().map_or(Value::Null, value);
-        shown["differences"] = differences(&case.differences);
+impl From<Evaluation> for EvaluationView {
+    fn from(evaluation: Evaluation) -> Self {
+        EvaluationView {
+            passes_rate: evaluation.meets_pass_rate(),
+            evaluation,
+        }
     }
-    out["passesRate"] = Value::Bool(evaluation.meets_pass_rate());
-    out
 }
 
-fn comparison_json(comparison: &EvaluationComparison) -> Value {
-    let mut out = serde_json::to_value(comparison).expect("a comparison is always JSON");
-    for (case, shown) in comparison.cases.iter().zip(
-        out["cases"]
-            .as_array_mut()
-            .expect("a comparison's cases are an array"),
-    ) {
-        shown["differences"] = differences(&case.differences);
-    }
-    out
+/// A listing of evaluations.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct EvaluationList {
+    evaluations: Vec<EvaluationView>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
 }
 
-pub(crate) async fn create(
-    State(evaluations): State<Evaluations>,
-    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<Response, ApiError> {
+/// A request to evaluate the suite's agent.
+// `create` reads it field by field, so that every error names its field;
+// the document's schema of the body is this type's.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct EvaluationRequest {
+    /// An EvalSuite of the active release
+    #[schemars(length(min = 1))]
+    suite: String,
+}
+
+fn evaluation_body(body: Value) -> Result<EvaluationRequest, ApiError> {
     let mut fields = body_fields(
         body,
         &["suite"],
@@ -196,13 +192,21 @@ pub(crate) async fn create(
             .at("/suite"));
         }
     };
-    let evaluation = evaluations.evaluate(&suite, |_| {}).await?;
+    Ok(EvaluationRequest { suite })
+}
+
+pub(crate) async fn create(
+    State(evaluations): State<Evaluations>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let body = evaluation_body(body)?;
+    let evaluation = evaluations.evaluate(&body.suite, |_| {}).await?;
     let location = HeaderValue::try_from(format!("/v1/agents/evals/{}", evaluation.id))
         .expect("an evaluation id is a valid header value");
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        axum::Json(evaluation_json(&evaluation)),
+        axum::Json(EvaluationView::from(evaluation)),
     )
         .into_response())
 }
@@ -217,23 +221,23 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(evaluations): State<Evaluations>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<EvaluationList>, ApiError> {
     let limit = list_limit(query.limit, MAX_EVALUATIONS_LISTED)?;
     let suite = query.suite.filter(|s| !s.is_empty());
     let listed = evaluations.list(suite, limit).await?;
-    let evaluations: Vec<Value> = listed.items.iter().map(evaluation_json).collect();
-    Ok(axum::Json(
-        json!({ "evaluations": evaluations, "skipped": listed.skipped.len() }),
-    ))
+    Ok(axum::Json(EvaluationList {
+        skipped: listed.skipped.len(),
+        evaluations: listed.items.into_iter().map(EvaluationView::from).collect(),
+    }))
 }
 
 pub(crate) async fn get(
     State(evaluations): State<Evaluations>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<EvaluationView>, ApiError> {
     let id: EvaluationId = parse_id(&id)?;
     let evaluation = evaluations.get(id.as_str()).await?;
-    Ok(axum::Json(evaluation_json(&evaluation)))
+    Ok(axum::Json(evaluation.into()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,7 +250,7 @@ pub(crate) struct CompareQuery {
 pub(crate) async fn compare(
     State(evaluations): State<Evaluations>,
     Checked(Query(query)): Checked<Query<CompareQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<EvaluationComparison>, ApiError> {
     let id = |given: Option<String>, name: &str| -> Result<EvaluationId, ApiError> {
         match given.filter(|g| !g.is_empty()) {
             Some(text) => parse_id(&text),
@@ -259,5 +263,5 @@ pub(crate) async fn compare(
     let a = id(query.a, "a")?;
     let b = id(query.b, "b")?;
     let comparison = evaluations.compare(a.as_str(), b.as_str()).await?;
-    Ok(axum::Json(comparison_json(&comparison)))
+    Ok(axum::Json(comparison))
 }

@@ -9,12 +9,13 @@ use hane_coordinator::ReceptionDesk;
 use hane_coordinator::reception::{ReceptionError, ReceptionRequest};
 use hane_core::{Reception, ReceptionId, ReceptionStatus};
 use hane_store::MAX_RECEPTIONS_LISTED;
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::route::{Access, Route, Shape};
-use crate::routes::{body_fields, list_limit, parse_id};
+use crate::route::{Access, Route, of};
+use crate::routes::{SKIPPED, body_fields, list_limit, parse_id};
 
 /// Reception's routes: a request answered, and those answered read back.
 pub(crate) fn routes() -> Vec<Route> {
@@ -40,13 +41,13 @@ pub(crate) fn routes() -> Vec<Route> {
              alternatives, and read back at its `Location`. The model's tokens count against \
              the day's budget.",
         )
-        .body(Shape::Named("ReceptionRequest"))
-        .answer(201, "A run was started", Shape::Named("Reception"))
+        .body(of::<ReceptionRequest>())
+        .answer(201, "A run was started", of::<Reception>())
         .header("Location", "The request's URL")
         .answer(
             200,
             "Nothing started: a dry run's choice, a decline with what is missing, or a run refused at start",
-            Shape::Named("Reception"),
+            of::<Reception>(),
         )
         .header("Location", "The request's URL")
         .errors(&[(400, "BadRequest")])
@@ -73,7 +74,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "limit", "in": "query", "required": false,
             "schema": { "type": "integer", "minimum": 1, "maximum": MAX_RECEPTIONS_LISTED }
         }))
-        .answer(200, "The requests", Shape::Named("ReceptionList"))
+        .answer(200, "The requests", of::<ReceptionList>())
         .errors(&[(400, "BadRequest")]),
         Route::get(
             "/v1/agents/requests/{id}",
@@ -86,7 +87,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "schema": { "type": "string", "pattern": "^req_[0-9a-hjkmnp-tv-z]{26}$" },
             "description": "The request's id"
         }))
-        .answer(200, "The request", Shape::Named("Reception"))
+        .answer(200, "The request", of::<Reception>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
     ]
 }
@@ -103,16 +104,13 @@ impl From<ReceptionError> for ApiError {
     }
 }
 
-/// A request as the API shows it: the stored reception, its input as
-/// JSON.
-pub(crate) fn reception_json(reception: &Reception) -> Value {
-    let mut out = serde_json::to_value(reception).expect("a reception is always JSON");
-    out["input"] = reception
-        .input
-        .as_ref()
-        .and_then(|input| input.to_value().ok())
-        .unwrap_or(Value::Null);
-    out
+/// A listing of the requests reception answered.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ReceptionList {
+    requests: Vec<Reception>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
 }
 
 pub(crate) async fn create(
@@ -165,7 +163,7 @@ pub(crate) async fn create(
     Ok((
         status,
         [(header::LOCATION, location)],
-        axum::Json(reception_json(&reception)),
+        axum::Json(reception),
     )
         .into_response())
 }
@@ -179,20 +177,19 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(desk): State<ReceptionDesk>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ReceptionList>, ApiError> {
     let limit = list_limit(query.limit, MAX_RECEPTIONS_LISTED)?;
     let listed = desk.list(limit).await?;
-    let requests: Vec<Value> = listed.items.iter().map(reception_json).collect();
-    Ok(axum::Json(
-        json!({ "requests": requests, "skipped": listed.skipped.len() }),
-    ))
+    Ok(axum::Json(ReceptionList {
+        requests: listed.items,
+        skipped: listed.skipped.len(),
+    }))
 }
 
 pub(crate) async fn get(
     State(desk): State<ReceptionDesk>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<Reception>, ApiError> {
     let id: ReceptionId = parse_id(&id)?;
-    let reception = desk.get(id.as_str()).await?;
-    Ok(axum::Json(reception_json(&reception)))
+    Ok(axum::Json(desk.get(id.as_str()).await?))
 }

@@ -9,10 +9,11 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::Workflows;
 use hane_coordinator::workflow::WorkflowError;
 use hane_core::{WorkflowCase, WorkflowCaseId};
+use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::route::{Access, Route, Shape};
+use crate::route::{Access, Route, of};
 use crate::routes::{Caller, body_fields, parse_id};
 
 /// The routes of workflow cases.
@@ -46,11 +47,11 @@ pub(crate) fn routes() -> Vec<Route> {
              and goes on at its step; an agent step's run is never started twice.",
         )
         .param(workflow_name.clone())
-        .body(Shape::Named("CaseRequest"))
+        .body(of::<CaseRequest>())
         .answer(
             201,
             "The case, as stored at its start",
-            Shape::Named("WorkflowCase"),
+            of::<WorkflowCase>(),
         )
         .header("Location", "The case's URL")
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
@@ -68,7 +69,7 @@ pub(crate) fn routes() -> Vec<Route> {
         )
         .param(workflow_name.clone())
         .param(case_id.clone())
-        .answer(200, "The case", Shape::Named("WorkflowCase"))
+        .answer(200, "The case", of::<WorkflowCase>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
         Route::post(
             "/v1/agents/workflows/{name}/cases/{id}/tasks/{step}",
@@ -87,8 +88,8 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "step", "in": "path", "required": true,
             "schema": { "type": "string" }, "description": "The task step's id"
         }))
-        .body(Shape::Named("TaskCompletion"))
-        .answer(200, "The case, the task done", Shape::Named("WorkflowCase"))
+        .body(of::<TaskCompletion>())
+        .answer(200, "The case, the task done", of::<WorkflowCase>())
         .errors(&[(400, "BadRequest"), (403, "Forbidden"), (404, "NotFound")])
         .error(409, "The step is not a task waiting for a person")
         .errors(&[(413, "PayloadTooLarge")])
@@ -115,25 +116,24 @@ impl From<WorkflowError> for ApiError {
     }
 }
 
-/// A case as the API shows it: its input and each step's output and task
-/// details as JSON.
-pub(crate) fn case_json(case: &WorkflowCase) -> Value {
-    let mut out = serde_json::to_value(case).expect("a case is always JSON");
-    out["input"] = case.input.to_value().unwrap_or(Value::Null);
-    let steps = out["steps"]
-        .as_array_mut()
-        .expect("a case's steps are an array");
-    for (step, shown) in case.steps.iter().zip(steps) {
-        shown["output"] = step
-            .output
-            .as_ref()
-            .and_then(|o| o.to_value().ok())
-            .unwrap_or(Value::Null);
-        if let Some(details) = step.task.as_ref().and_then(|t| t.details.as_ref()) {
-            shown["task"]["details"] = details.to_value().unwrap_or(Value::Null);
-        }
-    }
-    out
+/// A request to start a case.
+// `start` reads it field by field, so that every error names its field;
+// the document's schema of the body is this type's.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct CaseRequest {
+    /// The case's input, checked against the workflow's input schema
+    #[schemars(default)]
+    input: Map<String, Value>,
+}
+
+/// A person's task of a case, done.
+// `complete` reads it field by field, as `start` does.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct TaskCompletion {
+    /// What the person found or did; later steps read it as `steps.STEP`
+    result: Map<String, Value>,
 }
 
 /// The object at `field` of a body, `{}` when absent.
@@ -142,10 +142,10 @@ fn object_field(
     field: &str,
     required: bool,
     what: &str,
-) -> Result<Value, ApiError> {
+) -> Result<Map<String, Value>, ApiError> {
     match fields.remove(field) {
-        Some(value @ Value::Object(_)) => Ok(value),
-        None if !required => Ok(Value::Object(Map::new())),
+        Some(Value::Object(object)) => Ok(object),
+        None if !required => Ok(Map::new()),
         _ => Err(ApiError::new(
             ErrorCode::InvalidInput,
             format!("`{field}` must be a JSON object: {what}"),
@@ -165,8 +165,12 @@ pub(crate) async fn start(
         "`input`: the case's input",
         "a case request",
     )?;
-    let input = object_field(&mut fields, "input", false, "the case's input")?;
-    let case = workflows.start_case(&name, input).await?;
+    let body = CaseRequest {
+        input: object_field(&mut fields, "input", false, "the case's input")?,
+    };
+    let case = workflows
+        .start_case(&name, Value::Object(body.input))
+        .await?;
     let location = HeaderValue::try_from(format!(
         "/v1/agents/workflows/{}/cases/{}",
         case.workflow, case.id
@@ -175,7 +179,7 @@ pub(crate) async fn start(
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        axum::Json(case_json(&case)),
+        axum::Json(case),
     )
         .into_response())
 }
@@ -194,9 +198,9 @@ async fn case_of(workflows: &Workflows, name: &str, id: &str) -> Result<Workflow
 pub(crate) async fn get(
     State(workflows): State<Workflows>,
     Checked(Path((name, id))): Checked<Path<(String, String)>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<WorkflowCase>, ApiError> {
     let case = case_of(&workflows, &name, &id).await?;
-    Ok(axum::Json(case_json(&case)))
+    Ok(axum::Json(case))
 }
 
 pub(crate) async fn complete(
@@ -204,19 +208,21 @@ pub(crate) async fn complete(
     Extension(caller): Extension<Caller>,
     Checked(Path((name, id, step))): Checked<Path<(String, String, String)>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<WorkflowCase>, ApiError> {
     let mut fields = body_fields(
         body,
         &["result"],
         "`result`: what the person found or did, a JSON object",
         "a task's completion",
     )?;
-    let result = object_field(
-        &mut fields,
-        "result",
-        true,
-        "what the person found or did, which later steps read",
-    )?;
+    let body = TaskCompletion {
+        result: object_field(
+            &mut fields,
+            "result",
+            true,
+            "what the person found or did, which later steps read",
+        )?,
+    };
     let case = case_of(&workflows, &name, &id).await?;
     // A key made for some groups completes only their tasks.
     let assignment = case
@@ -237,7 +243,7 @@ pub(crate) async fn complete(
         ));
     }
     let case = workflows
-        .complete_task(&case.id, &step, result, &caller.by())
+        .complete_task(&case.id, &step, Value::Object(body.result), &caller.by())
         .await?;
-    Ok(axum::Json(case_json(&case)))
+    Ok(axum::Json(case))
 }
