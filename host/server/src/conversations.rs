@@ -2,6 +2,7 @@
 //! reply followed as Server-Sent Events when the client asks for
 //! `text/event-stream`) and their memory.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -14,15 +15,16 @@ use hane_coordinator::conversation::{
     ConversationError, ConversationView, EntryView, MemoryError, SentMessage, memory_schema,
 };
 use hane_coordinator::{AgentRuntime, Conversations, RunEvent};
-use hane_core::{Conversation, ConversationId};
+use hane_core::{AgentRun, Conversation, ConversationId};
 use hane_store::MAX_CONVERSATIONS_LISTED;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::{ApiError, Checked, ErrorCode};
-use crate::route::{Access, Route, Shape};
-use crate::routes::{body_fields, list_limit, parameter, parse_id};
+use crate::route::{Access, Route, Shape, of};
+use crate::routes::{SKIPPED, body_fields, list_limit, parameter, parse_id};
 
 /// The routes of conversations, their messages and their memory.
 ///
@@ -42,11 +44,11 @@ pub(crate) fn routes() -> Vec<Route> {
              `GET /v1/agents/conversations/memory-schema`): it is checked, redacted, and its \
              actions are replaced by the execution ledger's; `notes` says what changed.",
         )
-        .body(Shape::Named("CreateConversationRequest"))
+        .body(of::<CreateConversationRequest>())
         .answer(
             201,
             "The conversation, with `notes` on its memory",
-            Shape::Named("Conversation"),
+            of::<ConversationAnswer>(),
         )
         .errors(&[(400, "BadRequest")])
         .error(
@@ -73,7 +75,7 @@ pub(crate) fn routes() -> Vec<Route> {
             "name": "limit", "in": "query", "required": false,
             "schema": { "type": "integer", "minimum": 1, "maximum": MAX_CONVERSATIONS_LISTED }
         }))
-        .answer(200, "The conversations", Shape::Named("ConversationList"))
+        .answer(200, "The conversations", of::<ConversationList>())
         .errors(&[(400, "BadRequest")]),
         Route::get(
             "/v1/agents/conversations/memory-schema",
@@ -99,7 +101,7 @@ pub(crate) fn routes() -> Vec<Route> {
             ),
         )
         .param(parameter("ConversationId"))
-        .answer(200, "The conversation", Shape::Named("Conversation"))
+        .answer(200, "The conversation", of::<ConversationAnswer>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
     ];
     routes.push(send_route());
@@ -125,11 +127,11 @@ fn send_route() -> Route {
          to approve it) and `end` (the run as it ended).",
     )
     .param(parameter("ConversationId"))
-    .body(Shape::Named("SendMessageRequest"))
+    .body(of::<SendMessageRequest>())
     .answer(
         201,
         "The message's entry and its run (`queued`, or ended with `wait`)",
-        Shape::Named("SentMessage"),
+        of::<SentMessageAnswer>(),
     )
     .raw(200, json!({
         "description": "With `Accept: text/event-stream`: the message was accepted, and the reply follows as events",
@@ -164,7 +166,7 @@ fn memory_routes() -> Vec<Route> {
              run's token, an API key or a credential: they are replaced by `***`.",
         )
         .param(parameter("ConversationId"))
-        .answer(200, "The memory", Shape::Named("Memory"))
+        .answer(200, "The memory", of::<MemoryDocument>())
         .errors(&[(400, "BadRequest"), (404, "NotFound")]),
         Route::new(
             axum::http::Method::PUT,
@@ -186,7 +188,7 @@ fn memory_routes() -> Vec<Route> {
         .answer(
             200,
             "The memory as saved, and what changed",
-            Shape::Named("SavedMemory"),
+            of::<SavedMemoryAnswer>(),
         )
         .errors(&[(400, "BadRequest"), (404, "NotFound")])
         .error(409, "A message is being sent now")
@@ -218,80 +220,270 @@ fn memory_error(e: MemoryError) -> ApiError {
     ApiError::new(ErrorCode::InvalidInput, e.to_string()).at(path)
 }
 
-fn conversation_json(conversation: &Conversation, updated_at_ms: u64) -> Value {
-    json!({
-        "id": conversation.id,
-        "agent": conversation.agent,
-        "createdAtMs": conversation.created_at_ms,
-        "updatedAtMs": updated_at_ms,
-    })
+/// A conversation as listed: whom it is with, and when it changed.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ConversationSummary {
+    id: ConversationId,
+    agent: String,
+    /// In milliseconds since the Unix epoch
+    created_at_ms: u64,
+    /// When its last entry was added, in milliseconds since the Unix epoch
+    updated_at_ms: u64,
 }
 
-fn view_json(view: &ConversationView) -> Value {
-    let mut out = conversation_json(&view.conversation, view.updated_at_ms);
-    let entries: Vec<Value> = view
-        .entries
-        .iter()
-        .map(|entry| match entry {
-            EntryView::Message {
-                seq,
-                text,
-                at_ms,
-                run,
-            } => json!({ "seq": seq, "kind": "message", "text": text, "atMs": at_ms, "run": run }),
-            EntryView::Memory {
-                seq,
-                at_ms,
-                messages,
-            } => json!({ "seq": seq, "kind": "memory", "atMs": at_ms, "messages": messages }),
-        })
-        .collect();
-    out["entries"] = json!(entries);
-    out
+impl ConversationSummary {
+    fn new(conversation: Conversation, updated_at_ms: u64) -> Self {
+        ConversationSummary {
+            id: conversation.id,
+            agent: conversation.agent,
+            created_at_ms: conversation.created_at_ms,
+            updated_at_ms,
+        }
+    }
 }
 
-pub(crate) async fn create(
-    State(conversations): State<Conversations>,
-    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<Response, ApiError> {
-    let invalid = |message: &str, path: &str| {
-        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
-    };
+/// A listing of conversations.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ConversationList {
+    conversations: Vec<ConversationSummary>,
+    #[schemars(description = SKIPPED)]
+    skipped: usize,
+}
+
+/// A conversation and its entries, each message with its run as it is
+/// now.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Conversation", deny_unknown_fields)]
+pub(crate) struct ConversationAnswer {
+    #[serde(flatten)]
+    summary: ConversationSummary,
+    /// On creation from a memory: what was changed or left out
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<String>")]
+    notes: Option<Vec<String>>,
+    entries: Vec<EntryAnswer>,
+}
+
+/// One entry of a conversation.
+#[derive(Serialize, JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+#[schemars(rename = "ConversationEntry", deny_unknown_fields)]
+pub(crate) enum EntryAnswer {
+    /// A person's message, and the run it started as that run is now
+    Message {
+        seq: u64,
+        text: String,
+        at_ms: u64,
+        run: Box<AgentRun>,
+    },
+    /// A saved memory the conversation goes on from, and how many
+    /// messages it holds
+    Memory {
+        seq: u64,
+        at_ms: u64,
+        messages: usize,
+    },
+}
+
+impl ConversationAnswer {
+    fn new(view: ConversationView, notes: Option<Vec<String>>) -> Self {
+        let entries = view
+            .entries
+            .into_iter()
+            .map(|entry| match entry {
+                EntryView::Message {
+                    seq,
+                    text,
+                    at_ms,
+                    run,
+                } => EntryAnswer::Message {
+                    seq,
+                    text,
+                    at_ms,
+                    run,
+                },
+                EntryView::Memory {
+                    seq,
+                    at_ms,
+                    messages,
+                } => EntryAnswer::Memory {
+                    seq,
+                    at_ms,
+                    messages,
+                },
+            })
+            .collect();
+        ConversationAnswer {
+            summary: ConversationSummary::new(view.conversation, view.updated_at_ms),
+            notes,
+            entries,
+        }
+    }
+}
+
+/// A message accepted: its place in the conversation and its run.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "SentMessage", deny_unknown_fields)]
+pub(crate) struct SentMessageAnswer {
+    conversation: ConversationId,
+    seq: u64,
+    run: AgentRun,
+}
+
+/// A memory document, whose schema is the memory format's own (served at
+/// `GET /v1/agents/conversations/memory-schema`), written by hand among
+/// the document's schemas as `Memory`.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(crate) struct MemoryDocument(Value);
+
+impl JsonSchema for MemoryDocument {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        "Memory".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let reference = format!("#{}/Memory", generator.settings().definitions_path);
+        schemars::json_schema!({ "$ref": reference })
+    }
+}
+
+/// A memory saved as a conversation's context, and what of it changed.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "SavedMemory", deny_unknown_fields)]
+pub(crate) struct SavedMemoryAnswer {
+    seq: u64,
+    memory: MemoryDocument,
+    /// What was changed or left out, and why
+    notes: Vec<String>,
+}
+
+/// A request to start a conversation: with an agent, or from a saved
+/// memory that names one.
+// `create_body` reads it field by field, so that every error names its
+// field; the document's schema of the body is this type's. A field left
+// out is `None`; `null` is refused.
+#[derive(JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    extend("anyOf" = [{ "required": ["agent"] }, { "required": ["memory"] }])
+)]
+struct CreateConversationRequest {
+    /// The agent; may be left out when `memory` names it
+    #[schemars(default, skip_serializing_if = "Option::is_none", with = "String")]
+    agent: Option<String>,
+    /// A saved history to start from, of a memory version this server
+    /// reads; it names its agent
+    #[schemars(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Map<String, Value>"
+    )]
+    memory: Option<Value>,
+}
+
+fn create_body(body: Value) -> Result<CreateConversationRequest, ApiError> {
     let mut fields = body_fields(
         body,
         &["agent", "memory"],
         "`agent` and, to start from a saved history, `memory`",
         "a conversation request",
     )?;
-    let memory = fields.remove("memory");
+    let agent = match fields.remove("agent") {
+        Some(Value::String(agent)) if !agent.is_empty() => Some(agent),
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidInput,
+                "`agent` must be a string: the agent's name",
+            )
+            .at("/agent"));
+        }
+        None => None,
+    };
+    Ok(CreateConversationRequest {
+        agent,
+        memory: fields.remove("memory"),
+    })
+}
+
+/// A message to send: it starts the agent's run.
+// `send_body` reads it field by field, as `create_body` reads a
+// conversation request; a field left out takes its default, and `null` is
+// refused.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct SendMessageRequest {
+    #[schemars(length(min = 1))]
+    text: String,
+    /// The run's input; without it, `{"message": TEXT}`
+    #[schemars(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "Map<String, Value>"
+    )]
+    input: Option<Value>,
+    /// Answer once the run has ended
+    #[schemars(default)]
+    wait: bool,
+}
+
+fn send_body(body: Value) -> Result<SendMessageRequest, ApiError> {
+    let invalid = |message: &str, path: &str| {
+        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
+    };
+    let mut fields = body_fields(body, &["text", "input", "wait"], "`text`", "a message")?;
+    let text = match fields.remove("text") {
+        Some(Value::String(text)) => text,
+        Some(_) => return Err(invalid("`text` must be a string: the message", "/text")),
+        None => return Err(invalid("`text` is required: the message", "/text")),
+    };
+    let input = match fields.remove("input") {
+        None => None,
+        Some(input @ Value::Object(_)) => Some(input),
+        Some(_) => return Err(invalid("`input` must be a JSON object", "/input")),
+    };
+    let wait = match fields.remove("wait") {
+        None => false,
+        Some(Value::Bool(wait)) => wait,
+        Some(_) => return Err(invalid("`wait` must be true or false", "/wait")),
+    };
+    Ok(SendMessageRequest { text, input, wait })
+}
+
+pub(crate) async fn create(
+    State(conversations): State<Conversations>,
+    Checked(axum::Json(body)): Checked<axum::Json<Value>>,
+) -> Result<Response, ApiError> {
+    let body = create_body(body)?;
     // A saved memory names its agent; `agent`, when given too, must be it
     // (the memory check says so when it is not).
-    let remembered = memory
+    let remembered = body
+        .memory
         .as_ref()
         .and_then(|m| m.get("agent"))
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
         .map(str::to_owned);
-    let agent = match fields.remove("agent") {
-        Some(Value::String(agent)) if !agent.is_empty() => agent,
-        Some(_) => {
-            return Err(invalid(
-                "`agent` must be a string: the agent's name",
-                "/agent",
-            ));
-        }
-        None => match remembered {
-            Some(agent) => agent,
-            None => {
-                return Err(invalid(
-                    "`agent` is required: the agent's name (or a `memory` that names it)",
-                    "/agent",
-                ));
-            }
-        },
+    let Some(agent) = body.agent.or(remembered) else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidInput,
+            "`agent` is required: the agent's name (or a `memory` that names it)",
+        )
+        .at("/agent"));
     };
     let (view, notes) = conversations
-        .create(&agent, memory.as_ref())
+        .create(&agent, body.memory.as_ref())
         .await
         .map_err(|e| match e {
             ConversationError::Memory(e) => {
@@ -300,15 +492,13 @@ pub(crate) async fn create(
             }
             e => e.into(),
         })?;
-    let mut out = view_json(&view);
-    out["notes"] = json!(notes);
     let location =
         HeaderValue::try_from(format!("/v1/agents/conversations/{}", view.conversation.id))
             .expect("a conversation id is a valid header value");
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, location)],
-        axum::Json(out),
+        axum::Json(ConversationAnswer::new(view, Some(notes))),
     )
         .into_response())
 }
@@ -323,27 +513,27 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(conversations): State<Conversations>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ConversationList>, ApiError> {
     let limit = list_limit(query.limit, MAX_CONVERSATIONS_LISTED)?;
     let listed = conversations
         .list(query.agent.filter(|a| !a.is_empty()), limit)
         .await?;
-    let conversations: Vec<Value> = listed
-        .items
-        .iter()
-        .map(|(c, updated)| conversation_json(c, *updated))
-        .collect();
-    Ok(axum::Json(
-        json!({ "conversations": conversations, "skipped": listed.skipped.len() }),
-    ))
+    Ok(axum::Json(ConversationList {
+        skipped: listed.skipped.len(),
+        conversations: listed
+            .items
+            .into_iter()
+            .map(|(c, updated)| ConversationSummary::new(c, updated))
+            .collect(),
+    }))
 }
 
 pub(crate) async fn get(
     State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<ConversationAnswer>, ApiError> {
     let view = conversations.get(&parse_id::<ConversationId>(&id)?).await?;
-    Ok(axum::Json(view_json(&view)))
+    Ok(axum::Json(ConversationAnswer::new(view, None)))
 }
 
 /// Whether the client takes a stream of events rather than JSON.
@@ -369,37 +559,23 @@ pub(crate) async fn send(
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
 ) -> Result<Response, ApiError> {
     let id: ConversationId = parse_id(&id)?;
-    let invalid = |message: &str, path: &str| {
-        ApiError::new(ErrorCode::InvalidInput, message.to_owned()).at(path)
-    };
-    let mut fields = body_fields(body, &["text", "input", "wait"], "`text`", "a message")?;
-    let text = match fields.remove("text") {
-        Some(Value::String(text)) => text,
-        Some(_) => return Err(invalid("`text` must be a string: the message", "/text")),
-        None => return Err(invalid("`text` is required: the message", "/text")),
-    };
-    let input = match fields.remove("input") {
-        None => None,
-        Some(input @ Value::Object(_)) => Some(input),
-        Some(_) => return Err(invalid("`input` must be a JSON object", "/input")),
-    };
-    let wait = match fields.remove("wait") {
-        None => false,
-        Some(Value::Bool(wait)) => wait,
-        Some(_) => return Err(invalid("`wait` must be true or false", "/wait")),
-    };
-    let sent = conversations.send(&id, &text, input).await?;
+    let body = send_body(body)?;
+    let sent = conversations.send(&id, &body.text, body.input).await?;
     if wants_events(&headers) {
         return Ok(events(&runtime, sent).await);
     }
-    let run = if wait {
+    let run = if body.wait {
         runtime.wait(&sent.run.id).await?
     } else {
         sent.run
     };
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({ "conversation": sent.conversation, "seq": sent.seq, "run": run })),
+        axum::Json(SentMessageAnswer {
+            conversation: sent.conversation,
+            seq: sent.seq,
+            run,
+        }),
     )
         .into_response())
 }
@@ -504,26 +680,26 @@ impl http_body::Body for EventBody {
 pub(crate) async fn get_memory(
     State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<MemoryDocument>, ApiError> {
     let memory = conversations
         .memory(&parse_id::<ConversationId>(&id)?)
         .await?;
-    Ok(axum::Json(memory.to_value()))
+    Ok(axum::Json(MemoryDocument(memory.to_value())))
 }
 
 pub(crate) async fn put_memory(
     State(conversations): State<Conversations>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(axum::Json(body)): Checked<axum::Json<Value>>,
-) -> Result<axum::Json<Value>, ApiError> {
+) -> Result<axum::Json<SavedMemoryAnswer>, ApiError> {
     let saved = conversations
         .save_memory(&parse_id::<ConversationId>(&id)?, &body)
         .await?;
-    Ok(axum::Json(json!({
-        "seq": saved.seq,
-        "memory": saved.memory.to_value(),
-        "notes": saved.notes,
-    })))
+    Ok(axum::Json(SavedMemoryAnswer {
+        seq: saved.seq,
+        memory: MemoryDocument(saved.memory.to_value()),
+        notes: saved.notes,
+    }))
 }
 
 pub(crate) async fn schema() -> axum::Json<&'static Value> {

@@ -26,10 +26,6 @@ pub fn openapi() -> &'static Value {
     &DOCUMENT
 }
 
-pub(crate) fn schema(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/schemas/{name}") })
-}
-
 fn response(name: &str) -> Value {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
@@ -123,7 +119,6 @@ pub(crate) fn error_schema(generator: &mut SchemaGenerator) -> Value {
 fn shape_schema(shape: &Shape, generator: &mut SchemaGenerator) -> Value {
     match shape {
         Shape::Of(derive) => derive(generator).to_value(),
-        Shape::Named(name) => schema(name),
         Shape::Inline(schema) => schema.clone(),
     }
 }

@@ -58,10 +58,6 @@ pub(crate) enum Shape {
     /// Derived from the Rust type the handler (de)serializes: a reference
     /// into `components/schemas`, where the generator puts its definition.
     Of(fn(&mut SchemaGenerator) -> Schema),
-    /// Written by hand in `components/schemas`, by name, for a body that
-    /// is no Rust type of this server (such as the memory format, whose
-    /// schema is a document of its own).
-    Named(&'static str),
     /// Written in place, for a body that is no Rust type of this server
     /// (a provider's passthrough body, a document served as it is).
     Inline(Value),

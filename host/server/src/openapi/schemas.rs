@@ -1,28 +1,17 @@
-//! The components of the OpenAPI document: the schemas of requests,
-//! answers and errors, and the bearer scheme.
+//! The components of the OpenAPI document that are not derived from the
+//! types the handlers (de)serialize: the schemas of bodies that are no
+//! Rust type of this server (MCP's JSON-RPC messages, the memory format's
+//! own document), the shared parameters and error answers, and the
+//! security schemes.
 
 use schemars::SchemaGenerator;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{error_schema, schema};
-
-/// The `skipped` of a listing: how many stored items it left out.
-fn skipped() -> Value {
-    json!({
-        "type": "integer",
-        "minimum": 0,
-        "description": "How many stored items were left out because they do not read (damaged, or written by a newer hane); the server logs each with its id, and `hane store check` lists them"
-    })
-}
+use super::error_schema;
 
 pub(super) fn components(answers: &mut SchemaGenerator) -> Value {
     let id = |prefix: &str| json!({ "type": "string", "pattern": format!("^{prefix}[0-9a-hjkmnp-tv-z]{{26}}$") });
-    let millis = json!({
-        "type": "integer",
-        "minimum": 0,
-        "description": "Milliseconds since the Unix epoch"
-    });
-    let mut components = json!({
+    json!({
         "securitySchemes": {
             "bearer": {
                 "type": "http",
@@ -64,123 +53,22 @@ pub(super) fn components(answers: &mut SchemaGenerator) -> Value {
                         }
                     }
                 }
-            }
+            },
+            "Memory": memory_schema()
         }
-    });
-    if let Some(schemas) = components["schemas"].as_object_mut() {
-        schemas.extend(conversation_schemas(&millis, id));
-    }
-    components
+    })
 }
 
-/// The schemas of conversations and their memory.
-fn conversation_schemas(millis: &Value, id: impl Fn(&str) -> Value) -> Map<String, Value> {
-    let mut schemas = Map::new();
+/// The schema of a conversation's memory: the memory format's own
+/// document (`GET /v1/agents/conversations/memory-schema`), without the
+/// keywords of a document of its own.
+fn memory_schema() -> Value {
     let mut memory = hane_coordinator::conversation::memory_schema().clone();
     if let Some(fields) = memory.as_object_mut() {
         fields.remove("$schema");
         fields.remove("$id");
     }
-    schemas.insert("Memory".to_owned(), memory);
-    schemas.insert(
-        "Conversation".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["id", "agent", "createdAtMs", "updatedAtMs", "entries"],
-            "additionalProperties": false,
-            "properties": {
-                "id": id("conv_"),
-                "agent": { "type": "string" },
-                "createdAtMs": millis,
-                "updatedAtMs": millis,
-                "notes": { "type": "array", "items": { "type": "string" }, "description": "On creation from a memory: what was changed or left out" },
-                "entries": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["seq", "kind", "atMs"],
-                        "additionalProperties": false,
-                        "properties": {
-                            "seq": { "type": "integer", "minimum": 0 },
-                            "kind": { "enum": ["message", "memory"] },
-                            "atMs": millis,
-                            "text": { "type": "string", "description": "A message's text" },
-                            "run": schema("AgentRun"),
-                            "messages": { "type": "integer", "minimum": 0, "description": "A saved memory's messages" }
-                        }
-                    }
-                }
-            }
-        }),
-    );
-    schemas.insert(
-        "ConversationList".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["conversations", "skipped"],
-            "additionalProperties": false,
-            "properties": {
-                "conversations": { "type": "array", "items": {
-                    "type": "object",
-                    "required": ["id", "agent", "createdAtMs", "updatedAtMs"],
-                    "additionalProperties": false,
-                    "properties": { "id": id("conv_"), "agent": { "type": "string" }, "createdAtMs": millis, "updatedAtMs": millis }
-                } },
-                "skipped": skipped()
-            }
-        }),
-    );
-    schemas.insert(
-        "CreateConversationRequest".to_owned(),
-        json!({
-            "type": "object",
-            "anyOf": [{ "required": ["agent"] }, { "required": ["memory"] }],
-            "additionalProperties": false,
-            "properties": {
-                "agent": { "type": "string", "description": "The agent; may be left out when `memory` names it" },
-                "memory": { "type": "object", "description": "A saved history to start from, of a memory version this server reads; it names its agent" }
-            }
-        }),
-    );
-    schemas.insert(
-        "SendMessageRequest".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["text"],
-            "additionalProperties": false,
-            "properties": {
-                "text": { "type": "string", "minLength": 1 },
-                "input": { "type": "object", "description": "The run's input; without it, `{\"message\": TEXT}`" },
-                "wait": { "type": "boolean", "default": false, "description": "Answer once the run has ended" }
-            }
-        }),
-    );
-    schemas.extend(message_schemas(id));
-    schemas
-}
-
-/// The schemas of a sent message and a saved memory.
-fn message_schemas(id: impl Fn(&str) -> Value) -> Map<String, Value> {
-    let mut schemas = Map::new();
-    schemas.insert(
-        "SentMessage".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["conversation", "seq", "run"],
-            "additionalProperties": false,
-            "properties": { "conversation": id("conv_"), "seq": { "type": "integer", "minimum": 0 }, "run": schema("AgentRun") }
-        }),
-    );
-    schemas.insert(
-        "SavedMemory".to_owned(),
-        json!({
-            "type": "object",
-            "required": ["seq", "memory", "notes"],
-            "additionalProperties": false,
-            "properties": { "seq": { "type": "integer", "minimum": 0 }, "memory": schema("Memory"), "notes": { "type": "array", "items": { "type": "string" } } }
-        }),
-    );
-    schemas
+    memory
 }
 
 /// The parameters many routes share: the ids in their paths.
