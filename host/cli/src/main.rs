@@ -1,28 +1,20 @@
 //! `hane`: run AI-agent tools as sandboxed WebAssembly operations.
 
-mod agents;
-mod approvals;
-mod ask;
-mod chat;
-mod eval;
-mod image;
+mod commands;
+mod context;
 mod input;
-mod keys;
-mod mcp;
-mod op;
+mod output;
 mod runtime;
-mod scaffold;
-mod schedules;
-mod serve;
-mod session;
-mod store;
 mod terminal;
-mod worker;
-mod workflow;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use commands::{
+    approvals, ask, chat, demo, eval, image, keys, mcp, op, release, run, schedules, serve,
+    session, store, worker, workflow,
+};
 
 /// Exit codes that tell kinds of failure apart, the same in every command.
 mod exit {
@@ -71,15 +63,15 @@ enum Command {
     /// or a Unix socket.
     Worker(worker::WorkerArgs),
     /// Activate, list and roll back releases of agents and operations.
-    Release(agents::ReleaseArgs),
+    Release(release::ReleaseArgs),
     /// Run an agent of the active release and print the run.
-    Run(agents::RunArgs),
+    Run(run::RunArgs),
     /// Say what you need in free text: reception picks the agent of the
     /// active release and derives its input, then runs it (or, with
     /// --dry-run, says what it would start).
     Ask(ask::AskArgs),
     /// List and show agent runs.
-    Runs(agents::RunsArgs),
+    Runs(run::RunsArgs),
     /// Evaluate an agent on an EvalSuite of the active release (shadow
     /// runs, each result compared with what its case expects); show, list
     /// and compare evaluations.
@@ -92,7 +84,7 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Activate `examples/` and run the scripted vehicle check twice: for
     /// a vehicle in the example fleet ledger and for one that is not.
-    Demo(agents::DemoArgs),
+    Demo(demo::DemoArgs),
     /// Serve the HTTP API (/v1/agents/...) over the store, for API keys
     /// made with `hane keys create`, and start the runs of the active
     /// release's schedules.
@@ -165,14 +157,14 @@ fn main() -> ExitCode {
         Command::Op(cmd) => op::main(cmd),
         Command::Session(args) => session::main(args),
         Command::Worker(args) => worker::main(args),
-        Command::Release(args) => agents::release(args),
-        Command::Run(args) => agents::run(args),
+        Command::Release(args) => release::main(args),
+        Command::Run(args) => run::run(args),
         Command::Ask(args) => ask::main(args),
-        Command::Runs(args) => agents::runs(args),
+        Command::Runs(args) => run::runs(args),
         Command::Eval(args) => eval::main(args),
         Command::Workflow(args) => workflow::main(args),
         Command::Chat(args) => chat::main(args),
-        Command::Demo(args) => agents::demo(args),
+        Command::Demo(args) => demo::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Schedules(args) => schedules::main(args),
         Command::Keys(args) => keys::main(args),

@@ -13,6 +13,11 @@ use hane_coordinator::{BudgetScope, ModelConfig, RuntimeConfig};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 use hane_store::Registry;
+use std::path::PathBuf;
+
+use hane_container::ImageStore;
+use hane_manager::WorkerAddr;
+use hane_manager::WorkerSecret;
 
 /// The environment variables the runtime reads, for `--help`.
 pub(crate) const ENVIRONMENT_HELP: &str = "\
@@ -95,7 +100,7 @@ pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
     let mut config = CliConfig::new();
     config.server_address(server_address().clone());
     if let Some(dir) = var(CLIS_ENV) {
-        config.clis(std::path::PathBuf::from(dir));
+        config.clis(PathBuf::from(dir));
     }
     let runtime: Option<Arc<dyn hane_container::Runtime>> = match var(CONTAINER_ENV) {
         None => hane_container::Bubblewrap::find()
@@ -156,7 +161,7 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
     let mut config = RuntimeConfig::new();
     let components = builtins();
     // Operations run on the worker $HANE_WORKER names, else here.
-    if let Some(worker) = crate::worker::worker_from_env(&components).await? {
+    if let Some(worker) = worker_from_env(&components).await? {
         config.operations(Arc::new(worker));
     }
     config
@@ -167,7 +172,7 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
         .model(model)
         .external_drivers({
             let mut cli = cli_from_env()?;
-            cli.images(crate::image::store_for(path));
+            cli.images(store_for(path));
             Arc::new(cli)
         });
     // The store's errors name its file and what is wrong with it; a
@@ -226,3 +231,67 @@ fn note_created(registry: &Registry) {
         eprintln!("hane: created a new store at {}", registry.path().display());
     }
 }
+
+/// The environment variable naming the worker a coordinator runs its
+/// operations on.
+const WORKER_ENV: &str = "HANE_WORKER";
+
+/// The worker $HANE_WORKER names (an address as `hane worker --listen`
+/// takes), connected with the secret in $HANE_WORKER_SECRET and sending it
+/// `components` on demand; none when $HANE_WORKER is unset or empty.
+pub(crate) async fn worker_from_env(
+    components: &Components,
+) -> anyhow::Result<Option<hane_manager::ProxyOperationManager>> {
+    let Some(addr) = std::env::var_os(WORKER_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let addr: WorkerAddr = addr
+        .to_str()
+        .with_context(|| format!("${WORKER_ENV} is not UTF-8"))?
+        .parse()
+        .with_context(|| format!("${WORKER_ENV}"))?;
+    let secret = secret_from_env(&format!(
+        "${WORKER_ENV} names a worker, and the secret it shares with its clients is not set: set ${SECRET_ENV}"
+    ))?;
+    let proxy =
+        hane_manager::ProxyOperationManager::connect(addr, secret, components.clone()).await?;
+    Ok(Some(proxy))
+}
+
+/// The image store of the store at `store`: `$HANE_IMAGES`, else
+/// `images` beside it.
+pub(crate) fn store_for(store: &Path) -> ImageStore {
+    match std::env::var_os(IMAGES_ENV).filter(|v| !v.is_empty()) {
+        Some(dir) => ImageStore::new(PathBuf::from(dir)),
+        // Beside the default store when the store is a database.
+        None if hane_store::postgres_url(store).is_some() => ImageStore::new(
+            crate::context::default_data_dir()
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join("images"),
+        ),
+        None => ImageStore::new(
+            store
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join("images"),
+        ),
+    }
+}
+
+/// The environment variable holding the shared secret when no
+/// `--secret-file` is given.
+const SECRET_ENV: &str = "HANE_WORKER_SECRET";
+
+/// The secret in $HANE_WORKER_SECRET; `missing` says what to do when it is
+/// not set.
+pub(crate) fn secret_from_env(missing: &str) -> anyhow::Result<WorkerSecret> {
+    match std::env::var_os(SECRET_ENV) {
+        Some(value) => WorkerSecret::new(value.as_encoded_bytes())
+            .with_context(|| format!("${SECRET_ENV} does not hold a usable secret")),
+        None => anyhow::bail!("{missing}"),
+    }
+}
+
+/// The variable naming the image store's directory.
+pub(crate) const IMAGES_ENV: &str = "HANE_IMAGES";

@@ -11,8 +11,9 @@ use hane_core::{InputKind, Recorded, SessionEvent, SessionId, ToolCallStatus};
 use hane_store::{PostgresStore, SessionInfo, SessionStore, SqliteConfig, SqliteStore, StoreError};
 use serde_json::json;
 
+use crate::context::default_store_path;
 use crate::exit;
-use crate::op::receipt_line;
+use crate::output::receipt_line;
 use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Args)]
@@ -60,27 +61,6 @@ enum SessionCommand {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
-}
-
-/// The store the CLI uses when none is named: `HANE_STORE`, else the
-/// default path. An empty `HANE_STORE` counts as unset, as every `HANE_`
-/// variable does: as a path it would name no file (SQLite takes the empty
-/// path for a temporary database, dropped at exit).
-pub fn default_store_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("HANE_STORE").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(path));
-    }
-    Some(default_data_dir()?.join("hane.db"))
-}
-
-/// `$XDG_DATA_HOME/hane`, else `~/.local/share/hane`.
-pub(crate) fn default_data_dir() -> Option<PathBuf> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share"))
-        })?;
-    Some(data.join("hane"))
 }
 
 pub fn main(args: SessionArgs) -> ExitCode {

@@ -8,11 +8,13 @@ use std::process::ExitCode;
 use clap::Args;
 use hane_coordinator::reception::ReceptionRequest;
 use hane_coordinator::{AgentRuntime, ModelConfig};
-use hane_core::{Reception, ReceptionStatus, RunStatus};
+use hane_core::{ReceptionStatus, RunStatus};
 
-use crate::agents::{StoreArg, block_on, finish, print_run, serve_for_cli};
+use crate::context::{StoreArg, block_on, finish, serve_for_cli};
 use crate::exit;
-use crate::terminal::{terminal_json, terminal_line};
+use crate::output::print_reception;
+use crate::output::print_run;
+use crate::terminal::terminal_json;
 
 #[derive(Args)]
 pub struct AskArgs {
@@ -109,43 +111,4 @@ async fn any_cli_agent(runtime: &AgentRuntime) -> Option<String> {
         .iter()
         .find(|(_, a)| a.manifest.spec.driver.is_cli())
         .map(|(name, _)| name.clone())
-}
-
-/// Prints what reception answered. Its text, the model's reasons and
-/// what is missing reach the terminal escaped ([`terminal_line`]).
-pub(crate) fn print_reception(reception: &Reception) {
-    let agent = terminal_line(reception.agent.as_deref().unwrap_or("-"));
-    println!(
-        "request {}  {}  {agent}  (release {})",
-        reception.id, reception.status, reception.release
-    );
-    if let Some(input) = &reception.input {
-        println!("  input         {}", terminal_line(input.as_str()));
-    }
-    if !reception.reasons.is_empty() {
-        println!("  reasons       {}", terminal_line(&reception.reasons));
-    }
-    for missing in &reception.missing {
-        println!("  missing       {}", terminal_line(missing));
-    }
-    let shortlist: Vec<String> = reception
-        .shortlist
-        .iter()
-        .map(|c| format!("{} ({:.2})", c.agent, c.score))
-        .collect();
-    if !shortlist.is_empty() {
-        println!("  shortlist     {}", shortlist.join(", "));
-    }
-    if !reception.alternatives.is_empty() {
-        println!("  alternatives  {}", reception.alternatives.join(", "));
-    }
-    if let Some(call) = &reception.model_call {
-        println!(
-            "  model         {}/{}: {} input + {} output tokens, {} ms",
-            call.provider, call.model, call.input_tokens, call.output_tokens, call.latency_ms
-        );
-    }
-    if let Some(error) = &reception.error {
-        println!("  error         {}", terminal_line(error));
-    }
 }

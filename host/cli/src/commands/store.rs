@@ -5,11 +5,12 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use hane_coordinator::{ReleaseBody, Skipped};
+use hane_coordinator::ReleaseBody;
 use hane_store::CheckReport;
 use serde_json::json;
 
-use crate::agents::{StoreArg, finish};
+use crate::context::{StoreArg, finish};
+use crate::output::plural;
 use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
@@ -128,34 +129,4 @@ fn report_json(report: &CheckReport) -> serde_json::Value {
         "integrity": report.integrity,
         "problems": problems,
     })
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// The stored items a listing names before it says how many more.
-const SKIPPED_NAMED: usize = 3;
-
-/// Says on stderr, in one line, which stored items a listing left out
-/// because they do not read (`what`: the singular and plural of their
-/// kind); nothing when none was.
-pub(crate) fn note_skipped(what: (&str, &str), skipped: &[Skipped]) {
-    if skipped.is_empty() {
-        return;
-    }
-    let mut named: Vec<String> = skipped
-        .iter()
-        .take(SKIPPED_NAMED)
-        .map(|s| format!("{} ({})", s.id, s.error))
-        .collect();
-    if skipped.len() > SKIPPED_NAMED {
-        named.push(format!("{} more", skipped.len() - SKIPPED_NAMED));
-    }
-    let (one, many) = what;
-    eprintln!(
-        "hane: skipped {} that could not be read: {}; `hane store check` reports every one",
-        plural(skipped.len(), one, many),
-        named.join(", ")
-    );
 }

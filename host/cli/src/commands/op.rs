@@ -1,5 +1,7 @@
 //! `hane op run | inspect | new`.
 
+mod scaffold;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use hane_sandbox::{Call, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
 use crate::input::input_text;
+use crate::output::receipt_line;
 use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
 #[derive(Subcommand)]
@@ -27,7 +30,7 @@ pub enum OpCommand {
     /// imports need a grant.
     Inspect(InspectArgs),
     /// Create a new operation crate that builds to a component.
-    New(crate::scaffold::NewArgs),
+    New(scaffold::NewArgs),
 }
 
 #[derive(Args)]
@@ -93,9 +96,7 @@ pub fn main(cmd: OpCommand) -> ExitCode {
     let result = match cmd {
         OpCommand::Run(args) => run(*args),
         OpCommand::Inspect(args) => inspect(args),
-        OpCommand::New(args) => {
-            crate::scaffold::new(args).map_err(|e| Failure::new(exit::FAILURE, e))
-        }
+        OpCommand::New(args) => scaffold::new(args).map_err(|e| Failure::new(exit::FAILURE, e)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -310,7 +311,7 @@ async fn on_worker(
     use hane_manager::OperationManager as _;
     let components = hane_manager::Components::new();
     let digest = components.insert(source.bytes.clone());
-    let Some(worker) = crate::worker::worker_from_env(&components)
+    let Some(worker) = crate::runtime::worker_from_env(&components)
         .await
         .map_err(Failure::usage)?
     else {
@@ -488,49 +489,6 @@ fn report(call: Ran, json: bool) -> Result<(), Failure> {
         }),
         Ok(_) => Ok(()),
     }
-}
-
-/// A receipt in a line; the operation's name and version are the
-/// component's own words, shown escaped.
-pub(crate) fn receipt_line(r: &Receipt) -> String {
-    format!(
-        "receipt: {} {} {} in {}, fuel {}, peak memory {}, host calls {} log / {} http / {} records / {} documents / {} denied",
-        terminal_line(&r.operation),
-        terminal_line(&r.version),
-        r.outcome,
-        micros(r.wall_time_us),
-        thousands(r.fuel_consumed),
-        mebibytes(r.peak_memory_bytes),
-        r.host_calls.log,
-        r.host_calls.http_requests,
-        r.host_calls.records,
-        r.host_calls.documents,
-        r.host_calls.denied
-    )
-}
-
-fn micros(us: u64) -> String {
-    if us < 1000 {
-        format!("{us} µs")
-    } else {
-        format!("{:.2} ms", us as f64 / 1000.0)
-    }
-}
-
-fn mebibytes(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn inspect(args: InspectArgs) -> Result<(), Failure> {

@@ -4,6 +4,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::context::stopped;
+use crate::runtime::secret_from_env;
 use anyhow::Context as _;
 use clap::Args;
 use clap::builder::TypedValueParser as _;
@@ -11,10 +13,6 @@ use hane_manager::{
     LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener, WorkerSecret,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
-
-/// The environment variable holding the shared secret when no
-/// `--secret-file` is given.
-const SECRET_ENV: &str = "HANE_WORKER_SECRET";
 
 /// How long a stopping worker waits for work on blocking threads.
 const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -63,42 +61,6 @@ fn secret(args: &WorkerArgs) -> anyhow::Result<WorkerSecret> {
     )
 }
 
-/// The secret in $HANE_WORKER_SECRET; `missing` says what to do when it is
-/// not set.
-fn secret_from_env(missing: &str) -> anyhow::Result<WorkerSecret> {
-    match std::env::var_os(SECRET_ENV) {
-        Some(value) => WorkerSecret::new(value.as_encoded_bytes())
-            .with_context(|| format!("${SECRET_ENV} does not hold a usable secret")),
-        None => anyhow::bail!("{missing}"),
-    }
-}
-
-/// The environment variable naming the worker a coordinator runs its
-/// operations on.
-const WORKER_ENV: &str = "HANE_WORKER";
-
-/// The worker $HANE_WORKER names (an address as `hane worker --listen`
-/// takes), connected with the secret in $HANE_WORKER_SECRET and sending it
-/// `components` on demand; none when $HANE_WORKER is unset or empty.
-pub(crate) async fn worker_from_env(
-    components: &hane_manager::Components,
-) -> anyhow::Result<Option<hane_manager::ProxyOperationManager>> {
-    let Some(addr) = std::env::var_os(WORKER_ENV).filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    let addr: WorkerAddr = addr
-        .to_str()
-        .with_context(|| format!("${WORKER_ENV} is not UTF-8"))?
-        .parse()
-        .with_context(|| format!("${WORKER_ENV}"))?;
-    let secret = secret_from_env(&format!(
-        "${WORKER_ENV} names a worker, and the secret it shares with its clients is not set: set ${SECRET_ENV}"
-    ))?;
-    let proxy =
-        hane_manager::ProxyOperationManager::connect(addr, secret, components.clone()).await?;
-    Ok(Some(proxy))
-}
-
 fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     let secret = secret(&args)?;
     let concurrency = args
@@ -138,19 +100,4 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     // A component still compiling on a blocking thread is not waited for.
     runtime.shutdown_timeout(SHUTDOWN_TIMEOUT);
     served
-}
-
-/// Watches for SIGTERM and ctrl-c from now on: the future resolves on
-/// either. Called before the listener is bound, so a SIGTERM sent as soon
-/// as the address is in use is caught rather than killing the process.
-pub(crate) fn stopped() -> anyhow::Result<impl Future<Output = anyhow::Result<()>>> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch for SIGTERM")?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            ctrl_c = tokio::signal::ctrl_c() => ctrl_c.context("cannot watch for ctrl-c")?,
-        }
-        Ok(())
-    })
 }

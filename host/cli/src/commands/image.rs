@@ -2,7 +2,7 @@
 //! run in, built from a baseline profile and stored by digest beside the
 //! store (`images/` in the store's directory, or `$HANE_IMAGES`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -12,12 +12,11 @@ use hane_cli_drivers::{BASELINE_PROFILES, CliImageProfile};
 use hane_container::{ImageStore, StoredImage};
 use serde_json::json;
 
-use crate::agents::StoreArg;
-use crate::exit;
-use crate::terminal::{terminal_json, terminal_text};
-
-/// The variable naming the image store's directory.
-pub(crate) const IMAGES_ENV: &str = "HANE_IMAGES";
+use crate::context::StoreArg;
+use crate::context::UsageError;
+use crate::context::finish;
+use crate::runtime::store_for;
+use crate::terminal::terminal_json;
 
 #[derive(Args)]
 pub struct ImageArgs {
@@ -54,48 +53,8 @@ enum ImageCommand {
     },
 }
 
-/// The image store of the store at `store`: `$HANE_IMAGES`, else
-/// `images` beside it.
-pub(crate) fn store_for(store: &Path) -> ImageStore {
-    match std::env::var_os(IMAGES_ENV).filter(|v| !v.is_empty()) {
-        Some(dir) => ImageStore::new(PathBuf::from(dir)),
-        // Beside the default store when the store is a database.
-        None if hane_store::postgres_url(store).is_some() => ImageStore::new(
-            crate::session::default_data_dir()
-                .unwrap_or_else(|| PathBuf::from("."))
-                .join("images"),
-        ),
-        None => ImageStore::new(
-            store
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .join("images"),
-        ),
-    }
-}
-
-/// What is wrong with the command's arguments.
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
 pub(crate) fn main(args: ImageArgs) -> ExitCode {
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", terminal_text(&format!("{e:#}")));
-            let usage = e.downcast_ref::<Usage>().is_some();
-            ExitCode::from(if usage { exit::USAGE } else { exit::FAILURE })
-        }
-    }
+    finish(run(args).map(|()| ExitCode::SUCCESS))
 }
 
 fn run(args: ImageArgs) -> anyhow::Result<()> {
@@ -112,7 +71,7 @@ fn run(args: ImageArgs) -> anyhow::Result<()> {
 fn build(store: &ImageStore, name: &str, mirror: Option<String>) -> anyhow::Result<()> {
     let Some(profile) = CliImageProfile::named(name) else {
         let names: Vec<&str> = BASELINE_PROFILES.iter().map(|p| p.name).collect();
-        return Err(Usage(format!(
+        return Err(UsageError(format!(
             "no profile is named `{name}`: the profiles are {}",
             names.join(", ")
         ))
@@ -121,7 +80,7 @@ fn build(store: &ImageStore, name: &str, mirror: Option<String>) -> anyhow::Resu
     let mirror = match mirror {
         Some(mirror) => mirror,
         None => hane_container::host_debian_mirror(profile.suite).ok_or_else(|| {
-            Usage(format!(
+            UsageError(format!(
                 "the host's apt has no source for Debian {} main in /etc/apt/sources.list or /etc/apt/sources.list.d: pass --mirror URL",
                 profile.suite
             ))

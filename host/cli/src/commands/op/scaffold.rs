@@ -21,7 +21,7 @@ pub struct NewArgs {
 
 /// The toolchain file of hane itself, so a new crate builds with the same
 /// pinned compiler and the wasm32-wasip2 target.
-const TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
+const TOOLCHAIN: &str = include_str!("../../../../../rust-toolchain.toml");
 
 pub fn new(args: NewArgs) -> anyhow::Result<()> {
     let name = args.name.trim();

@@ -8,10 +8,10 @@ use anyhow::Context as _;
 use clap::Args;
 use hane_delivery::ConfigError;
 
-use crate::agents::StoreArg;
+use crate::context::StoreArg;
+use crate::context::stopped;
 use crate::exit;
 use crate::runtime::{ENVIRONMENT_HELP, open_runtime};
-use crate::worker::stopped;
 
 /// How long a stopping server waits for requests in progress (a start
 /// with `wait: true` lasts as long as its run).

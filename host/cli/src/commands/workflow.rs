@@ -8,8 +8,9 @@ use clap::{Args, Subcommand};
 use hane_coordinator::ModelConfig;
 use hane_core::{CaseStatus, StepStatus, WorkflowCase, WorkflowCaseId};
 
-use crate::agents::{StoreArg, block_on, cut_line, finish, read_input, time};
+use crate::context::{StoreArg, block_on, finish, read_input};
 use crate::exit;
+use crate::output::{cut_line, time};
 use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
@@ -120,7 +121,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                     ),
                 };
                 let listed = workflows.cases(workflow, status, limit).await?;
-                crate::store::note_skipped(("workflow case", "workflow cases"), &listed.skipped);
+                crate::output::note_skipped(("workflow case", "workflow cases"), &listed.skipped);
                 if json {
                     println!("{}", terminal_json(&listed.items)?);
                     return Ok(ExitCode::SUCCESS);
@@ -160,7 +161,7 @@ pub fn main(args: WorkflowArgs) -> ExitCode {
                     Some(id) => vec![id],
                     None => {
                         let listed = workflows.cases(None, Some(CaseStatus::Running), 0).await?;
-                        crate::store::note_skipped(
+                        crate::output::note_skipped(
                             ("workflow case", "workflow cases"),
                             &listed.skipped,
                         );

@@ -23,8 +23,9 @@ use hane_coordinator::{ActionError, ExecutionLedger, load_active};
 use hane_core::{ActionId, ActionRequest, ActionState, DeciderKind, Person, RunId};
 use hane_delivery::ConfigError;
 
-use crate::agents::{StoreArg, time};
+use crate::context::StoreArg;
 use crate::exit;
+use crate::output::time;
 use crate::runtime::{ENVIRONMENT_HELP, delivery_from_env, scope_from_env};
 use crate::terminal::{terminal_json, terminal_line, terminal_text};
 
@@ -241,7 +242,7 @@ fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                         );
                     }
                 }
-                crate::store::note_skipped(("action", "actions"), &listed.skipped);
+                crate::output::note_skipped(("action", "actions"), &listed.skipped);
             }
             ApprovalsCommand::Show { id, json } => {
                 print_action(&ledger.get(id.as_str()).await?, json)?;

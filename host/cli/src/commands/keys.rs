@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use hane_server::{KeyError, Role};
 use serde_json::json;
 
-use crate::agents::{StoreArg, time};
+use crate::context::StoreArg;
 use crate::exit;
+use crate::output::time;
 use crate::terminal::{terminal_json, terminal_text};
 
 #[derive(Args)]

@@ -10,7 +10,8 @@ use hane_core::{ScheduleManifest, ScheduleTarget, now_ms};
 use hane_store::TickRow;
 use serde_json::{Value, json};
 
-use crate::agents::{StoreArg, block_on, finish, time};
+use crate::context::{StoreArg, UsageError, block_on, finish};
+use crate::output::time;
 use crate::terminal::{terminal_json, terminal_line};
 
 #[derive(Args)]
@@ -86,10 +87,14 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
                         .map(|r| r.schedules.keys().map(String::as_str).collect())
                         .unwrap_or_default();
                     if !known.contains(&name.as_str()) {
-                        return Err(UnknownSchedule {
-                            name: name.clone(),
-                            known: known.join(", "),
-                        }
+                        let known = if known.is_empty() {
+                            " (it has no schedules)".to_owned()
+                        } else {
+                            format!(" (its schedules: {})", known.join(", "))
+                        };
+                        return Err(UsageError(format!(
+                            "no schedule `{name}` has ticks or is in the active release{known}"
+                        ))
                         .into());
                     }
                 }
@@ -107,18 +112,6 @@ pub fn main(args: SchedulesArgs) -> ExitCode {
         }
         Ok(ExitCode::SUCCESS)
     }))
-}
-
-/// `--schedule` names no schedule of the active release, and none has
-/// ticks.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "no schedule `{name}` has ticks or is in the active release{}",
-    if known.is_empty() { " (it has no schedules)".to_owned() } else { format!(" (its schedules: {known})") }
-)]
-pub(crate) struct UnknownSchedule {
-    name: String,
-    known: String,
 }
 
 /// A schedule as listed, with its next tick after `now`.

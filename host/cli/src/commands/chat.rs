@@ -24,9 +24,10 @@ use hane_core::{AgentRun, ConversationId, ErrorKind, LlmTurn, RunId, ToolCallSum
 use hane_sandbox::SchemaViolation;
 use tokio::sync::mpsc;
 
-use crate::agents::{StoreArg, block_on, cut_line, finish, serve_for_cli};
+use crate::context::default_store_path;
+use crate::context::{StoreArg, block_on, finish, serve_for_cli};
+use crate::output::cut_line;
 use crate::runtime::ENVIRONMENT_HELP;
-use crate::session::default_store_path;
 use crate::terminal::{terminal_line, terminal_text};
 
 #[derive(Args)]
