@@ -8,12 +8,12 @@ use http::Uri;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use hane_http::{Client, Reply, Request};
 use crate::sse::SseParser;
 use crate::{
     BoxFuture, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, Secret, anthropic,
     chat, error, responses,
 };
+use hane_http::{Client, Reply, Request};
 
 /// The most bytes of a provider's answer read: a whole JSON body, or the
 /// whole of an event stream. A larger answer is a
