@@ -139,12 +139,12 @@ async fn vehicle_check_scripted_finds_a_vehicle() {
     // Its session holds the input, the calls and the states.
     let session = run.session.clone().unwrap();
     let events = runtime_store_events(&runtime, &session).await;
-    assert!(events.contains(&"input_accepted".to_owned()), "{events:?}");
+    assert!(events.contains(&"inputAccepted".to_owned()), "{events:?}");
     assert_eq!(
-        events.iter().filter(|e| *e == "tool_call_recorded").count(),
+        events.iter().filter(|e| *e == "toolCallRecorded").count(),
         2
     );
-    assert_eq!(events.last().map(String::as_str), Some("run_state_changed"));
+    assert_eq!(events.last().map(String::as_str), Some("runStateChanged"));
     // Written behind the calls, and all there once the run has ended.
     let store = SqliteStore::open(runtime.registry().path(), &SqliteConfig::new()).unwrap();
     use hane_store::SessionStore as _;
@@ -363,7 +363,7 @@ async fn a_cancelled_run_stops_its_operation_and_makes_no_further_call() {
             && runtime_store_events(&runtime, session)
                 .await
                 .iter()
-                .any(|e| e == "operation_started")
+                .any(|e| e == "operationStarted")
         {
             break;
         }

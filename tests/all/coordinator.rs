@@ -218,11 +218,11 @@ async fn a_committed_tool_call_runs_and_every_step_is_recorded() {
     assert_eq!(
         names,
         [
-            "input_accepted",
-            "input_handled",
-            "tool_call_recorded",
-            "operation_started",
-            "operation_completed"
+            "inputAccepted",
+            "inputHandled",
+            "toolCallRecorded",
+            "operationStarted",
+            "operationCompleted"
         ]
     );
     let record = host.store.operation(&op).await.unwrap();

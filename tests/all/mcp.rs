@@ -528,7 +528,7 @@ async fn the_release_endpoint_runs_operations_for_an_operator_key() {
     assert_eq!(receipt["operation"], "data.find_record", "{found:#}");
     assert_eq!(receipt["outcome"], "succeeded");
     assert!(
-        receipt["fuel_consumed"].as_u64().unwrap() > 0
+        receipt["fuelConsumed"].as_u64().unwrap() > 0
             || receipt["fuelConsumed"].as_u64().unwrap() > 0
     );
     // A collection the operation's policy does not grant.

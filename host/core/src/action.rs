@@ -13,6 +13,7 @@ use crate::JsonText;
 /// The sandbox returns the proposals of a call only when the call
 /// succeeded; those of a call that failed are dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProposedAction {
     /// The id the sandbox gave it within its call: `prop-1`, `prop-2`, …
     /// in the order proposed.

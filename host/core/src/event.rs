@@ -9,7 +9,7 @@ use crate::{
 
 /// One item of a session's append-only history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// An input was accepted; it is persisted before anything acts on it.
@@ -124,6 +124,7 @@ pub enum SessionEvent {
 /// The output of a CLI driver's CLI (`codex`, `claude`, `opencode`) for
 /// one run, as the driver captured it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CliOutput {
     /// The driver, such as `codex`.
     pub driver: String,
@@ -143,6 +144,7 @@ pub struct CliOutput {
 
 /// One model call of a run, as the Model Gateway records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LlmTurn {
     /// Which turn of the run, from 1.
     pub turn: u32,
@@ -172,23 +174,23 @@ pub struct LlmTurn {
 }
 
 impl SessionEvent {
-    /// The snake_case name of the event, as in exports.
+    /// The name of the event, as in exports.
     pub fn name(&self) -> &'static str {
         match self {
-            SessionEvent::InputAccepted { .. } => "input_accepted",
-            SessionEvent::InputHandled { .. } => "input_handled",
-            SessionEvent::ModelTurn { .. } => "model_turn",
-            SessionEvent::ToolCallRecorded { .. } => "tool_call_recorded",
-            SessionEvent::OperationStarted { .. } => "operation_started",
-            SessionEvent::OperationCompleted { .. } => "operation_completed",
-            SessionEvent::OperationFailed { .. } => "operation_failed",
-            SessionEvent::OperationUnknown { .. } => "operation_unknown",
-            SessionEvent::RunStateChanged { .. } => "run_state_changed",
+            SessionEvent::InputAccepted { .. } => "inputAccepted",
+            SessionEvent::InputHandled { .. } => "inputHandled",
+            SessionEvent::ModelTurn { .. } => "modelTurn",
+            SessionEvent::ToolCallRecorded { .. } => "toolCallRecorded",
+            SessionEvent::OperationStarted { .. } => "operationStarted",
+            SessionEvent::OperationCompleted { .. } => "operationCompleted",
+            SessionEvent::OperationFailed { .. } => "operationFailed",
+            SessionEvent::OperationUnknown { .. } => "operationUnknown",
+            SessionEvent::RunStateChanged { .. } => "runStateChanged",
             SessionEvent::Forked { .. } => "forked",
-            SessionEvent::LlmTurn(_) => "llm_turn",
-            SessionEvent::CliOutput(_) => "cli_output",
-            SessionEvent::ActionProposed { .. } => "action_proposed",
-            SessionEvent::TaskCreated { .. } => "task_created",
+            SessionEvent::LlmTurn(_) => "llmTurn",
+            SessionEvent::CliOutput(_) => "cliOutput",
+            SessionEvent::ActionProposed { .. } => "actionProposed",
+            SessionEvent::TaskCreated { .. } => "taskCreated",
         }
     }
 }
@@ -219,6 +221,7 @@ impl crate::Versioned for SessionEvent {
 
 /// A request to use a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     /// The call's id.
     pub id: ToolCallId,
@@ -247,6 +250,7 @@ pub enum ToolCallStatus {
 
 /// An event as stored: its place in the session and when it was written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Recorded {
     /// The event's position in the session, from 0. A fork shares its
     /// parent's positions below the fork point.

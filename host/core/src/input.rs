@@ -7,6 +7,7 @@ use crate::{InputId, JsonText, OperationId};
 /// An event delivered to a session. Its id is the caller's and stays the
 /// same across redeliveries; a session accepts each id once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Input {
     /// The caller's id for this input.
     pub id: InputId,
@@ -16,7 +17,7 @@ pub struct Input {
 
 /// The three kinds of input a session receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", rename_all_fields = "camelCase")]
 pub enum InputKind {
     /// From outside: a caller's request, a message, a webhook.
     External {

@@ -15,6 +15,7 @@ use crate::{
 /// stored, sent to a worker, and run again after a crash when its impact
 /// allows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Operation {
     /// This operation's id.
     pub id: OperationId,
@@ -40,6 +41,7 @@ pub enum OperationKind {
 
 /// One call of a component, with the policy and limits it runs under.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WasmCall {
     /// The operation's name, such as `documents.search`.
     pub name: String,
@@ -187,6 +189,7 @@ impl Lifecycle for OperationState {
 
 /// One message an operation logged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LogLine {
     /// `trace` to `error`, or `stdout`/`stderr`.
     pub level: String,
@@ -196,6 +199,7 @@ pub struct LogLine {
 
 /// What a successful operation produced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OperationOutput {
     /// The output JSON.
     pub output: JsonText,
@@ -236,6 +240,7 @@ impl GuestErrorKind {
 
 /// Why an operation failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OperationFailure {
     /// The kind of failure.
     pub outcome: Outcome,

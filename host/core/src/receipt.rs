@@ -88,6 +88,7 @@ impl fmt::Display for Outcome {
 
 /// Calls the guest made into capabilities the host meters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HostCalls {
     /// Calls of the `log` import.
     pub log: u32,
@@ -106,6 +107,7 @@ pub struct HostCalls {
 /// The record of one call: what ran, how it ended and what it consumed.
 /// Receipts are kept beside the output in session history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Receipt {
     /// The operation's name from its descriptor.
     pub operation: String,

@@ -505,11 +505,11 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
             "version": found.descriptor.version,
             "description": found.descriptor.description,
             "impact": found.descriptor.impact,
-            "input_schema": schema(&found.descriptor.input_schema),
-            "output_schema": schema(&found.descriptor.output_schema),
+            "inputSchema": schema(&found.descriptor.input_schema),
+            "outputSchema": schema(&found.descriptor.output_schema),
             "digest": found.digest,
             "imports": found.imports,
-            "needs_grants": needs(&found.imports),
+            "needsGrants": needs(&found.imports),
             "grants": source.policy,
         });
         println!("{}", terminal_json(&doc).unwrap_or_default());

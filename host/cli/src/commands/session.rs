@@ -144,7 +144,7 @@ fn info_json(info: &SessionInfo) -> serde_json::Value {
     json!({
         "id": info.id,
         "parent": info.parent.as_ref().map(|p| json!({"session": p.session, "at": p.at})),
-        "created_at": rfc3339(info.created_at_ms),
+        "createdAt": rfc3339(info.created_at_ms),
         "events": info.len,
     })
 }

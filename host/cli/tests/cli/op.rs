@@ -77,7 +77,7 @@ fn json_mode_prints_one_object() {
     assert_eq!(doc["output"]["start_line"], 1);
     assert_eq!(doc["error"], serde_json::Value::Null);
     assert_eq!(doc["receipt"]["outcome"], "succeeded");
-    assert!(doc["receipt"]["fuel_consumed"].as_u64().unwrap() > 0);
+    assert!(doc["receipt"]["fuelConsumed"].as_u64().unwrap() > 0);
 }
 
 #[test]
@@ -225,7 +225,7 @@ fn exit_codes_tell_failures_apart() {
             .contains("opening `new.txt` was refused"),
         "{doc}"
     );
-    assert_eq!(doc["receipt"]["host_calls"]["denied"], 1, "{doc}");
+    assert_eq!(doc["receipt"]["hostCalls"]["denied"], 1, "{doc}");
     assert!(!folder.path().join("new.txt").exists());
 
     // 1: anything else, such as a trap.
@@ -324,7 +324,7 @@ fn inspect_lists_imports_and_grants() {
     assert_eq!(doc["name"], "http.get");
     assert!(doc["digest"].as_str().unwrap().starts_with("sha256:"));
     assert!(
-        doc["needs_grants"]
+        doc["needsGrants"]
             .as_array()
             .unwrap()
             .contains(&"http".into())
@@ -337,7 +337,7 @@ fn inspect_lists_imports_and_grants() {
                 .unwrap()
                 .starts_with("wasi:http/outgoing-handler@")
     }));
-    assert_eq!(doc["input_schema"]["type"], "object");
+    assert_eq!(doc["inputSchema"]["type"], "object");
 
     let out = hane(&["op", "inspect", "documents.search"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -383,7 +383,7 @@ fn run_reads_a_ledger_through_the_records_capability() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let doc = stdout_json(&out);
     assert_eq!(doc["output"]["record"]["lessee"], "Minato Catering");
-    assert_eq!(doc["receipt"]["host_calls"]["records"], 1);
+    assert_eq!(doc["receipt"]["hostCalls"]["records"], 1);
 }
 
 #[test]
@@ -423,7 +423,7 @@ fn ledger_grants_and_ledgers_are_checked() {
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     let doc = stdout_json(&out);
     assert_eq!(doc["error"]["outcome"], "denied");
-    assert_eq!(doc["receipt"]["host_calls"]["denied"], 1);
+    assert_eq!(doc["receipt"]["hostCalls"]["denied"], 1);
 
     let out = hane(&[
         "op",
@@ -492,7 +492,7 @@ fn inspect_shows_ledger_imports_and_the_manifest_grants() {
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let doc = stdout_json(&out);
-    let needs = doc["needs_grants"].as_array().unwrap();
+    let needs = doc["needsGrants"].as_array().unwrap();
     assert!(needs.contains(&"records".into()), "{needs:?}");
     assert!(!needs.contains(&"documents".into()), "{needs:?}");
     assert_eq!(

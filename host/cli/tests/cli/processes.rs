@@ -302,7 +302,7 @@ fn a_killed_servers_llm_run_is_resumed_without_asking_its_model_again(engine: En
     let had = proposed(&store, &run);
     // Its first model turn is in its session (written behind the run).
     let deadline = Instant::now() + Duration::from_secs(30);
-    while session_events(&store, &run, "llm_turn").is_empty() {
+    while session_events(&store, &run, "llmTurn").is_empty() {
         assert!(Instant::now() < deadline, "no model turn recorded");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -313,8 +313,8 @@ fn a_killed_servers_llm_run_is_resumed_without_asking_its_model_again(engine: En
     let ended = reject_and_end_with(&second_addr, &key, &run, &had, &json!({"status": "done"}));
     // The model was asked twice in all: its first turn was answered from
     // the session, not sent again, and still counts.
-    let turns = session_events(&store, &run, "llm_turn");
-    let digests: Vec<&Value> = turns.iter().map(|t| &t["request_digest"]).collect();
+    let turns = session_events(&store, &run, "llmTurn");
+    let digests: Vec<&Value> = turns.iter().map(|t| &t["requestDigest"]).collect();
     assert_eq!(turns.len(), 2, "{turns:#?}");
     assert_ne!(digests[0], digests[1]);
     assert_eq!(ended["tokensUsed"], 300 + 40 + 400 + 20, "{ended:#}");

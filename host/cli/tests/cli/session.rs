@@ -138,7 +138,7 @@ fn list_show_fork_and_export_a_recorded_session() {
     let events = doc["events"].as_array().unwrap();
     assert_eq!(events.len(), 3, "{doc:#}");
     assert_eq!(
-        events[0]["event"]["input_accepted"]["input"]["kind"]["external"]["payload"]["vehicle"],
+        events[0]["event"]["inputAccepted"]["input"]["kind"]["external"]["payload"]["vehicle"],
         "KX-101",
         "exports show the payload as JSON, not as a string"
     );
@@ -159,7 +159,7 @@ fn list_show_fork_and_export_a_recorded_session() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(doc["events"].as_array().unwrap().len(), 5);
     assert_eq!(
-        doc["events"][4]["event"]["operation_completed"]["result"]["receipt"]["fuel_consumed"],
+        doc["events"][4]["event"]["operationCompleted"]["result"]["receipt"]["fuelConsumed"],
         123_456
     );
 }

@@ -56,11 +56,11 @@ async fn operations_move_through_their_states(place: Store) {
         .append(&session, vec![started(&outbound, 2)])
         .await
         .unwrap_err();
-    assert!(is_invalid(&err, Running, "operation_started"), "{err:?}");
+    assert!(is_invalid(&err, Running, "operationStarted"), "{err:?}");
     assert_eq!(
         err.to_string(),
         format!(
-            "operation `{}` is running: `operation_started` cannot follow",
+            "operation `{}` is running: `operationStarted` cannot follow",
             outbound.id
         )
     );
@@ -72,7 +72,7 @@ async fn operations_move_through_their_states(place: Store) {
         .append(&session, vec![completed(&outbound)])
         .await
         .unwrap_err();
-    assert!(is_invalid(&err, Unknown, "operation_completed"), "{err:?}");
+    assert!(is_invalid(&err, Unknown, "operationCompleted"), "{err:?}");
     // Cancelled before it started.
     store
         .append(&session, vec![failed(&cancelled)])
@@ -82,23 +82,23 @@ async fn operations_move_through_their_states(place: Store) {
         .append(&session, vec![started(&cancelled, 1)])
         .await
         .unwrap_err();
-    assert!(is_invalid(&err, Failed, "operation_started"), "{err:?}");
+    assert!(is_invalid(&err, Failed, "operationStarted"), "{err:?}");
     let err = store
         .append(&session, vec![completed(&waiting)])
         .await
         .unwrap_err();
-    assert!(is_invalid(&err, Pending, "operation_completed"), "{err:?}");
+    assert!(is_invalid(&err, Pending, "operationCompleted"), "{err:?}");
     let err = store
         .append(&session, vec![unknown(&waiting)])
         .await
         .unwrap_err();
-    assert!(is_invalid(&err, Pending, "operation_unknown"), "{err:?}");
+    assert!(is_invalid(&err, Pending, "operationUnknown"), "{err:?}");
     let err = store
         .append(&session, vec![completed(&write)])
         .await
         .unwrap_err();
     assert!(
-        is_invalid(&err, Succeeded, "operation_completed"),
+        is_invalid(&err, Succeeded, "operationCompleted"),
         "{err:?}"
     );
 
@@ -172,7 +172,7 @@ async fn a_refused_operation_event_refuses_its_batch(place: Store) {
         .await
         .unwrap_err();
     assert!(
-        is_invalid(&err, OperationState::Pending, "operation_completed"),
+        is_invalid(&err, OperationState::Pending, "operationCompleted"),
         "{err:?}"
     );
     let record = store.operation(&first.id).await.unwrap();
