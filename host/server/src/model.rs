@@ -33,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::{
     AgentRuntime, GatewayError, ModelCall, ModelCallError, ModelInfo, RunToken,
 };
-use hane_model::serve::{self, Failure, Inbound, InboundError, SseOut};
+use hane_model::serve::{self, Failure, Inbound, InboundError, SseOut, StreamWriter};
 use hane_model::{ModelResponse, StreamEvent};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -205,58 +205,24 @@ impl Format {
             Format::Chat => {
                 let mut writer = serve::chat::StreamWriter::new(id, model, input_tokens);
                 writer.include_usage(inbound.include_usage);
-                Writer::Chat(writer)
+                Box::new(writer)
             }
-            Format::Responses => {
-                Writer::Responses(serve::responses::StreamWriter::new(id, model, input_tokens))
-            }
-            Format::Anthropic => {
-                Writer::Anthropic(serve::anthropic::StreamWriter::new(id, model, input_tokens))
-            }
+            Format::Responses => Box::new(serve::responses::StreamWriter::new(
+                id,
+                model,
+                input_tokens,
+            )),
+            Format::Anthropic => Box::new(serve::anthropic::StreamWriter::new(
+                id,
+                model,
+                input_tokens,
+            )),
         }
     }
 }
 
 /// One response's event stream in its format, written as it arrives.
-enum Writer {
-    Chat(serve::chat::StreamWriter),
-    Responses(serve::responses::StreamWriter),
-    Anthropic(serve::anthropic::StreamWriter),
-}
-
-impl Writer {
-    fn start(&mut self) -> Vec<SseOut> {
-        match self {
-            Writer::Chat(w) => w.start(),
-            Writer::Responses(w) => w.start(),
-            Writer::Anthropic(w) => w.start(),
-        }
-    }
-
-    fn event(&mut self, event: &StreamEvent) -> Vec<SseOut> {
-        match self {
-            Writer::Chat(w) => w.event(event),
-            Writer::Responses(w) => w.event(event),
-            Writer::Anthropic(w) => w.event(event),
-        }
-    }
-
-    fn finish(&mut self, response: &ModelResponse) -> Vec<SseOut> {
-        match self {
-            Writer::Chat(w) => w.finish(response),
-            Writer::Responses(w) => w.finish(response),
-            Writer::Anthropic(w) => w.finish(response),
-        }
-    }
-
-    fn fail(&mut self, failure: &Failure) -> Vec<SseOut> {
-        match self {
-            Writer::Chat(w) => w.fail(failure),
-            Writer::Responses(w) => w.fail(failure),
-            Writer::Anthropic(w) => w.fail(failure),
-        }
-    }
-}
+type Writer = Box<dyn StreamWriter + Send>;
 
 /// A failure answered in `format`'s shape, before any of a stream went
 /// out.
