@@ -15,7 +15,8 @@
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion};
-use hane_context::{Content, ContextBuilder, ContextConfig, Message, Role, Tokenizer, ToolSpec};
+use hane_context::{ContextBuilder, ContextConfig, Tokenizer};
+use hane_model_types::{Content, Message, Role, ToolSpec};
 use serde_json::json;
 
 const MESSAGES: usize = 1_000;

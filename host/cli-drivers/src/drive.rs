@@ -83,7 +83,7 @@ pub(crate) const TOKEN_VAR: &str = "HANE_RUN_TOKEN";
 /// session files.
 pub(crate) fn prompt(
     agent: &LoadedAgent,
-    history: &[hane_context::Message],
+    history: &[hane_model_types::Message],
     input: &Value,
 ) -> String {
     let task = serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string());
@@ -97,14 +97,14 @@ pub(crate) fn prompt(
     let mut earlier = String::new();
     for message in history {
         let who = match message.role {
-            hane_context::Role::User => "The person",
-            hane_context::Role::Assistant => "You",
+            hane_model_types::Role::User => "The person",
+            hane_model_types::Role::Assistant => "You",
         };
         let text: Vec<&str> = message
             .content
             .iter()
             .filter_map(|c| match c {
-                hane_context::Content::Text { text } => Some(text.as_str()),
+                hane_model_types::Content::Text { text } => Some(text.as_str()),
                 _ => None,
             })
             .collect();

@@ -65,7 +65,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::tokens::{MESSAGE_OVERHEAD, REPLY_PRIMING, Tokenizer};
-use crate::types::{Content, Message, ModelRequest, Role, ToolSpec};
+use hane_model_types::{Content, Message, ModelRequest, Role, ToolSpec};
 
 /// What a builder is built for: the agent's instructions and tools, and
 /// the model's window.

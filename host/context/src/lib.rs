@@ -1,30 +1,18 @@
 //! The model's input, and nothing that can reach the outside world.
 //!
-//! [`types`] holds hane's normalized model request ([`ModelRequest`]) and
-//! *completed* response ([`ModelResponse`]): every adapter (`hane-model`)
-//! translates from and to them, and every wire format the Model Gateway
-//! serves is translated through them. The context builder assembles a
-//! request's messages from a run's history and says what it left out.
+//! The context builder assembles a request's messages (`hane-model-types`'
+//! [`ModelRequest`](hane_model_types::ModelRequest)) from a run's history
+//! and says what it left out; [`tokens`] counts them as the model would.
 //!
 //! This crate is pure on purpose: it has no tokio, no HTTP client, no store
 //! and no clock among its dependencies, so the context builder cannot do
 //! I/O or wait, and the same history always gives the same input.
 //!
-//! # Examples
-//!
-//! ```
-//! use hane_context::{Content, Message, ModelRequest};
-//!
-//! let mut request = ModelRequest::new("smollm2");
-//! request.system = Some("You check vehicles.".to_owned());
-//! request.messages.push(Message::user("Is AB-123 in the fleet?"));
-//! assert_eq!(request.messages[0].content, vec![Content::text("Is AB-123 in the fleet?")]);
-//! ```
-//!
 //! The [`context`] builder keeps what fits the window and reports the rest:
 //!
 //! ```
-//! use hane_context::{Action, ContextBuilder, ContextConfig, Message, Tokenizer};
+//! use hane_context::{Action, ContextBuilder, ContextConfig, Tokenizer};
+//! use hane_model_types::Message;
 //!
 //! let config = ContextConfig::new("You check vehicles.", vec![], 200, 50, Tokenizer::for_model("gpt-4o"));
 //! let mut builder = ContextBuilder::new(config);
@@ -41,17 +29,13 @@
 //! // The task and the latest input are kept; what was dropped is one note.
 //! assert_eq!(context.report.items[0].action, Action::Compacted);
 //! let request = context.into_request("gpt-4o");
-//! assert!(request.messages.last().unwrap().content.iter().any(|c| *c == hane_context::Content::text("And CD-456?")));
+//! assert!(request.messages.last().unwrap().content.iter().any(|c| *c == hane_model_types::Content::text("And CD-456?")));
 //! ```
 
 pub mod context;
 pub mod tokens;
-pub mod types;
 
 pub use context::{
     Action, Context, ContextBuilder, ContextConfig, ContextItem, ContextReport, Reason,
 };
 pub use tokens::Tokenizer;
-pub use types::{
-    Content, Message, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec, Usage,
-};

@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Content, Message, ToolSpec};
+use hane_model_types::{Content, Message, ToolSpec};
 
 /// Tokens per message for its framing (role and separators), as the
 /// OpenAI cookbook counts them; the system text counts it too.

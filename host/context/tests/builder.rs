@@ -2,9 +2,8 @@
 
 use std::collections::HashSet;
 
-use hane_context::{
-    Action, Content, ContextBuilder, ContextConfig, Message, Role, Tokenizer, ToolSpec,
-};
+use hane_context::{Action, ContextBuilder, ContextConfig, Tokenizer};
+use hane_model_types::{Content, Message, Role, ToolSpec};
 use proptest::prelude::*;
 use serde_json::json;
 

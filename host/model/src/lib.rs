@@ -36,8 +36,8 @@ pub use adapter::{
     MAX_RESPONSE_BYTES, WireOptions, adapter,
 };
 pub use assemble::{arguments_text, parse_arguments};
-pub use hane_context::types::*;
 pub use hane_core::Secret;
+pub use hane_model_types::*;
 pub use recording::{
     MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorded, Recorder, Recording,
     RecordingError, Turn, pin,

@@ -16,11 +16,11 @@ mod memory;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use hane_context::Message;
 use hane_core::{
     ActionState, AgentRun, Conversation, ConversationEntry, ConversationId, ErrorKind, JsonText,
     ReceptionStatus, RunId, RunStatus, now_ms,
 };
+use hane_model_types::Message;
 use hane_store::{ConversationRow, Registry, StoreError};
 use serde_json::{Value, json};
 
@@ -855,6 +855,6 @@ mod tests {
                 .iter()
                 .any(|t| t.contains("run_") || t.contains("act_"))
         );
-        assert_eq!(messages[2].role, hane_context::Role::Assistant);
+        assert_eq!(messages[2].role, hane_model_types::Role::Assistant);
     }
 }

@@ -90,7 +90,7 @@ pub struct ExternalRun<'a> {
     /// The run's input.
     pub input: Value,
     /// The conversation before the task, for a conversation's message.
-    pub history: &'a [hane_context::Message],
+    pub history: &'a [hane_model_types::Message],
     /// The run's model, as its release defines it.
     pub model: &'a ModelInfo,
     /// Ends when the run ends on hane's side: `Ok` once `submit_result`

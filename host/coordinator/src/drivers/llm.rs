@@ -14,8 +14,9 @@
 //! can change what the gateway allows: the gateway consults only the
 //! agent's manifest.
 
-use hane_context::{Content, ContextBuilder, ContextConfig, Message, Role, Tokenizer, ToolSpec};
+use hane_context::{ContextBuilder, ContextConfig, Tokenizer};
 use hane_model::StopReason;
+use hane_model_types::{Content, Message, Role, ToolSpec};
 use serde_json::Value;
 
 use super::{BoxFuture, Driver, ModelCall, ModelCaller, RunEnd, ToolCaller};

@@ -134,7 +134,7 @@ pub(crate) enum Chosen<'a> {
 /// run: the `llm` driver puts it before the task message.
 pub(crate) fn for_agent(
     agent: &LoadedAgent,
-    history: Vec<hane_context::Message>,
+    history: Vec<hane_model_types::Message>,
 ) -> Option<Chosen<'_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {

@@ -24,12 +24,12 @@ pub mod lexical;
 use crate::budget::DayBudget;
 use std::time::{Duration, Instant};
 
-use hane_context::{Content, Message, ModelRequest, ModelResponse, ToolChoice, ToolSpec};
 use hane_core::{
     ErrorKind, JsonText, Reception, ReceptionCandidate, ReceptionId, ReceptionModelCall,
     ReceptionStatus, now_ms,
 };
 use hane_model::ModelError;
+use hane_model_types::{Content, Message, ModelRequest, ModelResponse, ToolChoice, ToolSpec};
 use hane_store::{ReceptionRow, Registry, StoreError};
 use serde_json::{Map, Value, json};
 

@@ -98,7 +98,7 @@ pub struct StartRun {
 pub(crate) struct RunContext {
     /// Earlier messages, which the `llm` driver puts before the task and a
     /// CLI driver's prompt before the input.
-    pub(crate) history: Vec<hane_context::Message>,
+    pub(crate) history: Vec<hane_model_types::Message>,
     /// Keep the run's events for followers ([`AgentRuntime::follow`]).
     pub(crate) follow: bool,
     /// The release to run in, when not the active one: a candidate
@@ -156,7 +156,7 @@ pub(crate) struct LiveRun {
     /// (or read) it: where its next write moves it from.
     pub(crate) stored: Mutex<RunStatus>,
     /// The conversation so far, for a message's run.
-    pub(crate) history: Vec<hane_context::Message>,
+    pub(crate) history: Vec<hane_model_types::Message>,
     /// What the run does, for followers, when it was started to be
     /// followed.
     pub(crate) events: Option<events::Events>,

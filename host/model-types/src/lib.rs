@@ -6,6 +6,15 @@
 //! and what it used. Anything a provider adds beyond this is dropped by its
 //! adapter; anything a request asks for that a provider cannot do is
 //! refused by that adapter with an error that names it.
+//!
+//! ```
+//! use hane_model_types::{Content, Message, ModelRequest};
+//!
+//! let mut request = ModelRequest::new("smollm2");
+//! request.system = Some("You check vehicles.".to_owned());
+//! request.messages.push(Message::user("Is AB-123 in the fleet?"));
+//! assert_eq!(request.messages[0].content, vec![Content::text("Is AB-123 in the fleet?")]);
+//! ```
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
