@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use hane_container::{Bubblewrap, ContainerSpec, Exit, Limits, RootFs, Runc, Runtime, Service};
+use hane_container::{
+    Bubblewrap, ContainerLimits, ContainerSpec, Exit, RootFs, Runc, Runtime, Service,
+};
 
 use latency::{LatencyTable, Samples};
 
@@ -44,11 +46,11 @@ fn spec(services: Vec<Service>) -> ContainerSpec {
         cwd: "/".into(),
         command: vec!["/bin/true".into()],
         services,
-        limits: Limits {
+        limits: ContainerLimits {
             memory_bytes: Some(256 << 20),
             pids: Some(64),
             wall: Some(Duration::from_secs(30)),
-            ..Limits::default()
+            ..ContainerLimits::default()
         },
     }
 }

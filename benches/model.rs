@@ -27,13 +27,13 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use hane_coordinator::{
-    AgentRuntime, BoxFuture, Driver, GatewayError, Llm, ModelCall, ModelCallError, ModelCaller,
-    ModelInfo, RuntimeConfig, ToolCaller, ToolResult, model_tool_name, task_message,
+    AgentRuntime, BoxFuture, GatewayError, Llm, ModelCall, ModelCallError, ModelCaller, ModelInfo,
+    RunDriver, RuntimeConfig, ToolCaller, ToolResult, model_tool_name, task_message,
 };
 use hane_core::RunId;
 use hane_manager::Components;
 use hane_model::{
-    Content, Message, ModelAdapter, ModelRequest, ModelResponse, Recorded, RetryPolicy, Role,
+    Content, Message, ModelAdapter, ModelRequest, ModelResponse, ReplayAdapter, RetryPolicy, Role,
     StopReason, Usage,
 };
 use serde_json::{Value, json};
@@ -160,7 +160,7 @@ fn model(c: &mut Criterion) {
         &examples::examples().join("recordings/vehicle-check-llm.json"),
     )
     .unwrap();
-    let recorded = Recorded::new(recording, "vehicle-check-llm.json");
+    let recorded = ReplayAdapter::new(recording, "vehicle-check-llm.json");
     let request = second_request(&tools);
     let answered = rt.block_on(recorded.send(&request, None)).unwrap();
     assert_eq!(answered.stop_reason, StopReason::ToolUse);

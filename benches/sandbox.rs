@@ -17,7 +17,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput};
 use hane_builtins::test_programs::{GUEST_ECHO, GUEST_SPIN};
 use hane_core::{Limits, Policy};
-use hane_sandbox::{Operation, Sandbox, SandboxConfig};
+use hane_sandbox::{LoadedOperation, Sandbox, SandboxConfig};
 use serde_json::Value;
 use tokio::runtime::Runtime;
 use wasmtime::component::{
@@ -304,7 +304,7 @@ fn fuel(c: &mut Criterion, metered: &Sandbox) {
     let on = load(&rt, metered, GUEST_SPIN);
     let off = load(&rt, &unmetered, GUEST_SPIN);
     let limits = Limits::default();
-    let spin = |op: &Operation| rt.block_on(op.call(SPIN_INPUT, &limits));
+    let spin = |op: &LoadedOperation| rt.block_on(op.call(SPIN_INPUT, &limits));
     let (metered_call, unmetered_call) = (spin(&on), spin(&off));
     assert!(metered_call.receipt.fuel_consumed > 0);
     assert_eq!(unmetered_call.receipt.fuel_consumed, 0);
@@ -342,7 +342,7 @@ fn current_thread() -> Runtime {
         .expect("runtime")
 }
 
-fn load(rt: &Runtime, sandbox: &Sandbox, path: &str) -> Operation {
+fn load(rt: &Runtime, sandbox: &Sandbox, path: &str) -> LoadedOperation {
     rt.block_on(sandbox.load_file(path.as_ref(), &Policy::default()))
         .unwrap_or_else(|e| panic!("loading {path}: {e}"))
 }
@@ -547,7 +547,7 @@ struct SchemaChecks {
 }
 
 impl SchemaChecks {
-    fn new(op: &Operation) -> Self {
+    fn new(op: &LoadedOperation) -> Self {
         let compile = |text: &str| {
             let schema: Value = serde_json::from_str(text).expect("schema JSON");
             jsonschema::options()

@@ -17,7 +17,7 @@ fn documents() -> Policy {
     }
 }
 
-async fn run(op: &hane_sandbox::Operation, input: Value) -> Result<Value, CallError> {
+async fn run(op: &hane_sandbox::LoadedOperation, input: Value) -> Result<Value, CallError> {
     let call = op.call(&input.to_string(), &Limits::default()).await;
     call.result.map(|out| serde_json::from_str(&out).unwrap())
 }

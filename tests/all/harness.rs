@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use hane_core::Policy;
 use std::sync::OnceLock;
 
-use hane_sandbox::{Operation, Sandbox, SandboxConfig};
+use hane_sandbox::{LoadedOperation, Sandbox, SandboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -27,7 +27,7 @@ pub fn sandbox() -> &'static Sandbox {
 }
 
 /// The test program `file` (such as `hostile_loop`) loaded under `policy`.
-pub async fn program(file: &str, policy: &Policy) -> Operation {
+pub async fn program(file: &str, policy: &Policy) -> LoadedOperation {
     let path = hane_builtins::test_programs::ALL
         .iter()
         .find(|(name, _)| *name == file)
@@ -40,7 +40,7 @@ pub async fn program(file: &str, policy: &Policy) -> Operation {
 }
 
 /// The built-in operation `name` loaded under `policy`.
-pub async fn builtin(name: &str, policy: &Policy) -> Operation {
+pub async fn builtin(name: &str, policy: &Policy) -> LoadedOperation {
     let bytes = hane_builtins::get(name).unwrap_or_else(|| panic!("no builtin {name}"));
     sandbox()
         .load(name, bytes, policy)

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use hane_core::{ByteSize, Limits, Outcome, Policy};
-use hane_sandbox::{CallError, GuestError, Stream};
+use hane_sandbox::{CallError, GuestError, OutputStream};
 
 use crate::harness::{allow_loopback, http_server, program, rss_bytes};
 
@@ -148,7 +148,7 @@ pub(crate) async fn output_past_the_cap_is_refused() {
     assert!(
         matches!(
             call.result,
-            Err(CallError::OutputTooLarge { stream: Stream::Output, limit }) if limit == ByteSize::kibibytes(4)
+            Err(CallError::OutputTooLarge { stream: OutputStream::Output, limit }) if limit == ByteSize::kibibytes(4)
         ),
         "{:?}",
         call.result
@@ -169,7 +169,7 @@ pub(crate) async fn a_log_flood_hits_the_log_limit() {
     assert!(
         matches!(
             call.result,
-            Err(CallError::OutputTooLarge { stream: Stream::Log, limit }) if limit == ByteSize::kibibytes(16)
+            Err(CallError::OutputTooLarge { stream: OutputStream::Log, limit }) if limit == ByteSize::kibibytes(16)
         ),
         "{:?}",
         call.result
@@ -191,7 +191,7 @@ pub(crate) async fn a_print_flood_hits_the_capture_cap() {
     assert!(
         matches!(
             call.result,
-            Err(CallError::OutputTooLarge { stream: Stream::Log, limit }) if limit == ByteSize::kibibytes(16)
+            Err(CallError::OutputTooLarge { stream: OutputStream::Log, limit }) if limit == ByteSize::kibibytes(16)
         ),
         "{:?}",
         call.result

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use hane_cli_drivers::{CliConfig, CliImageProfile};
 use hane_container::{
-    ContainerSpec, Exit, ImageDigest, ImageStore, Limits, OciLayout, PROFILE_ANNOTATION, RootFs,
+    ContainerLimits, ContainerSpec, Exit, ImageDigest, ImageStore, OciLayout, PROFILE_ANNOTATION,
+    RootFs,
 };
 use hane_coordinator::RunError;
 use hane_core::RunStatus;
@@ -147,7 +148,7 @@ async fn codex_runs_end_to_end_in_the_codex_baseline_image() {
             cwd: "/".into(),
             command: vec!["/usr/local/bin/node".into(), "--version".into()],
             services: Vec::new(),
-            limits: Limits::default(),
+            limits: ContainerLimits::default(),
         })
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use hane_core::{Ledger, Limits, Outcome, Policy};
-use hane_sandbox::{CallError, GuestError, LoadError, Operation, Sandbox, SandboxConfig};
+use hane_sandbox::{CallError, GuestError, LoadError, LoadedOperation, Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
 use crate::harness::{cache_dir, examples};
@@ -38,18 +38,22 @@ fn grants(records: &[&str], documents: &[&str]) -> Policy {
     }
 }
 
-async fn load(sandbox: &Sandbox, name: &str, policy: &Policy) -> Result<Operation, LoadError> {
+async fn load(
+    sandbox: &Sandbox,
+    name: &str,
+    policy: &Policy,
+) -> Result<LoadedOperation, LoadError> {
     let bytes = hane_builtins::get(name).unwrap_or_else(|| panic!("no builtin {name}"));
     sandbox.load(name, bytes, policy).await
 }
 
-async fn builtin(name: &str, policy: &Policy) -> Operation {
+async fn builtin(name: &str, policy: &Policy) -> LoadedOperation {
     load(sandbox(), name, policy)
         .await
         .unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
-async fn run(op: &Operation, input: Value) -> hane_sandbox::Call {
+async fn run(op: &LoadedOperation, input: Value) -> hane_sandbox::Call {
     op.call(&input.to_string(), &Limits::default()).await
 }
 

@@ -19,7 +19,7 @@ use anyhow::{Context as _, bail};
 use hane_coordinator::{AgentRuntime, AttachedRun, RunTokenKey, StartRun};
 use hane_core::{ActionState, Person, RunStatus};
 use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
-use hane_server::{McpConfig, Role};
+use hane_server::{KeyRole, McpConfig};
 use hane_test_support::SmtpServer;
 use serde_json::{Value, json};
 
@@ -483,10 +483,10 @@ async fn the_release_endpoint_runs_operations_for_an_operator_key() {
     let runtime = runtime(dir.path(), None).await;
     let addr = serve(&runtime, &McpConfig::new()).await;
     let registry = runtime.registry();
-    let operator = hane_server::create_key(registry, "ops", Role::Operator, None)
+    let operator = hane_server::create_key(registry, "ops", KeyRole::Operator, None)
         .await
         .unwrap();
-    let viewer = hane_server::create_key(registry, "look", Role::Viewer, None)
+    let viewer = hane_server::create_key(registry, "look", KeyRole::Viewer, None)
         .await
         .unwrap();
     let spec = |key: &str, steps: Value| json!({"transport": "http", "url": url(addr, "/mcp/release"), "token": key, "steps": steps});

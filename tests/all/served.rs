@@ -715,9 +715,14 @@ async fn an_operator_starts_an_attached_run_over_http_and_a_client_drives_its_mo
     let dir = tempfile::tempdir().unwrap();
     let runtime = recorded(dir.path(), "    maxModelTokens: 20000", &[]).await;
     let addr = serve(&runtime).await;
-    let key = hane_server::create_key(runtime.registry(), "ops", hane_server::Role::Operator, None)
-        .await
-        .unwrap();
+    let key = hane_server::create_key(
+        runtime.registry(),
+        "ops",
+        hane_server::KeyRole::Operator,
+        None,
+    )
+    .await
+    .unwrap();
     let auth = format!("Authorization: Bearer {key}");
     let body =
         json!({"agent": "client", "input": {"vehicle": "ABC-123"}, "attach": true, "wait": true});

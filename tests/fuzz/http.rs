@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, Uri, header};
 use hane_coordinator::StartRun;
-use hane_server::Role;
+use hane_server::KeyRole;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -94,7 +94,7 @@ impl Served {
 
 async fn served(dir: &std::path::Path) -> Served {
     let runtime = crate::activated(&dir.join("hane.db")).await;
-    let operator = hane_server::create_key(runtime.registry(), "ops", Role::Operator, None)
+    let operator = hane_server::create_key(runtime.registry(), "ops", KeyRole::Operator, None)
         .await
         .unwrap();
     let attached = runtime

@@ -279,9 +279,9 @@ fn model_streams() {
         }
         events.extend(parser.finish());
         let mut outcome = String::new();
-        let mut chat = chat::Stream::new(None);
-        let mut responses = responses::Stream::new(None);
-        let mut anthropic = anthropic::Stream::new(None);
+        let mut chat = chat::ChatStream::new(None);
+        let mut responses = responses::ResponsesStream::new(None);
+        let mut anthropic = anthropic::AnthropicStream::new(None);
         let (mut c, mut r, mut a) = (Ok(false), Ok(false), Ok(false));
         for event in &events {
             if c.is_ok() {

@@ -34,6 +34,7 @@
 //! so that `cargo build` and `cargo run` get it too.
 
 mod architecture;
+mod names;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -66,9 +67,11 @@ fn main() -> ExitCode {
     let rest: Vec<OsString> = args.collect();
     let result = match task.as_ref().and_then(|t| t.to_str()) {
         Some("test") => architecture::check(&Layout::new().root)
+            .and_then(|()| names::check(&Layout::new().root))
             .and_then(|()| provision())
             .and_then(|env| test(&env, &rest)),
-        Some("architecture") => architecture::check(&Layout::new().root),
+        Some("architecture") => architecture::check(&Layout::new().root)
+            .and_then(|()| names::check(&Layout::new().root)),
         Some("provision") => provision().map(|env| {
             for (key, value) in &env.vars {
                 println!("{key}={}", value.display());
@@ -78,7 +81,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask test [ARGS…]   check ARCHITECTURE.md's dependencies, provision what the tests need, then run every suite\n       \
                  cargo xtask provision         provision only, and print the environment the tests read\n       \
-                 cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata"
+                 cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata, and that no two public types share a name"
             );
             return ExitCode::from(2);
         }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hane_container::{ContainerSpec, Exit, Limits, Mount, RootFs, Service};
+use hane_container::{ContainerLimits, ContainerSpec, Exit, Mount, RootFs, Service};
 use hane_coordinator::{
     BoxFuture, ExternalDriver, ExternalRun, LoadedAgent, RunEnd, UNTRUSTED_NOTE,
 };
@@ -205,10 +205,10 @@ async fn drive_container(
             port: SERVICE_PORT,
             host: prepared.server,
         }],
-        limits: Limits {
+        limits: ContainerLimits {
             memory_bytes: Some(CLI_MEMORY_BYTES),
             pids: Some(CLI_PIDS),
-            ..Limits::default()
+            ..ContainerLimits::default()
         },
     };
     let runtime = prepared.container.name();

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use hane_container::{ImageDigest, ImageError, ImageRecipe, ImageStore, RootFs};
 use hane_coordinator::{
-    DriverUnavailable, ExternalDriver, ExternalDrivers, LoadedAgent, model_tool_name,
+    CliDriverUnavailable, ExternalDriver, ExternalDrivers, LoadedAgent, model_tool_name,
 };
 use hane_model::ModelAdapter;
 use serde_json::Value;
@@ -359,22 +359,26 @@ impl CliConfig {
 }
 
 impl ExternalDrivers for CliConfig {
-    fn check(&self, agent: &hane_core::AgentManifest) -> Result<(), DriverUnavailable> {
+    fn check(&self, agent: &hane_core::AgentManifest) -> Result<(), CliDriverUnavailable> {
         match &agent.spec.cli_profile {
             Some(profile) => self
                 .image(agent.spec.driver, profile)
                 .map(drop)
-                .map_err(DriverUnavailable::new),
+                .map_err(CliDriverUnavailable::new),
             None => Ok(()),
         }
     }
 
-    fn prepare(&self, agent: &LoadedAgent) -> Result<Box<dyn ExternalDriver>, DriverUnavailable> {
+    fn prepare(
+        &self,
+        agent: &LoadedAgent,
+    ) -> Result<Box<dyn ExternalDriver>, CliDriverUnavailable> {
         let driver = agent.manifest.spec.driver;
-        let cli = Cli::of(driver).ok_or(DriverUnavailable::new(CliUnavailable::NotACli(driver)))?;
+        let cli =
+            Cli::of(driver).ok_or(CliDriverUnavailable::new(CliUnavailable::NotACli(driver)))?;
         let prepared = self
             .prepare_cli(cli, agent)
-            .map_err(DriverUnavailable::new)?;
+            .map_err(CliDriverUnavailable::new)?;
         Ok(Box::new(prepared))
     }
 

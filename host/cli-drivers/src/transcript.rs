@@ -223,7 +223,7 @@ mod tests {
         let transcript = CliTranscript::new(
             Cli::Codex,
             vec!["data-find_record".into()],
-            Arc::new(hane_model::Recorded::new(
+            Arc::new(hane_model::ReplayAdapter::new(
                 hane_model::Recording {
                     format: hane_model::RECORDING_FORMAT.into(),
                     version: hane_model::RECORDING_VERSION,

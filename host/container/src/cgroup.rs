@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 
-use crate::{ContainerError, Limits};
+use crate::{ContainerError, ContainerLimits};
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -104,7 +104,7 @@ fn write(path: &Path, value: &str, step: &'static str) -> Result<(), ContainerEr
 
 impl Cgroup {
     /// Creates the container's cgroup with `limits` written in.
-    pub(crate) fn create(limits: &Limits) -> Result<Cgroup, ContainerError> {
+    pub(crate) fn create(limits: &ContainerLimits) -> Result<Cgroup, ContainerError> {
         let name = format!(
             "hane-{}-{}",
             std::process::id(),

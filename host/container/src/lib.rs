@@ -23,7 +23,7 @@
 //! [`ContainerError::Cgroup`] naming the directory.
 //!
 //! ```no_run
-//! use hane_container::{Bubblewrap, ContainerSpec, Exit, Limits, RootFs, Runtime};
+//! use hane_container::{Bubblewrap, ContainerLimits, ContainerSpec, Exit, RootFs, Runtime};
 //! use tokio::io::AsyncReadExt;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +36,7 @@
 //!         cwd: "/".into(),
 //!         command: vec!["/bin/echo".into(), "hello".into()],
 //!         services: Vec::new(),
-//!         limits: Limits::default(),
+//!         limits: ContainerLimits::default(),
 //!     })
 //!     .await?;
 //! let mut out = String::new();
@@ -57,9 +57,7 @@ mod runc;
 mod spec;
 mod sys;
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, OnceLock};
 
@@ -71,10 +69,9 @@ pub use image::{
     host_debian_mirror,
 };
 pub use runc::Runc;
-pub use spec::{ContainerSpec, Limits, Mount, RootFs, Service, default_masked_paths};
+pub use spec::{ContainerLimits, ContainerSpec, Mount, RootFs, Service, default_masked_paths};
 
-/// A boxed future that can be sent between threads.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use hane_core::BoxFuture;
 
 /// A container runtime.
 pub trait Runtime: Send + Sync {
@@ -149,7 +146,7 @@ pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
 
 /// Sets the rlimits of `limits` on a process that has not yet started the
 /// command; what it starts inherits them.
-pub(crate) fn set_rlimits(pid: u32, limits: &Limits) -> Result<(), ContainerError> {
+pub(crate) fn set_rlimits(pid: u32, limits: &ContainerLimits) -> Result<(), ContainerError> {
     use rustix::process::{Pid, Resource, Rlimit, getrlimit, prlimit};
     let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return Ok(());

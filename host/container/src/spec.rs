@@ -34,7 +34,7 @@ pub struct ContainerSpec {
     /// The host services reachable from inside, each at `127.0.0.1:port`.
     pub services: Vec<Service>,
     /// Memory, pids, wall clock and rlimits.
-    pub limits: Limits,
+    pub limits: ContainerLimits,
 }
 
 /// The root filesystem of a container. Either way it is mounted read-only.
@@ -107,7 +107,7 @@ pub struct Service {
 
 /// Limits of one container; `None` leaves a limit unset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Limits {
+pub struct ContainerLimits {
     /// Memory of the whole tree (cgroup `memory.max` / `memory.limit_in_bytes`,
     /// swap included where the host has it).
     pub memory_bytes: Option<u64>,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hane_container::{
-    Bubblewrap, Container, ContainerError, ContainerSpec, Exit, Limits, Mount, RootFs, Runc,
-    Runtime, Service,
+    Bubblewrap, Container, ContainerError, ContainerLimits, ContainerSpec, Exit, Mount, RootFs,
+    Runc, Runtime, Service,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -75,9 +75,9 @@ fn spec(command: &[&str]) -> ContainerSpec {
         cwd: "/".into(),
         command: command.iter().map(Into::into).collect(),
         services: Vec::new(),
-        limits: Limits {
+        limits: ContainerLimits {
             wall: Some(Duration::from_secs(60)),
-            ..Limits::default()
+            ..ContainerLimits::default()
         },
     }
 }

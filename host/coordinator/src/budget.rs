@@ -8,7 +8,7 @@
 use crate::release::LoadedRelease;
 use hane_core::{BudgetSpec, now_ms};
 use hane_store::RunRow;
-use hane_store::{AlertRow, Registry, RegistryTx, StoreError, Usage, UsageDelta};
+use hane_store::{AlertRow, BudgetUsage, Registry, RegistryTx, StoreError, UsageDelta};
 use serde::Serialize;
 
 use crate::{AgentRuntime, RunError};
@@ -153,7 +153,7 @@ pub(crate) fn charge(
     budget: Option<&ActiveBudget>,
     delta: UsageDelta,
     now_ms: u64,
-) -> Result<Usage, ChargeError> {
+) -> Result<BudgetUsage, ChargeError> {
     let before = tx.usage(day, scope)?;
     if let Some(budget) = budget {
         for (limit, limit_value, used, requested) in checks(&budget.spec, &before, delta) {
@@ -195,7 +195,7 @@ pub(crate) fn charge(
 /// it and what `delta` asks for.
 fn checks(
     spec: &BudgetSpec,
-    usage: &Usage,
+    usage: &BudgetUsage,
     delta: UsageDelta,
 ) -> Vec<(&'static str, u64, u64, u64)> {
     let more = |n: i64| n.max(0) as u64;
@@ -302,7 +302,7 @@ impl BudgetReport {
         day: String,
         scope: &BudgetScope,
         budget: Option<&ActiveBudget>,
-        usage: Usage,
+        usage: BudgetUsage,
         alerts: Vec<AlertRow>,
     ) -> Self {
         let spec = budget.map(|b| &b.spec);

@@ -17,7 +17,7 @@ use hane_store::{EvaluationRow, Registry, ReleaseInfo, StoreError};
 use serde_json::Value;
 
 use crate::Listed;
-use crate::release::{ActivationError, LoadError, LoadedRelease};
+use crate::release::{ActivationError, LoadedRelease, ReleaseLoadError};
 use crate::runtime::{AgentRuntime, RunContext, RunError, StartRun};
 
 /// The most cases of one evaluation running at once.
@@ -84,10 +84,10 @@ impl EvalError {
     }
 }
 
-impl From<LoadError> for EvalError {
-    fn from(e: LoadError) -> Self {
+impl From<ReleaseLoadError> for EvalError {
+    fn from(e: ReleaseLoadError) -> Self {
         match e {
-            LoadError::Store(e) => EvalError::Store(e),
+            ReleaseLoadError::Store(e) => EvalError::Store(e),
             e => EvalError::Corrupt(e.to_string()),
         }
     }

@@ -40,7 +40,7 @@ mod services;
 mod tools;
 pub mod workflow;
 
-pub use approvals::{ActionError, Approvals, ExecutionLedger, Recovered};
+pub use approvals::{ActionError, Approvals, ExecutionLedger, RecoveredActions};
 pub use budget::{
     ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, Budgets, ReportAlert, ReportLimits,
     ReportUsage, utc_day,
@@ -51,8 +51,8 @@ pub use coordinator::{
     Settled, ending_event,
 };
 pub use drivers::{
-    BoxFuture, Driver, DriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun, Llm,
-    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunEnd, ToolCaller,
+    BoxFuture, CliDriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun, Llm,
+    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunDriver, RunEnd, ToolCaller,
     UNTRUSTED_NOTE, model_tool_name, task_message,
 };
 pub use evaluation::Evaluations;
@@ -67,8 +67,8 @@ pub use lease::{
 pub use listing::{Listed, Skipped};
 pub use reception::ReceptionDesk;
 pub use release::{
-    ActivationError, AgentModel, LoadError, LoadedAgent, LoadedProvider, LoadedRelease,
-    ReleaseBody, ReleasedProvider, SourceFile, activate_dir, load_active,
+    ActivationError, AgentModel, LoadedAgent, LoadedProvider, LoadedRelease, ReleaseBody,
+    ReleaseLoadError, ReleasedProvider, SourceFile, activate_dir, load_active,
 };
 pub use runtime::{
     AgentRuntime, AttachedRun, CANCEL_SETTLES_WITHIN, ModelConfig, OpenError, RunError, RunEvent,

@@ -146,3 +146,8 @@ pub use workflow::{
     CaseStatus, CaseStep, CaseTask, MAX_WORKFLOW_STEPS, StepKind, StepStatus, TaskStep,
     WorkflowCase, WorkflowManifest, WorkflowSpec, WorkflowStep,
 };
+
+/// A boxed future that can be sent between threads: what the object-safe
+/// async traits of hane's crates (model adapters, drivers, container
+/// runtimes) return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -106,7 +106,7 @@ struct Inner {
 }
 
 /// A component loaded under one policy, or being loaded.
-type Loaded = (Policy, Arc<OnceCell<hane_sandbox::Operation>>);
+type Loaded = (Policy, Arc<OnceCell<hane_sandbox::LoadedOperation>>);
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -356,7 +356,10 @@ impl Inner {
     /// The component of `call` loaded under its policy, loaded once however
     /// many operations ask at the same time. A failed load is not kept, so
     /// the next operation tries again.
-    async fn load(&self, call: &WasmCall) -> Result<hane_sandbox::Operation, ComponentLoadError> {
+    async fn load(
+        &self,
+        call: &WasmCall,
+    ) -> Result<hane_sandbox::LoadedOperation, ComponentLoadError> {
         let cell = {
             let mut loaded = lock(&self.loaded);
             let by_policy = loaded.entry(call.component.clone()).or_default();

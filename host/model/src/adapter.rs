@@ -100,7 +100,7 @@ impl AdapterConfig {
 /// Why an [`AdapterConfig`] cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the model base URL {url:?} {problem}")]
-pub struct ConfigError {
+pub struct AdapterConfigError {
     /// The URL at fault.
     pub url: String,
     /// What is wrong with it.
@@ -111,9 +111,9 @@ pub struct ConfigError {
 ///
 /// # Errors
 ///
-/// [`ConfigError`] when the base URL is not an `http` or `https` URL with
+/// [`AdapterConfigError`] when the base URL is not an `http` or `https` URL with
 /// a host (the error names the URL).
-pub fn adapter(config: AdapterConfig) -> Result<Arc<dyn ModelAdapter>, ConfigError> {
+pub fn adapter(config: AdapterConfig) -> Result<Arc<dyn ModelAdapter>, AdapterConfigError> {
     Ok(Arc::new(HttpAdapter::new(config)?))
 }
 
@@ -132,8 +132,8 @@ impl HttpAdapter {
     /// # Errors
     ///
     /// As [`adapter`].
-    pub fn new(config: AdapterConfig) -> Result<Self, ConfigError> {
-        let problem = |problem: &str| ConfigError {
+    pub fn new(config: AdapterConfig) -> Result<Self, AdapterConfigError> {
+        let problem = |problem: &str| AdapterConfigError {
             url: config.base_url.clone(),
             problem: problem.to_owned(),
         };
@@ -283,9 +283,9 @@ impl HttpAdapter {
         events: Option<EventSink<'_>>,
     ) -> Result<ModelResponse, ModelError> {
         let mut stream = match self.config.api {
-            Api::ChatCompletions => Assembly::Chat(chat::Stream::new(events)),
-            Api::Responses => Assembly::Responses(responses::Stream::new(events)),
-            Api::AnthropicMessages => Assembly::Anthropic(anthropic::Stream::new(events)),
+            Api::ChatCompletions => Assembly::Chat(chat::ChatStream::new(events)),
+            Api::Responses => Assembly::Responses(responses::ResponsesStream::new(events)),
+            Api::AnthropicMessages => Assembly::Anthropic(anthropic::AnthropicStream::new(events)),
         };
         let mut parser = SseParser::new();
         let mut read = 0usize;
@@ -318,9 +318,9 @@ impl HttpAdapter {
 }
 
 enum Assembly<'a> {
-    Chat(chat::Stream<'a>),
-    Responses(responses::Stream<'a>),
-    Anthropic(anthropic::Stream<'a>),
+    Chat(chat::ChatStream<'a>),
+    Responses(responses::ResponsesStream<'a>),
+    Anthropic(anthropic::AnthropicStream<'a>),
 }
 
 impl Assembly<'_> {

@@ -27,26 +27,22 @@ pub use dialect::{anthropic, chat, responses, sse};
 
 use dialect::assemble;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 pub use adapter::{
-    AdapterConfig, Api, ConfigError, DEFAULT_TIMEOUT, HttpAdapter, MAX_ERROR_BODY_BYTES,
+    AdapterConfig, AdapterConfigError, Api, DEFAULT_TIMEOUT, HttpAdapter, MAX_ERROR_BODY_BYTES,
     MAX_RESPONSE_BYTES, WireOptions, adapter,
 };
 pub use assemble::{arguments_text, parse_arguments};
 pub use hane_core::Secret;
 pub use hane_model_types::*;
 pub use recording::{
-    MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorded, Recorder, Recording,
-    RecordingError, Turn, pin,
+    MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorder, Recording, RecordingError,
+    ReplayAdapter, Turn, pin,
 };
 pub use retry::{RetryPolicy, send_with_retry};
 
-/// A boxed future, as [`ModelAdapter`] returns them (adapters are used as
-/// trait objects).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use hane_core::BoxFuture;
 
 /// A piece of a response as it streams in, normalized across providers.
 #[derive(Debug, Clone, PartialEq)]

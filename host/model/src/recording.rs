@@ -1,5 +1,5 @@
 //! Recorded responses: [`Recorder`] captures a conversation's turns from a
-//! real adapter, [`Recorded`] replays them offline.
+//! real adapter, [`ReplayAdapter`] replays them offline.
 //!
 //! # The file
 //!
@@ -359,13 +359,13 @@ impl ModelAdapter for Recorder {
 /// whose request matches it (see the module's documentation). A request
 /// recorded twice is answered by its first turn.
 #[derive(Debug)]
-pub struct Recorded {
+pub struct ReplayAdapter {
     path: PathBuf,
     recording: Recording,
     asked: Mutex<usize>,
 }
 
-impl Recorded {
+impl ReplayAdapter {
     /// The recording at `path`.
     ///
     /// # Errors
@@ -469,7 +469,7 @@ fn replay_events(response: &ModelResponse, events: EventSink<'_>) {
     }
 }
 
-impl ModelAdapter for Recorded {
+impl ModelAdapter for ReplayAdapter {
     fn send<'a>(
         &'a self,
         request: &'a ModelRequest,
@@ -596,7 +596,7 @@ mod tests {
             ],
         };
         let text = serde_json::to_string(&recording).unwrap();
-        let replay = Recorded::new(Recording::parse(&text, "kept").unwrap(), "kept");
+        let replay = ReplayAdapter::new(Recording::parse(&text, "kept").unwrap(), "kept");
         assert_eq!(
             replay.send(&letter, None).await.unwrap().text(),
             "the letter"
@@ -626,12 +626,12 @@ mod tests {
     fn unreadable_malformed_and_unknown_versions_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json");
-        let error = Recorded::open(&path).unwrap_err();
+        let error = ReplayAdapter::open(&path).unwrap_err();
         assert!(matches!(error, RecordingError::Io { .. }));
         assert!(error.to_string().contains("r.json"), "{error}");
         std::fs::write(&path, "{").unwrap();
         assert!(matches!(
-            Recorded::open(&path),
+            ReplayAdapter::open(&path),
             Err(RecordingError::Malformed { .. })
         ));
         std::fs::write(
@@ -639,7 +639,7 @@ mod tests {
             r#"{"format":"hane-model-recording","version":7,"model":"m","turns":[]}"#,
         )
         .unwrap();
-        let error = Recorded::open(&path).unwrap_err();
+        let error = ReplayAdapter::open(&path).unwrap_err();
         assert!(matches!(
             error,
             RecordingError::UnknownVersion { version: 7, .. }

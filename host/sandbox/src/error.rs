@@ -103,18 +103,18 @@ impl fmt::Display for Limit {
 
 /// Which stream passed its byte limit, for [`CallError::OutputTooLarge`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub enum OutputStream {
     /// The output JSON.
     Output,
     /// Log messages, stdout and stderr.
     Log,
 }
 
-impl fmt::Display for Stream {
+impl fmt::Display for OutputStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Stream::Output => "output",
-            Stream::Log => "log",
+            OutputStream::Output => "output",
+            OutputStream::Log => "log",
         })
     }
 }
@@ -222,7 +222,7 @@ pub enum CallError {
     #[error("{stream} too large: more than the limit of {}", bytes(*.limit))]
     OutputTooLarge {
         /// Which stream.
-        stream: Stream,
+        stream: OutputStream,
         /// The limit.
         limit: ByteSize,
     },

@@ -5,7 +5,7 @@
 //! fuel, epoch interruption from a ticker thread, a pooling allocator and
 //! copy-on-write memory images) and a disk cache of compiled components.
 //! [`Sandbox::load`] turns a component and its [`Policy`] into an
-//! [`Operation`]; every [`Operation::call`] gets a fresh instance, validates
+//! [`LoadedOperation`]; every [`LoadedOperation::call`] gets a fresh instance, validates
 //! the input and output against the operation's JSON Schemas, and returns a
 //! [`Call`] with the output or a typed [`CallError`], the [`Receipt`], the
 //! guest's logs and the outbound actions it proposed.
@@ -54,10 +54,10 @@ mod schema;
 mod state;
 
 pub use error::{
-    CallError, GuestError, Limit, LoadError, SchemaViolation, Stream, describe_violations,
+    CallError, GuestError, Limit, LoadError, OutputStream, SchemaViolation, describe_violations,
 };
 pub use imports::{Grant, Import};
-pub use operation::{Call, CancelToken, Descriptor, Operation};
+pub use operation::{Call, CancelToken, Descriptor, LoadedOperation};
 pub use sandbox::{
     Inspection, Sandbox, SandboxConfig, StartError, component_digest, default_cache_dir,
 };

@@ -15,7 +15,7 @@ use wasmtime_wasi_http::WasiHttpCtx;
 use crate::actions::ActionsCtxBuilder;
 use crate::bindings::{self, OperationPre};
 use crate::documents::DocumentsCtxBuilder;
-use crate::error::{CallError, GuestError, LoadError, Stream};
+use crate::error::{CallError, GuestError, LoadError, OutputStream};
 use crate::imports::{self, Import};
 use crate::records::RecordsCtxBuilder;
 use crate::sandbox::Sandbox;
@@ -112,13 +112,13 @@ struct OperationInner {
 /// times concurrently. Each call gets a fresh instance; nothing is shared
 /// between calls.
 #[derive(Clone)]
-pub struct Operation {
+pub struct LoadedOperation {
     inner: Arc<OperationInner>,
 }
 
-impl std::fmt::Debug for Operation {
+impl std::fmt::Debug for LoadedOperation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Operation")
+        f.debug_struct("LoadedOperation")
             .field("descriptor", &self.inner.descriptor)
             .field("digest", &self.inner.digest)
             .finish_non_exhaustive()
@@ -129,7 +129,7 @@ impl std::fmt::Debug for Operation {
 /// guest.
 const STDIO_CAPTURE_BYTES: usize = 16 * 1024;
 
-impl Operation {
+impl LoadedOperation {
     pub(crate) async fn new(
         sandbox: Sandbox,
         component: Component,
@@ -211,7 +211,7 @@ impl Operation {
         }
     }
 
-    /// Like [`Operation::call`], stopping early when `cancel` is cancelled.
+    /// Like [`LoadedOperation::call`], stopping early when `cancel` is cancelled.
     /// The call reads the sandbox's ledger ([`Sandbox::set_ledger`]) as it
     /// is when the call starts.
     ///
@@ -221,7 +221,7 @@ impl Operation {
         self.call_reading(input, limits, cancel, ledger).await
     }
 
-    /// Like [`Operation::call_with`], reading `ledger` instead of the
+    /// Like [`LoadedOperation::call_with`], reading `ledger` instead of the
     /// sandbox's: a worker runs each client's operations on the ledger the
     /// client sent.
     pub async fn call_reading(
@@ -320,7 +320,7 @@ impl Operation {
     fn check_output(&self, output: String, limits: &Limits) -> Result<String, CallError> {
         if output.len() as u64 > limits.output_bytes.bytes() {
             return Err(CallError::OutputTooLarge {
-                stream: Stream::Output,
+                stream: OutputStream::Output,
                 limit: limits.output_bytes,
             });
         }
@@ -648,7 +648,7 @@ fn classify_trap(
         return match *host {
             HostTrap::Memory { limit, requested } => CallError::MemoryLimit { limit, requested },
             HostTrap::Log(limit) => CallError::OutputTooLarge {
-                stream: Stream::Log,
+                stream: OutputStream::Log,
                 limit,
             },
             HostTrap::Timeout => CallError::Timeout {
@@ -665,7 +665,7 @@ fn classify_trap(
     // usually panics about it; the cause is the flood, not the panic.
     if stdio_full {
         return CallError::OutputTooLarge {
-            stream: Stream::Log,
+            stream: OutputStream::Log,
             limit: hane_core::ByteSize(stdio_capacity(limits) as u64),
         };
     }

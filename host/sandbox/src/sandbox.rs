@@ -13,7 +13,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::bindings;
 use crate::error::LoadError;
-use crate::operation::Operation;
+use crate::operation::LoadedOperation;
 use crate::state::CallState;
 
 /// Settings of a [`Sandbox`]. Each method documents its default.
@@ -342,7 +342,11 @@ impl Sandbox {
     /// # Errors
     ///
     /// The file cannot be read within its cap, or see [`Sandbox::load`].
-    pub async fn load_file(&self, path: &Path, policy: &Policy) -> Result<Operation, LoadError> {
+    pub async fn load_file(
+        &self,
+        path: &Path,
+        policy: &Policy,
+    ) -> Result<LoadedOperation, LoadError> {
         let bytes = read_capped(path, FileCap::COMPONENT).map_err(|source| LoadError::Read {
             path: path.display().to_string(),
             source,
@@ -364,10 +368,10 @@ impl Sandbox {
         name: &str,
         bytes: &[u8],
         policy: &Policy,
-    ) -> Result<Operation, LoadError> {
+    ) -> Result<LoadedOperation, LoadError> {
         let digest = component_digest(bytes);
         let component = self.compile(name, &digest, bytes)?;
-        Operation::new(self.clone(), component, digest, policy).await
+        LoadedOperation::new(self.clone(), component, digest, policy).await
     }
 
     /// Describes a component without a policy: its descriptor, digest and
@@ -390,7 +394,7 @@ impl Sandbox {
     }
 
     /// Where the compiled form of the component with `digest` (as
-    /// [`Operation::digest`] returns it) is cached for this engine, if the
+    /// [`LoadedOperation::digest`] returns it) is cached for this engine, if the
     /// sandbox has a cache.
     pub fn cached_path(&self, digest: &str) -> Option<PathBuf> {
         let dir = self.inner.config.cache_dir.as_ref()?;

@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 
 use hane_builtins::test_programs;
 use hane_core::{Impact, Limits, Outcome, Policy, ProposedAction};
-use hane_sandbox::{Call, CallError, GuestError, LoadError, Operation, Sandbox, SandboxConfig};
+use hane_sandbox::{
+    Call, CallError, GuestError, LoadError, LoadedOperation, Sandbox, SandboxConfig,
+};
 use serde_json::{Value, json};
 
 const EMAIL: &str = "communication.send_email";
@@ -31,17 +33,17 @@ fn granting(tools: &[&str]) -> Policy {
     }
 }
 
-async fn load(path: &str, policy: &Policy) -> Result<Operation, LoadError> {
+async fn load(path: &str, policy: &Policy) -> Result<LoadedOperation, LoadError> {
     sandbox().load_file(path.as_ref(), policy).await
 }
 
-async fn notice(policy: &Policy) -> Operation {
+async fn notice(policy: &Policy) -> LoadedOperation {
     load(test_programs::OUTBOUND_NOTICE, policy)
         .await
         .expect("outbound_notice loads")
 }
 
-async fn run(op: &Operation, input: Value) -> Call {
+async fn run(op: &LoadedOperation, input: Value) -> Call {
     op.call(&input.to_string(), &Limits::default()).await
 }
 

@@ -30,7 +30,7 @@ pub const MAX_GROUP_LEN: usize = 200;
 /// cancelling a run, which withdraws its pending actions, and overrides
 /// are not limited by groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
+pub enum KeyRole {
     /// Everything an approver does; starts and cancels runs, sets decider
     /// overrides.
     Operator,
@@ -40,21 +40,21 @@ pub enum Role {
     Viewer,
 }
 
-impl Role {
+impl KeyRole {
     /// Every role.
-    pub const ALL: [Role; 3] = [Role::Operator, Role::Approver, Role::Viewer];
+    pub const ALL: [KeyRole; 3] = [KeyRole::Operator, KeyRole::Approver, KeyRole::Viewer];
 
     /// The role as stored and written in the CLI, such as `operator`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Role::Operator => "operator",
-            Role::Approver => "approver",
-            Role::Viewer => "viewer",
+            KeyRole::Operator => "operator",
+            KeyRole::Approver => "approver",
+            KeyRole::Viewer => "viewer",
         }
     }
 }
 
-impl fmt::Display for Role {
+impl fmt::Display for KeyRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -63,16 +63,16 @@ impl fmt::Display for Role {
 /// A role name that is not one of [`Role::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown role `{0}`: expected operator, approver or viewer")]
-pub struct UnknownRole(pub String);
+pub struct UnknownKeyRole(pub String);
 
-impl FromStr for Role {
-    type Err = UnknownRole;
+impl FromStr for KeyRole {
+    type Err = UnknownKeyRole;
 
-    fn from_str(s: &str) -> Result<Self, UnknownRole> {
-        Role::ALL
+    fn from_str(s: &str) -> Result<Self, UnknownKeyRole> {
+        KeyRole::ALL
             .into_iter()
             .find(|role| role.as_str() == s)
-            .ok_or_else(|| UnknownRole(s.to_owned()))
+            .ok_or_else(|| UnknownKeyRole(s.to_owned()))
     }
 }
 
@@ -133,11 +133,14 @@ fn valid_group(group: &str) -> bool {
 /// # Errors
 ///
 /// A group is invalid, or groups were given for a viewer.
-pub fn key_groups(role: Role, groups: Option<&[String]>) -> Result<Option<Vec<String>>, KeyError> {
+pub fn key_groups(
+    role: KeyRole,
+    groups: Option<&[String]>,
+) -> Result<Option<Vec<String>>, KeyError> {
     let Some(given) = groups else {
         return Ok(None);
     };
-    if role == Role::Viewer {
+    if role == KeyRole::Viewer {
         return Err(KeyError::GroupsForViewer);
     }
     if given.is_empty() {
@@ -170,7 +173,7 @@ pub fn key_groups(role: Role, groups: Option<&[String]>) -> Result<Option<Vec<St
 pub async fn create_key(
     registry: &Registry,
     name: &str,
-    role: Role,
+    role: KeyRole,
     groups: Option<&[String]>,
 ) -> Result<String, KeyError> {
     if !valid_name(name) {
@@ -198,11 +201,11 @@ mod tests {
 
     #[test]
     fn roles_round_trip() {
-        for role in Role::ALL {
-            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        for role in KeyRole::ALL {
+            assert_eq!(role.as_str().parse::<KeyRole>(), Ok(role));
             assert_eq!(role.to_string(), role.as_str());
         }
-        let err = "admin".parse::<Role>().unwrap_err().to_string();
+        let err = "admin".parse::<KeyRole>().unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown role `admin`: expected operator, approver or viewer"
@@ -236,21 +239,21 @@ mod tests {
     #[test]
     fn group_lists() {
         let given = ["b".to_owned(), "a".to_owned(), "b".to_owned()];
-        assert_eq!(key_groups(Role::Approver, None).unwrap(), None);
+        assert_eq!(key_groups(KeyRole::Approver, None).unwrap(), None);
         assert_eq!(
-            key_groups(Role::Operator, Some(&given)).unwrap(),
+            key_groups(KeyRole::Operator, Some(&given)).unwrap(),
             Some(vec!["b".to_owned(), "a".to_owned()])
         );
         assert!(matches!(
-            key_groups(Role::Approver, Some(&[])),
+            key_groups(KeyRole::Approver, Some(&[])),
             Err(KeyError::NoGroups)
         ));
         assert!(matches!(
-            key_groups(Role::Viewer, Some(&given)),
+            key_groups(KeyRole::Viewer, Some(&given)),
             Err(KeyError::GroupsForViewer)
         ));
         assert!(matches!(
-            key_groups(Role::Approver, Some(&["a".to_owned(), String::new()])),
+            key_groups(KeyRole::Approver, Some(&["a".to_owned(), String::new()])),
             Err(KeyError::InvalidGroup(g)) if g.is_empty()
         ));
     }

@@ -4,7 +4,7 @@
 //! `/v1/agents/...` as in the platform spec.
 //!
 //! - Every route under `/v1/agents` needs an API key, sent as
-//!   `Authorization: Bearer KEY`. Keys have a [`Role`]: a `viewer` reads;
+//!   `Authorization: Bearer KEY`. Keys have a [`KeyRole`]: a `viewer` reads;
 //!   an `approver` also approves, rejects and reconciles outbound actions;
 //!   an `operator` does all that and starts and cancels runs and sets
 //!   decider overrides. An approver or operator key made with groups
@@ -70,8 +70,8 @@ mod serve;
 mod workflows;
 
 pub use keys::{
-    KEY_PREFIX, KeyError, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, Role, UnknownRole, create_key, hash_key,
-    key_groups,
+    KEY_PREFIX, KeyError, KeyRole, MAX_GROUP_LEN, MAX_KEY_NAME_LEN, UnknownKeyRole, create_key,
+    hash_key, key_groups,
 };
 pub use mcp::{
     DEFAULT_APPROVAL_WAIT, MAX_MCP_MESSAGE_BYTES, MCP_PATH, MCP_RELEASE_PATH, McpConfig,

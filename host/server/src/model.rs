@@ -203,16 +203,16 @@ impl Format {
     fn writer(self, id: &str, model: &str, input_tokens: u64, inbound: &Inbound) -> Writer {
         match self {
             Format::Chat => {
-                let mut writer = serve::chat::StreamWriter::new(id, model, input_tokens);
+                let mut writer = serve::chat::ChatWriter::new(id, model, input_tokens);
                 writer.include_usage(inbound.include_usage);
                 Box::new(writer)
             }
-            Format::Responses => Box::new(serve::responses::StreamWriter::new(
+            Format::Responses => Box::new(serve::responses::ResponsesWriter::new(
                 id,
                 model,
                 input_tokens,
             )),
-            Format::Anthropic => Box::new(serve::anthropic::StreamWriter::new(
+            Format::Anthropic => Box::new(serve::anthropic::AnthropicWriter::new(
                 id,
                 model,
                 input_tokens,

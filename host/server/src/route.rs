@@ -10,7 +10,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::Value;
 
-use crate::keys::Role;
+use crate::keys::KeyRole;
 use crate::routes::Api;
 
 /// Who may call a route.
@@ -30,11 +30,11 @@ pub(crate) enum Access {
 }
 
 impl Access {
-    pub(crate) fn allows(self, role: Role) -> bool {
+    pub(crate) fn allows(self, role: KeyRole) -> bool {
         match self {
             Access::Public | Access::Read => true,
-            Access::Approve => matches!(role, Role::Approver | Role::Operator),
-            Access::Operate => role == Role::Operator,
+            Access::Approve => matches!(role, KeyRole::Approver | KeyRole::Operator),
+            Access::Operate => role == KeyRole::Operator,
             Access::RunToken => false,
         }
     }

@@ -24,7 +24,7 @@ use crate::actions;
 use crate::conversations;
 use crate::error::{ApiError, Checked, ErrorCode};
 use crate::evals;
-use crate::keys::{Role, hash_key};
+use crate::keys::{KeyRole, hash_key};
 use crate::model;
 use crate::reception;
 use crate::route::{Access, Route, Shape, of};
@@ -362,7 +362,7 @@ async fn check_key(guard: &Guard, headers: &HeaderMap) -> Result<Caller, ApiErro
                 "the API key is not known: it may have been removed",
             )
         })?;
-    let role: Role = key.role.parse().map_err(|_| {
+    let role: KeyRole = key.role.parse().map_err(|_| {
         ApiError::new(
             ErrorCode::Forbidden,
             format!(
@@ -793,13 +793,13 @@ mod tests {
 
     #[test]
     fn roles_per_access() {
-        assert!(Access::Read.allows(Role::Viewer));
-        assert!(Access::Read.allows(Role::Approver));
-        assert!(Access::Operate.allows(Role::Operator));
-        assert!(!Access::Operate.allows(Role::Viewer));
-        assert!(!Access::Operate.allows(Role::Approver));
-        assert!(Access::Approve.allows(Role::Approver));
-        assert!(Access::Approve.allows(Role::Operator));
-        assert!(!Access::Approve.allows(Role::Viewer));
+        assert!(Access::Read.allows(KeyRole::Viewer));
+        assert!(Access::Read.allows(KeyRole::Approver));
+        assert!(Access::Operate.allows(KeyRole::Operator));
+        assert!(!Access::Operate.allows(KeyRole::Viewer));
+        assert!(!Access::Operate.allows(KeyRole::Approver));
+        assert!(Access::Approve.allows(KeyRole::Approver));
+        assert!(Access::Approve.allows(KeyRole::Operator));
+        assert!(!Access::Approve.allows(KeyRole::Viewer));
     }
 }

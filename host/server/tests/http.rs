@@ -12,7 +12,7 @@ use hane_coordinator::RuntimeConfig;
 use hane_delivery::{DeliveryConfig, HttpProvider, SmtpConfig, SmtpTls};
 use hane_manager::Components;
 use hane_sandbox::SandboxConfig;
-use hane_server::{KeyError, Role};
+use hane_server::{KeyError, KeyRole};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -81,9 +81,9 @@ impl Server {
                 .with_context(|| format!("activating {}", release.display()))?;
         }
         let registry = runtime.registry();
-        let operator = hane_server::create_key(registry, "ops", Role::Operator, None).await?;
-        let viewer = hane_server::create_key(registry, "dashboard", Role::Viewer, None).await?;
-        let approver = hane_server::create_key(registry, "desk", Role::Approver, None).await?;
+        let operator = hane_server::create_key(registry, "ops", KeyRole::Operator, None).await?;
+        let viewer = hane_server::create_key(registry, "dashboard", KeyRole::Viewer, None).await?;
+        let approver = hane_server::create_key(registry, "desk", KeyRole::Approver, None).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
@@ -464,8 +464,13 @@ async fn keys_are_checked() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_removed_key_stops_working() -> anyhow::Result<()> {
     let server = Server::start().await?;
-    let key =
-        hane_server::create_key(server.runtime.registry(), "temporary", Role::Viewer, None).await?;
+    let key = hane_server::create_key(
+        server.runtime.registry(),
+        "temporary",
+        KeyRole::Viewer,
+        None,
+    )
+    .await?;
     assert!(key.starts_with(hane_server::KEY_PREFIX));
     assert_eq!(key.len(), hane_server::KEY_PREFIX.len() + 40);
     let reply = server.get("/v1/agents/runs", Some(&key)).await?;
@@ -894,7 +899,12 @@ fn email_input() -> Value {
 impl Server {
     /// Creates a key named `name` with `role` that decides for `groups`
     /// only; its secret.
-    async fn group_key(&self, name: &str, role: Role, groups: &[&str]) -> Result<String, KeyError> {
+    async fn group_key(
+        &self,
+        name: &str,
+        role: KeyRole,
+        groups: &[&str],
+    ) -> Result<String, KeyError> {
         let groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
         hane_server::create_key(self.runtime.registry(), name, role, Some(&groups)).await
     }
@@ -1217,21 +1227,21 @@ async fn a_key_with_groups_decides_only_the_actions_of_its_groups() -> anyhow::R
     let server = Server::start_with(release.path(), unreachable_smtp()?.0).await?;
     let doc = server.get("/v1/openapi.json", None).await?.body;
     let lease = server
-        .group_key("lease", Role::Approver, &["lease-desk", "billing"])
+        .group_key("lease", KeyRole::Approver, &["lease-desk", "billing"])
         .await?;
     let night = server
-        .group_key("night-ops", Role::Operator, &["lease-desk"])
+        .group_key("night-ops", KeyRole::Operator, &["lease-desk"])
         .await?;
     let desk = server
-        .group_key("desk-only", Role::Approver, &["desk"])
+        .group_key("desk-only", KeyRole::Approver, &["desk"])
         .await?;
     let refused = server
-        .group_key("v", Role::Viewer, &["desk"])
+        .group_key("v", KeyRole::Viewer, &["desk"])
         .await
         .unwrap_err();
     assert!(matches!(refused, KeyError::GroupsForViewer), "{refused}");
     let refused = server
-        .group_key("w", Role::Approver, &["desk", "two\nlines"])
+        .group_key("w", KeyRole::Approver, &["desk", "two\nlines"])
         .await
         .unwrap_err();
     assert!(
@@ -1370,7 +1380,7 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
     reply.error(403, "forbidden");
     // A key of other groups does not reconcile the desk's action.
     let lease = server
-        .group_key("lease", Role::Approver, &["lease-desk"])
+        .group_key("lease", KeyRole::Approver, &["lease-desk"])
         .await?;
     let reply = server
         .post(&format!("{url}/reconcile"), Some(&lease), &body)
@@ -1393,7 +1403,7 @@ async fn an_unknown_outcome_is_reconciled_not_resent() -> anyhow::Result<()> {
     assert_eq!(reply.body["error"]["path"], "/note");
     // A key of the desk's group does.
     let desk = server
-        .group_key("desk-group", Role::Approver, &["desk"])
+        .group_key("desk-group", KeyRole::Approver, &["desk"])
         .await?;
     let reply = server
         .post(&format!("{url}/reconcile"), Some(&desk), &body)
@@ -2090,10 +2100,10 @@ async fn a_workflow_case_waits_for_a_person_and_goes_on_over_http() -> anyhow::R
     // A key of another group may not do the leasing desk's task; the
     // desk's may, once.
     let other = server
-        .group_key("fleet", Role::Approver, &["fleet-desk"])
+        .group_key("fleet", KeyRole::Approver, &["fleet-desk"])
         .await?;
     let desk = server
-        .group_key("leasing", Role::Approver, &["leasing-desk"])
+        .group_key("leasing", KeyRole::Approver, &["leasing-desk"])
         .await?;
     let task = format!("{location}/tasks/desk");
     let found = json!({"result": {"contract_no": "C-1002"}}).to_string();

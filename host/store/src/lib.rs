@@ -52,11 +52,11 @@ pub use check::{CheckReport, Problem, ReadRelease, check};
 pub use mark::{Damage, Recovered, recover};
 pub use postgres::PostgresStore;
 pub use registry::{
-    ActionQuery, ActionRow, AlertRow, ApiKeyInfo, CaseRow, ConversationRow, EntryRow,
+    ActionQuery, ActionRow, AlertRow, ApiKeyInfo, BudgetUsage, CaseRow, ConversationRow, EntryRow,
     EvaluationRow, LeaseRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
     MAX_EVALUATIONS_LISTED, MAX_RECEPTIONS_LISTED, MAX_RUNS_LISTED, MAX_TICKS_LISTED, NewRelease,
     OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TakenRun,
-    TaskRow, TickEnd, TickRow, Usage, UsageDelta,
+    TaskRow, TickEnd, TickRow, UsageDelta,
 };
 pub use registry::{
     ActionTable, ApiKeyTable, CaseTable, ConversationTable, EvaluationTable, LeaseTable,

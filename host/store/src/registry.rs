@@ -36,7 +36,7 @@ mod tasks;
 mod workflows;
 
 pub use actions::{
-    ActionQuery, ActionRow, AlertRow, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx, Usage,
+    ActionQuery, ActionRow, AlertRow, BudgetUsage, MAX_ACTIONS_LISTED, OverrideRow, RegistryTx,
     UsageDelta,
 };
 pub use api_keys::ApiKeyInfo;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Subcommand};
-use hane_server::{KeyError, Role};
+use hane_server::{KeyError, KeyRole};
 use serde_json::json;
 
 use crate::context::StoreArg;
@@ -36,10 +36,10 @@ enum KeysCommand {
         #[arg(
             long,
             value_name = "ROLE",
-            value_parser = PossibleValuesParser::new(Role::ALL.map(Role::as_str))
-                .try_map(|s| s.parse::<Role>())
+            value_parser = PossibleValuesParser::new(KeyRole::ALL.map(KeyRole::as_str))
+                .try_map(|s| s.parse::<KeyRole>())
         )]
-        role: Role,
+        role: KeyRole,
         /// An assignment group whose outbound actions the key decides
         /// (approves, rejects, reconciles); repeat for more. Without it an
         /// approver or operator key decides the actions of every group.
@@ -106,7 +106,7 @@ fn run(args: KeysArgs) -> anyhow::Result<ExitCode> {
                     println!("{}", terminal_json(&doc)?);
                 } else {
                     let deciding = match (&groups, role) {
-                        (_, Role::Viewer) => String::new(),
+                        (_, KeyRole::Viewer) => String::new(),
                         (None, _) => ", deciding the actions of every group".to_owned(),
                         (Some(groups), _) => {
                             format!(", deciding the actions of {}", groups.join(", "))

@@ -75,7 +75,7 @@ fn check_group(action: &ActionRequest, person: &Person) -> Result<(), ActionErro
 
 /// What [`ExecutionLedger::recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Recovered {
+pub struct RecoveredActions {
     /// Actions whose delivering process is gone: now `unknown`.
     pub unknown: Vec<ActionId>,
     /// Approved actions never attempted: delivered now.
@@ -754,8 +754,8 @@ impl ExecutionLedger {
     /// # Errors
     ///
     /// The store failed.
-    pub async fn recover(&self, resume: bool) -> Result<Recovered, ActionError> {
-        let mut recovered = Recovered::default();
+    pub async fn recover(&self, resume: bool) -> Result<RecoveredActions, ActionError> {
+        let mut recovered = RecoveredActions::default();
         for action in self.list(Some(ActionState::Executing), None).await?.items {
             if self.orphaned(&action).await? {
                 recovered.unknown.push(action.id);

@@ -8,6 +8,6 @@ mod ledger;
 mod proposal;
 mod service;
 
-pub use ledger::{ActionError, ExecutionLedger, Recovered};
+pub use ledger::{ActionError, ExecutionLedger, RecoveredActions};
 pub(crate) use proposal::Proposals;
 pub use service::Approvals;

@@ -9,7 +9,7 @@ use crate::runtime::Takeover;
 use hane_core::{ActionRequest, Person};
 use hane_store::OverrideRow;
 
-use super::{ActionError, ExecutionLedger, Recovered};
+use super::{ActionError, ExecutionLedger, RecoveredActions};
 use crate::AgentRuntime;
 
 /// Outbound actions as people decide them. A service over the run kernel:
@@ -61,7 +61,7 @@ impl Approvals {
     /// # Errors
     ///
     /// The active release cannot be read, or the store failed.
-    pub async fn resume_actions(&self) -> Result<Recovered, ActionError> {
+    pub async fn resume_actions(&self) -> Result<RecoveredActions, ActionError> {
         Takeover::of(&self.runs).recover_actions(true).await
     }
 

@@ -28,9 +28,9 @@ use crate::release::LoadedAgent;
 /// container runtime).
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-pub struct DriverUnavailable(Box<dyn std::error::Error + Send + Sync>);
+pub struct CliDriverUnavailable(Box<dyn std::error::Error + Send + Sync>);
 
-impl DriverUnavailable {
+impl CliDriverUnavailable {
     /// The driver cannot run for `reason`.
     pub fn new(reason: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self(Box::new(reason))
@@ -46,7 +46,7 @@ pub trait ExternalDrivers: Send + Sync + fmt::Debug {
     ///
     /// What is missing; the release is refused, naming the agent's file
     /// and `spec.cliProfile.image`.
-    fn check(&self, agent: &AgentManifest) -> Result<(), DriverUnavailable>;
+    fn check(&self, agent: &AgentManifest) -> Result<(), CliDriverUnavailable>;
 
     /// Prepares a run of `agent` (whose driver
     /// [`is_cli`](hane_core::Driver::is_cli)): everything the run needs is
@@ -56,7 +56,8 @@ pub trait ExternalDrivers: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// What is missing for this agent's driver.
-    fn prepare(&self, agent: &LoadedAgent) -> Result<Box<dyn ExternalDriver>, DriverUnavailable>;
+    fn prepare(&self, agent: &LoadedAgent)
+    -> Result<Box<dyn ExternalDriver>, CliDriverUnavailable>;
 
     /// The adapter through which a run of `agent` calls a `recorded`
     /// provider whose recording is `recording`: the driver's own requests

@@ -19,7 +19,7 @@ use hane_model::StopReason;
 use hane_model_types::{Content, Message, Role, ToolSpec};
 use serde_json::Value;
 
-use super::{BoxFuture, Driver, ModelCall, ModelCaller, RunEnd, ToolCaller};
+use super::{BoxFuture, ModelCall, ModelCaller, RunDriver, RunEnd, ToolCaller};
 use crate::gateway::GatewayError;
 use crate::gateway::model::ModelCallError;
 use crate::release::LoadedAgent;
@@ -115,7 +115,7 @@ impl<'a> Llm<'a> {
     }
 }
 
-impl Driver for Llm<'_> {
+impl RunDriver for Llm<'_> {
     fn drive<'a>(
         &'a self,
         tools: &'a dyn ToolCaller,

@@ -1,4 +1,4 @@
-//! Drivers: what runs an agent. A [`Driver`] reaches the tools of its run
+//! Drivers: what runs an agent. A [`RunDriver`] reaches the tools of its run
 //! only through a [`ToolCaller`] bound to that run, which passes every call
 //! through the Tool Gateway with the run's token, and its model only
 //! through a [`ModelCaller`], which passes every call through the Model
@@ -8,13 +8,10 @@ mod external;
 mod llm;
 mod scripted;
 
-use std::future::Future;
-use std::pin::Pin;
-
 use serde_json::Value;
 
 pub(crate) use external::NoExternalDrivers;
-pub use external::{DriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun};
+pub use external::{CliDriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun};
 pub use llm::{Llm, MAX_RESULT_BYTES, REMINDER, UNTRUSTED_NOTE, model_tool_name, task_message};
 pub use scripted::Scripted;
 
@@ -23,9 +20,7 @@ use crate::gateway::model::ModelCallError;
 use crate::release::LoadedAgent;
 use crate::tools::ToolResult;
 
-/// A boxed future, as the driver traits return them (they are used as
-/// trait objects; one allocation per call is nothing beside a tool call).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use hane_core::BoxFuture;
 
 /// How a driver stopped before its run had a result.
 #[derive(Debug)]
@@ -101,7 +96,7 @@ pub trait ModelCaller: Send + Sync {
 /// Runs an agent: decides which tools to call, calls them through its
 /// [`ToolCaller`], and ends the run by calling `submit_result` (or a review
 /// agent's `submit_review`).
-pub trait Driver: Send + Sync {
+pub trait RunDriver: Send + Sync {
     /// Drives one run with `input`; `model` is the run's model, for the
     /// drivers that use one.
     ///
@@ -119,8 +114,8 @@ pub trait Driver: Send + Sync {
 
 /// What runs an agent's runs.
 pub(crate) enum Chosen<'a> {
-    /// A [`Driver`] in this process.
-    Driver(Box<dyn Driver + 'a>),
+    /// A [`RunDriver`] in this process.
+    Driver(Box<dyn RunDriver + 'a>),
     /// An [`ExternalDriver`], attached to the run.
     External,
 }

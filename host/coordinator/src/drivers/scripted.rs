@@ -3,7 +3,7 @@
 use hane_core::{Scope, ScriptStep};
 use serde_json::Value;
 
-use super::{BoxFuture, Driver, ModelCaller, RunEnd, ToolCaller};
+use super::{BoxFuture, ModelCaller, RunDriver, RunEnd, ToolCaller};
 use crate::tools::{ControlTool, ToolResult};
 
 /// Runs an agent's `script`: each step whose condition holds calls its
@@ -23,7 +23,7 @@ impl<'s> Scripted<'s> {
     }
 }
 
-impl Driver for Scripted<'_> {
+impl RunDriver for Scripted<'_> {
     fn drive<'a>(
         &'a self,
         tools: &'a dyn ToolCaller,

@@ -213,7 +213,7 @@ pub enum ActivationError {
     Store(#[from] StoreError),
     /// The release was stored but could not be made the one runs use.
     #[error(transparent)]
-    Load(#[from] LoadError),
+    Load(#[from] ReleaseLoadError),
 }
 
 /// Errors one to a line.
@@ -669,12 +669,12 @@ fn resolve_policy(policy: &Policy, folder: &Path) -> Policy {
 /// # Errors
 ///
 /// The store failed or the stored release cannot be read.
-pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, LoadError> {
+pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, ReleaseLoadError> {
     let Some((info, body)) = registry.releases().active().await? else {
         return Ok(None);
     };
     let release = info.number;
-    let corrupt = |message: String| LoadError::Corrupt { release, message };
+    let corrupt = |message: String| ReleaseLoadError::Corrupt { release, message };
     let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
     load_body(info, body)
         .map(Some)
@@ -689,11 +689,11 @@ pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, L
 pub(crate) async fn load_numbered(
     registry: &Registry,
     number: u64,
-) -> Result<Option<LoadedRelease>, LoadError> {
+) -> Result<Option<LoadedRelease>, ReleaseLoadError> {
     let Some((info, body)) = registry.releases().get(number).await? else {
         return Ok(None);
     };
-    let corrupt = |message: String| LoadError::Corrupt {
+    let corrupt = |message: String| ReleaseLoadError::Corrupt {
         release: number,
         message,
     };
@@ -706,7 +706,7 @@ pub(crate) async fn load_numbered(
 /// Why the active release could not be loaded from the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum LoadError {
+pub enum ReleaseLoadError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -53,7 +53,7 @@ use crate::budget::{BudgetExceeded, BudgetScope};
 use crate::drivers::{self, BoxFuture, ExternalDrivers, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
 use crate::lease::Lease;
-use crate::release::{ActivationError, LoadError, LoadedAgent, LoadedRelease, load_active};
+use crate::release::{ActivationError, LoadedAgent, LoadedRelease, ReleaseLoadError, load_active};
 use crate::tools::{self as translate, ControlService, ToolDefinition, ToolKind, ToolResult};
 use hane_delivery::DeliveryConfig;
 use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager, OperationManager};

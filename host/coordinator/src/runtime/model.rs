@@ -208,7 +208,7 @@ fn make_adapter(
             let text = provider.recording.as_deref().unwrap_or_default();
             let origin = format!("of provider `{name}`");
             let recorded = hane_model::Recording::parse(text, &origin)
-                .map(|recording| hane_model::Recorded::new(recording, &origin))
+                .map(|recording| hane_model::ReplayAdapter::new(recording, &origin))
                 .map_err(|e| ModelUnavailable::Recording(e.to_string()))?;
             return Ok(Arc::new(recorded));
         }

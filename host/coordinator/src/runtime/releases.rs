@@ -46,7 +46,7 @@ impl AgentRuntime {
             (Some(n), Some(current)) if current.info.number == n => Ok(current),
             (Some(_), _) => {
                 let unloaded = |e| match e {
-                    LoadError::Store(e) => RunError::Store(e),
+                    ReleaseLoadError::Store(e) => RunError::Store(e),
                     e => RunError::Corrupt(e.to_string()),
                 };
                 let loaded = load_active(&self.inner.registry)
@@ -105,7 +105,10 @@ impl<'a> Releases<'a> {
 
     /// Makes `release` the one runs use: its components known to the
     /// operation manager, its ledger in the sandbox.
-    pub(super) async fn install(&self, release: Arc<LoadedRelease>) -> Result<(), LoadError> {
+    pub(super) async fn install(
+        &self,
+        release: Arc<LoadedRelease>,
+    ) -> Result<(), ReleaseLoadError> {
         self.install_components(&release).await?;
         self.kernel.inner.sandbox.set_ledger(release.ledger.clone());
         self.kernel
@@ -131,7 +134,7 @@ impl<'a> Releases<'a> {
     pub(crate) async fn install_components(
         &self,
         release: &LoadedRelease,
-    ) -> Result<(), LoadError> {
+    ) -> Result<(), ReleaseLoadError> {
         for digest in &release.digests {
             if self.kernel.inner.components.contains(digest) {
                 continue;
@@ -143,7 +146,7 @@ impl<'a> Releases<'a> {
                 .releases()
                 .component(digest)
                 .await?
-                .ok_or_else(|| LoadError::Corrupt {
+                .ok_or_else(|| ReleaseLoadError::Corrupt {
                     release: release.info.number,
                     message: format!("component {digest} is missing from the store"),
                 })?;
@@ -168,7 +171,7 @@ impl<'a> Releases<'a> {
             return Ok(active);
         }
         let unloaded = |e| match e {
-            LoadError::Store(e) => RunError::Store(e),
+            ReleaseLoadError::Store(e) => RunError::Store(e),
             e => RunError::Corrupt(e.to_string()),
         };
         let loaded = crate::release::load_numbered(&self.kernel.inner.registry, number)

@@ -108,7 +108,7 @@ impl<'a> Takeover<'a> {
     pub(crate) async fn recover_actions(
         &self,
         resume: bool,
-    ) -> Result<crate::Recovered, crate::ActionError> {
+    ) -> Result<crate::RecoveredActions, crate::ActionError> {
         if resume {
             self.refresh_budget().await?;
         }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hane_model::{
-    Api, Content, Message, ModelAdapter, ModelError, Recorded, Recorder, Role, StopReason,
+    Api, Content, Message, ModelAdapter, ModelError, Recorder, ReplayAdapter, Role, StopReason,
 };
 
 use super::{adapter, tool_request};
@@ -43,7 +43,7 @@ async fn a_recorded_conversation_replays_offline_and_a_changed_one_fails_where_i
     // Offline: the same requests get the same answers, usage included, even
     // with what varies between runs changed (here a tool result's content
     // and the system text).
-    let replay = Arc::new(Recorded::open(&path).unwrap());
+    let replay = Arc::new(ReplayAdapter::open(&path).unwrap());
     assert_eq!(replay.recording().turns.len(), 2);
     let first_request = tool_request(Api::AnthropicMessages);
     assert_eq!(replay.send(&first_request, None).await.unwrap(), first);

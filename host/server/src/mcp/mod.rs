@@ -65,7 +65,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
-use crate::keys::{Role, hash_key};
+use crate::keys::{KeyRole, hash_key};
 
 /// The path of the run-scoped MCP endpoint.
 pub const MCP_PATH: &str = "/mcp";
@@ -563,7 +563,7 @@ async fn key_caller(runtime: &AgentRuntime, headers: &HeaderMap) -> Result<KeyCa
         .ok_or_else(|| {
             Refusal::unauthorized("the API key is not known: it may have been removed")
         })?;
-    if key.role.parse::<Role>() != Ok(Role::Operator) {
+    if key.role.parse::<KeyRole>() != Ok(KeyRole::Operator) {
         return Err(Refusal::jsonrpc(
             StatusCode::FORBIDDEN,
             Value::Null,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use hane_coordinator::{AgentRuntime, ReleaseBody, ReleasedOperation, model_tool_name};
-use hane_sandbox::{LoadError, Operation};
+use hane_sandbox::{LoadError, LoadedOperation};
 use hane_store::StoreError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
@@ -42,7 +42,7 @@ struct Inner {
 struct ReleaseOperations {
     number: u64,
     operations: BTreeMap<String, ReleasedOperation>,
-    loaded: tokio::sync::Mutex<BTreeMap<String, Operation>>,
+    loaded: tokio::sync::Mutex<BTreeMap<String, LoadedOperation>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -167,7 +167,7 @@ impl ReleaseTools {
         release: &ReleaseOperations,
         name: &str,
         released: &ReleasedOperation,
-    ) -> Result<Operation, OperationLoadError> {
+    ) -> Result<LoadedOperation, OperationLoadError> {
         let mut loaded = release.loaded.lock().await;
         if let Some(operation) = loaded.get(name) {
             return Ok(operation.clone());

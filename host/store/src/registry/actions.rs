@@ -69,7 +69,7 @@ pub struct OverrideRow {
 
 /// One day's usage of a budget scope.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
+pub struct BudgetUsage {
     /// Runs started.
     pub runs: u64,
     /// External actions executed.
@@ -280,7 +280,7 @@ impl RegistryTx<'_> {
     /// # Errors
     ///
     /// The database failed.
-    pub fn usage(&self, day: &str, scope: &str) -> Result<Usage, StoreError> {
+    pub fn usage(&self, day: &str, scope: &str) -> Result<BudgetUsage, StoreError> {
         usage(*self.tx.borrow_mut(), day, scope)
     }
 
@@ -295,7 +295,7 @@ impl RegistryTx<'_> {
         day: &str,
         scope: &str,
         delta: UsageDelta,
-    ) -> Result<Usage, StoreError> {
+    ) -> Result<BudgetUsage, StoreError> {
         let mut db = self.tx.borrow_mut();
         let at_least_0 = |n: i64| n.max(0);
         db.execute(
@@ -359,13 +359,13 @@ impl RegistryTx<'_> {
     }
 }
 
-fn usage(db: &mut dyn Sql, day: &str, scope: &str) -> Result<Usage, StoreError> {
+fn usage(db: &mut dyn Sql, day: &str, scope: &str) -> Result<BudgetUsage, StoreError> {
     db.row(
         "SELECT runs, actions, tokens_used, tokens_reserved FROM budget_usage
          WHERE day = ?1 AND scope = ?2",
         args![day, scope],
         |row| {
-            Ok(Usage {
+            Ok(BudgetUsage {
                 runs: row.int(0)? as u64,
                 actions: row.int(1)? as u64,
                 tokens_used: row.int(2)? as u64,
@@ -525,7 +525,7 @@ impl UsageTable<'_> {
         &self,
         day: &str,
         scope: &str,
-    ) -> Result<(Usage, Vec<AlertRow>), StoreError> {
+    ) -> Result<(BudgetUsage, Vec<AlertRow>), StoreError> {
         let (day, scope) = (day.to_owned(), scope.to_owned());
         self.registry
             .on("reading budget usage", move |db| {

@@ -97,10 +97,7 @@ async fn operations_move_through_their_states(place: Store) {
         .append(&session, vec![completed(&write)])
         .await
         .unwrap_err();
-    assert!(
-        is_invalid(&err, Succeeded, "operationCompleted"),
-        "{err:?}"
-    );
+    assert!(is_invalid(&err, Succeeded, "operationCompleted"), "{err:?}");
 
     let expected = [
         (&write, Succeeded, 1),

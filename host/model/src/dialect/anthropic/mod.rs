@@ -32,7 +32,7 @@ use crate::{ModelResponse, StopReason, Usage};
 
 pub use request::{parse_request, request_body};
 pub use response::{error_body, parse_response, response_body};
-pub use stream::{ContentBlocks, Stream, StreamWriter, stream_events};
+pub use stream::{AnthropicStream, AnthropicWriter, ContentBlocks, stream_events};
 
 /// The API version sent in `anthropic-version`.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

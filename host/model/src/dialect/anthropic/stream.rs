@@ -1,7 +1,7 @@
 //! The Messages event stream both ways: a provider's named events
-//! assembled into the normalized response ([`Stream`]), and the
+//! assembled into the normalized response ([`AnthropicStream`]), and the
 //! normalized response written as those events while it streams in
-//! ([`StreamWriter`]).
+//! ([`AnthropicWriter`]).
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::dialect::{Failure, SseOut};
 use crate::{EventSink, ModelError, ModelResponse, Usage};
 
 /// A streamed answer being assembled.
-pub struct Stream<'a> {
+pub struct AnthropicStream<'a> {
     blocks: Blocks<'a>,
     usage: Usage,
     model: String,
@@ -22,7 +22,7 @@ pub struct Stream<'a> {
     stopped: bool,
 }
 
-impl<'a> Stream<'a> {
+impl<'a> AnthropicStream<'a> {
     /// The start of a stream whose pieces go to `sink`.
     pub fn new(sink: Option<EventSink<'a>>) -> Self {
         Self {
@@ -118,10 +118,10 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// The events Anthropic streams for `response`: what a [`StreamWriter`]
+/// The events Anthropic streams for `response`: what a [`AnthropicWriter`]
 /// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    StreamWriter::new(id, &response.model, response.usage.input_tokens).whole(response)
+    AnthropicWriter::new(id, &response.model, response.usage.input_tokens).whole(response)
 }
 
 /// Writes the Messages event stream of a response while it streams in,
@@ -143,9 +143,9 @@ pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
 /// a block closed already (an upstream that interleaves blocks), or final
 /// text that does not extend what was streamed (this format has no
 /// closing object to correct it in).
-pub type StreamWriter = Writer<ContentBlocks>;
+pub type AnthropicWriter = Writer<ContentBlocks>;
 
-/// The Messages part of a [`StreamWriter`]: content blocks one at a time.
+/// The Messages part of a [`AnthropicWriter`]: content blocks one at a time.
 #[derive(Debug)]
 pub struct ContentBlocks {
     /// The gateway's estimate of the input, shown in `message_start`.

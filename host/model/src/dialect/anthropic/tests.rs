@@ -164,7 +164,7 @@ fn the_stream_assembles_the_response() {
             events.last().unwrap().event.as_deref(),
             Some("message_stop")
         );
-        let mut stream = Stream::new(None);
+        let mut stream = AnthropicStream::new(None);
         let mut done = false;
         for event in parse_sse(&encode(&events)) {
             assert!(!done, "an event after message_stop");
@@ -175,13 +175,13 @@ fn the_stream_assembles_the_response() {
     }
 }
 
-impl Subject for StreamWriter {
+impl Subject for AnthropicWriter {
     const API: Api = Api::AnthropicMessages;
     const DELTAS: &'static [&'static str] = &["/delta/text", "/delta/partial_json"];
     const MODEL: &'static str = "/message/model";
 
     fn writer(id: &str, model: &str, input_tokens: u64) -> Self {
-        StreamWriter::new(id, model, input_tokens)
+        AnthropicWriter::new(id, model, input_tokens)
     }
 
     fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
@@ -235,7 +235,7 @@ fn check(out: &[SseOut]) {
 #[test]
 fn the_start_shows_the_estimate_and_the_end_the_usage() {
     let response = rich_response(StopReason::EndTurn);
-    let mut writer = StreamWriter::new("msg_1", "asked-for", 999);
+    let mut writer = AnthropicWriter::new("msg_1", "asked-for", 999);
     let start = writer.start();
     let message: Value = serde_json::from_str(&start[0].data).unwrap();
     assert_eq!(message["message"]["id"], "msg_1");
@@ -253,7 +253,7 @@ fn the_start_shows_the_estimate_and_the_end_the_usage() {
 
 #[test]
 fn a_failure_after_the_start_is_an_error_event() {
-    let mut writer = StreamWriter::new("id", "m", 10);
+    let mut writer = AnthropicWriter::new("id", "m", 10);
     writer.start();
     let failed = writer.fail(&rate_limited());
     assert_eq!(failed.len(), 1);

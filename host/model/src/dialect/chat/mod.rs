@@ -34,7 +34,7 @@ use crate::{ModelResponse, StopReason, Usage};
 
 pub use request::{parse_request, request_body};
 pub use response::{error_body, parse_response, response_body};
-pub use stream::{Chunks, Stream, StreamWriter, stream_events};
+pub use stream::{ChatStream, ChatWriter, Chunks, stream_events};
 
 /// The stop reason a `finish_reason` says, tool use whenever the answer
 /// has tool calls.

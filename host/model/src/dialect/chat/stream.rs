@@ -1,7 +1,7 @@
 //! The Chat Completions event stream both ways: a provider's
 //! `chat.completion.chunk` events assembled into the normalized response
-//! ([`Stream`]), and the normalized response written as those events
-//! while it streams in ([`StreamWriter`]).
+//! ([`ChatStream`]), and the normalized response written as those events
+//! while it streams in ([`ChatWriter`]).
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::dialect::{Failure, SseOut};
 use crate::{EventSink, ModelError, ModelResponse, Usage};
 
 /// A streamed answer being assembled.
-pub struct Stream<'a> {
+pub struct ChatStream<'a> {
     blocks: Blocks<'a>,
     finish_reason: Option<String>,
     usage: Usage,
@@ -22,7 +22,7 @@ pub struct Stream<'a> {
     done: bool,
 }
 
-impl<'a> Stream<'a> {
+impl<'a> ChatStream<'a> {
     /// The start of a stream whose pieces go to `sink`.
     pub fn new(sink: Option<EventSink<'a>>) -> Self {
         Self {
@@ -111,10 +111,10 @@ impl<'a> Stream<'a> {
 }
 
 /// The `chat.completion.chunk` events for `response`, as OpenAI streams
-/// them with `stream_options.include_usage`: what a [`StreamWriter`]
+/// them with `stream_options.include_usage`: what a [`ChatWriter`]
 /// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    let mut writer = StreamWriter::new(id, &response.model, response.usage.input_tokens);
+    let mut writer = ChatWriter::new(id, &response.model, response.usage.input_tokens);
     writer.include_usage(true);
     writer.whole(response)
 }
@@ -138,9 +138,9 @@ pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
 /// Nothing here closes a block, so a piece of any block can be sent when
 /// it comes; final text that does not extend what was streamed cannot be
 /// corrected (the format has no closing object) and is left out.
-pub type StreamWriter = Writer<Chunks>;
+pub type ChatWriter = Writer<Chunks>;
 
-/// The Chat Completions part of a [`StreamWriter`]: chunks of one choice.
+/// The Chat Completions part of a [`ChatWriter`]: chunks of one choice.
 #[derive(Debug)]
 pub struct Chunks {
     include_usage: bool,

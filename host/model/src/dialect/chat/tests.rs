@@ -179,7 +179,7 @@ fn the_stream_assembles_the_response() {
         let events = stream_events(&response, "id");
         assert!(events.iter().all(|e| e.event.is_none()));
         assert_eq!(events.last().unwrap().data, "[DONE]");
-        let mut stream = Stream::new(None);
+        let mut stream = ChatStream::new(None);
         let mut done = false;
         for event in parse_sse(&encode(&events)) {
             assert!(!done, "an event after [DONE]");
@@ -213,13 +213,13 @@ fn the_stream_assembles_the_response() {
     );
 }
 
-impl Subject for StreamWriter {
+impl Subject for ChatWriter {
     const API: Api = Api::ChatCompletions;
     const DELTAS: &'static [&'static str] = &DELTAS;
     const MODEL: &'static str = "/model";
 
     fn writer(id: &str, model: &str, input_tokens: u64) -> Self {
-        let mut writer = StreamWriter::new(id, model, input_tokens);
+        let mut writer = ChatWriter::new(id, model, input_tokens);
         writer.include_usage(true);
         writer
     }
@@ -283,7 +283,7 @@ fn stream_options_say_whether_the_usage_ends_the_stream() {
     );
     // Without it, no chunk without choices.
     let response = rich_response(StopReason::ToolUse);
-    let mut writer = StreamWriter::new("id", "model-x", 0);
+    let mut writer = ChatWriter::new("id", "model-x", 0);
     let out = writer.finish(&response);
     check(&out);
     let before_done: Value = serde_json::from_str(&out[out.len() - 2].data).unwrap();
@@ -313,7 +313,7 @@ fn the_rest_of_a_text_is_sent_after_a_call_began() {
             name: name.clone(),
         },
     ];
-    let mut writer = <StreamWriter as Subject>::writer("id", "model-x", 0);
+    let mut writer = <ChatWriter as Subject>::writer("id", "model-x", 0);
     let out = written(&mut writer, &events, &response);
     check(&out);
     assert_eq!(read_back(Api::ChatCompletions, &out).unwrap(), response);
@@ -321,7 +321,7 @@ fn the_rest_of_a_text_is_sent_after_a_call_began() {
 
 #[test]
 fn a_failure_after_the_start_is_an_error_chunk() {
-    let mut writer = StreamWriter::new("id", "m", 10);
+    let mut writer = ChatWriter::new("id", "m", 10);
     writer.start();
     let failed = writer.fail(&rate_limited());
     assert_eq!(failed.len(), 2);

@@ -43,7 +43,7 @@ use crate::{ModelError, ModelResponse, StopReason, Usage};
 
 pub use request::{parse_request, request_body};
 pub use response::{error_body, parse_response, response_body};
-pub use stream::{Items, Stream, StreamWriter, stream_events};
+pub use stream::{Items, ResponsesStream, ResponsesWriter, stream_events};
 
 /// The usage a `response` object's `usage` reports.
 fn usage(usage: &Value) -> Usage {

@@ -1,7 +1,7 @@
 //! The Responses event stream both ways: a provider's named events
-//! assembled into the normalized response ([`Stream`]), and the
+//! assembled into the normalized response ([`ResponsesStream`]), and the
 //! normalized response written as those events while it streams in
-//! ([`StreamWriter`]), each event named, numbered in sequence, and closed
+//! ([`ResponsesWriter`]), each event named, numbered in sequence, and closed
 //! by the final response.
 
 use serde_json::{Value, json};
@@ -14,13 +14,13 @@ use crate::dialect::{Failure, SseOut};
 use crate::{EventSink, ModelError, ModelResponse};
 
 /// A streamed answer being assembled.
-pub struct Stream<'a> {
+pub struct ResponsesStream<'a> {
     blocks: Blocks<'a>,
     completed: Option<Value>,
     refused: bool,
 }
 
-impl<'a> Stream<'a> {
+impl<'a> ResponsesStream<'a> {
     /// The start of a stream whose pieces go to `sink`.
     pub fn new(sink: Option<EventSink<'a>>) -> Self {
         Self {
@@ -116,10 +116,10 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// The events OpenAI streams for `response`: what a [`StreamWriter`]
+/// The events OpenAI streams for `response`: what a [`ResponsesWriter`]
 /// writes when each block streams in pieces.
 pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
-    StreamWriter::new(id, &response.model, response.usage.input_tokens).whole(response)
+    ResponsesWriter::new(id, &response.model, response.usage.input_tokens).whole(response)
 }
 
 /// Writes the Responses event stream of a response while it streams in,
@@ -148,9 +148,9 @@ pub fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
 /// carry the final response's text and arguments, and leave out blocks
 /// it does not have. A piece for a part or item done already (an upstream
 /// that interleaves blocks) is not sent; `response.completed` has it.
-pub type StreamWriter = Writer<Items>;
+pub type ResponsesWriter = Writer<Items>;
 
-/// The Responses part of a [`StreamWriter`]: the output items and their
+/// The Responses part of a [`ResponsesWriter`]: the output items and their
 /// parts, and the events' sequence.
 #[derive(Debug)]
 pub struct Items {

@@ -183,7 +183,7 @@ fn the_stream_assembles_the_response() {
         }
         assert_eq!(events[0].event.as_deref(), Some("response.created"));
         assert_eq!(events[1].event.as_deref(), Some("response.in_progress"));
-        let mut stream = Stream::new(None);
+        let mut stream = ResponsesStream::new(None);
         let mut done = false;
         for event in parse_sse(&encode(&events)) {
             assert!(!done, "an event after the end");
@@ -200,13 +200,13 @@ fn the_stream_assembles_the_response() {
     }
 }
 
-impl Subject for StreamWriter {
+impl Subject for ResponsesWriter {
     const API: Api = Api::Responses;
     const DELTAS: &'static [&'static str] = &["/delta"];
     const MODEL: &'static str = "/response/model";
 
     fn writer(id: &str, model: &str, input_tokens: u64) -> Self {
-        StreamWriter::new(id, model, input_tokens)
+        ResponsesWriter::new(id, model, input_tokens)
     }
 
     fn stream_events(response: &ModelResponse, id: &str) -> Vec<SseOut> {
@@ -318,7 +318,7 @@ fn the_final_response_wins_in_what_closes_the_stream() {
         ],
     ];
     for (n, events) in lined_up.into_iter().enumerate() {
-        let mut writer = StreamWriter::new("id", "model-x", 0);
+        let mut writer = ResponsesWriter::new("id", "model-x", 0);
         let out = written(&mut writer, &events, &response);
         let done = check(&out);
         assert_eq!(done["output"], final_output);
@@ -335,7 +335,7 @@ fn the_final_response_wins_in_what_closes_the_stream() {
         read_back(Api::Responses, &out).unwrap();
     }
     for events in contradicting() {
-        let mut writer = StreamWriter::new("id", "model-x", 0);
+        let mut writer = ResponsesWriter::new("id", "model-x", 0);
         let out = written(&mut writer, &events, &response);
         let done = check(&out);
         // Only blocks the final response has.
@@ -354,7 +354,7 @@ fn a_piece_of_an_item_done_already_is_in_the_completed_response() {
     response.content.push(Content::text(" Then more."));
     let (events, last) = upstream(Api::ChatCompletions, &response);
     assert_eq!(last.content.len(), 2);
-    let mut writer = StreamWriter::new("id", "model-x", 0);
+    let mut writer = ResponsesWriter::new("id", "model-x", 0);
     let out = written(&mut writer, &events, &last);
     let done = check(&out);
     assert_eq!(done, response_body(&last, "id"));
@@ -362,7 +362,7 @@ fn a_piece_of_an_item_done_already_is_in_the_completed_response() {
 
 #[test]
 fn a_failure_after_the_start_is_an_error_and_a_failed_response() {
-    let mut writer = StreamWriter::new("resp_1", "m", 10);
+    let mut writer = ResponsesWriter::new("resp_1", "m", 10);
     let mut out = writer.start();
     out.extend(writer.event(&StreamEvent::TextDelta {
         index: 0,
@@ -400,7 +400,7 @@ fn a_failure_after_the_start_is_an_error_and_a_failed_response() {
     ));
     // Each of the two events alone reads as the error.
     for one in &out[out.len() - 2..] {
-        let mut stream = Stream::new(None);
+        let mut stream = ResponsesStream::new(None);
         let event = &parse_sse(&encode(std::slice::from_ref(one)))[0];
         assert!(matches!(
             stream.event(event),

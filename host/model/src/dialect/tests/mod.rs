@@ -155,17 +155,17 @@ fn assemble(
     let parsed = parse_sse(&encode(events));
     match api {
         Api::ChatCompletions => {
-            let mut stream = crate::chat::Stream::new(sink);
+            let mut stream = crate::chat::ChatStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }
         Api::Responses => {
-            let mut stream = crate::responses::Stream::new(sink);
+            let mut stream = crate::responses::ResponsesStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }
         Api::AnthropicMessages => {
-            let mut stream = crate::anthropic::Stream::new(sink);
+            let mut stream = crate::anthropic::AnthropicStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }

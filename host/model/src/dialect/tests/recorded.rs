@@ -78,9 +78,9 @@ fn decode_stream(api: Api, body: &str) -> (ModelResponse, Vec<StreamEvent>) {
         }};
     }
     let response = match api {
-        Api::ChatCompletions => feed!(chat::Stream::new(Some(&sink))),
-        Api::Responses => feed!(responses::Stream::new(Some(&sink))),
-        Api::AnthropicMessages => feed!(anthropic::Stream::new(Some(&sink))),
+        Api::ChatCompletions => feed!(chat::ChatStream::new(Some(&sink))),
+        Api::Responses => feed!(responses::ResponsesStream::new(Some(&sink))),
+        Api::AnthropicMessages => feed!(anthropic::AnthropicStream::new(Some(&sink))),
     };
     assert!(done, "{api:?}: the stream did not end");
     (response, pieces.into_inner().unwrap())

@@ -233,7 +233,7 @@ macro_rules! writer_tests {
 }
 
 writer_tests! {
-    chat: crate::dialect::chat::StreamWriter;
-    responses: crate::dialect::responses::StreamWriter;
-    anthropic: crate::dialect::anthropic::StreamWriter;
+    chat: crate::dialect::chat::ChatWriter;
+    responses: crate::dialect::responses::ResponsesWriter;
+    anthropic: crate::dialect::anthropic::AnthropicWriter;
 }
