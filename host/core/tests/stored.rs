@@ -193,7 +193,7 @@ fn exports_show_json_documents_not_escaped_strings() {
     let event = &every_event()[0];
     let json = serde_json::to_value(event).unwrap();
     assert_eq!(
-        json["input_accepted"]["input"]["kind"]["external"]["payload"]["vehicle"],
+        json["inputAccepted"]["input"]["kind"]["external"]["payload"]["vehicle"],
         "KX-101"
     );
 }
