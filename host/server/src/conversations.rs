@@ -264,66 +264,15 @@ pub(crate) struct ConversationAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Vec<String>")]
     notes: Option<Vec<String>>,
-    entries: Vec<EntryAnswer>,
-}
-
-/// One entry of a conversation.
-#[derive(Serialize, JsonSchema)]
-#[serde(
-    tag = "kind",
-    rename_all = "lowercase",
-    rename_all_fields = "camelCase"
-)]
-#[schemars(rename = "ConversationEntry", deny_unknown_fields)]
-pub(crate) enum EntryAnswer {
-    /// A person's message, and the run it started as that run is now
-    Message {
-        seq: u64,
-        text: String,
-        at_ms: u64,
-        run: Box<AgentRun>,
-    },
-    /// A saved memory the conversation goes on from, and how many
-    /// messages it holds
-    Memory {
-        seq: u64,
-        at_ms: u64,
-        messages: usize,
-    },
+    entries: Vec<EntryView>,
 }
 
 impl ConversationAnswer {
     fn new(view: ConversationView, notes: Option<Vec<String>>) -> Self {
-        let entries = view
-            .entries
-            .into_iter()
-            .map(|entry| match entry {
-                EntryView::Message {
-                    seq,
-                    text,
-                    at_ms,
-                    run,
-                } => EntryAnswer::Message {
-                    seq,
-                    text,
-                    at_ms,
-                    run,
-                },
-                EntryView::Memory {
-                    seq,
-                    at_ms,
-                    messages,
-                } => EntryAnswer::Memory {
-                    seq,
-                    at_ms,
-                    messages,
-                },
-            })
-            .collect();
         ConversationAnswer {
             summary: ConversationSummary::new(view.conversation, view.updated_at_ms),
             notes,
-            entries,
+            entries: view.entries,
         }
     }
 }

@@ -112,8 +112,14 @@ pub struct ConversationView {
     pub entries: Vec<EntryView>,
 }
 
-/// One entry of a conversation, as reported.
-#[derive(Debug, Clone, PartialEq)]
+/// One entry of a conversation, as reported (and answered over HTTP).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+#[schemars(rename = "ConversationEntry", deny_unknown_fields)]
 pub enum EntryView {
     /// A person's message and its run.
     Message {
