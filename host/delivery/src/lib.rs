@@ -503,11 +503,7 @@ impl Deadline {
 
     /// "30 s" or "250 ms", for details.
     fn describe(&self) -> String {
-        if self.timeout.subsec_millis() == 0 && !self.timeout.is_zero() {
-            format!("{} s", self.timeout.as_secs())
-        } else {
-            format!("{} ms", self.timeout.as_millis())
-        }
+        hane_http::seconds_or_millis(self.timeout)
     }
 }
 

@@ -246,12 +246,7 @@ impl HttpAdapter {
             .iter()
             .find_map(|h| reply.headers.get(*h)?.to_str().ok())
             .map(str::to_owned);
-        let is_stream = reply
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut response = if is_stream {
+        let mut response = if reply.is_event_stream() {
             self.read_stream(&mut reply, events).await
         } else {
             let bytes = reply.body(MAX_RESPONSE_BYTES, false).await?;
