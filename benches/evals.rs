@@ -7,7 +7,7 @@
 //!   once;
 //! - `one-by-one-50/…`: the same 50 shadow runs started one after another
 //!   with `run_to_end`, each result compared with
-//!   `hane_core::compare_result` — the same work as a plain loop would do
+//!   `hane_core::evaluation::compare_result` — the same work as a plain loop would do
 //!   it, without storing an evaluation.
 //!
 //! Each row runs on a store that syncs every commit (`full`, the default)
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use hane_coordinator::{AgentRuntime, RuntimeConfig, StartRun};
-use hane_core::compare_result;
+use hane_core::evaluation::compare_result;
 use hane_manager::Components;
 use hane_store::Synchronous;
 use serde_json::{Value, json};

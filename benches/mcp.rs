@@ -302,7 +302,7 @@ impl<'a> Runs<'a> {
         let failed: Vec<_> = run
             .tool_calls
             .iter()
-            .filter(|c| c.status != hane_core::ToolCallEnd::Succeeded)
+            .filter(|c| c.status != hane_core::run::ToolCallEnd::Succeeded)
             .collect();
         assert!(failed.is_empty(), "calls of {id} failed: {failed:#?}");
         self.rt.block_on(self.runtime.cancel(id)).unwrap();

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use hane_coordinator::reception::ReceptionRequest;
 use hane_coordinator::{AgentRuntime, ModelConfig, RuntimeConfig};
-use hane_core::{ReceptionStatus, Secret};
+use hane_core::{ReceptionStatus, credential::Secret};
 use hane_sandbox::SandboxConfig;
 use hane_test_support::LlamaServer;
 use serde::Deserialize;

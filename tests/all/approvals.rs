@@ -353,7 +353,7 @@ async fn a_recipient_that_is_not_one_plain_address_is_refused_at_proposal_and_no
     // approve it itself, and the day's budget would count it before SMTP
     // refused it.
     let hidden = "boss\u{1b}[4D\u{1b}[K@fleet.example";
-    assert!(hane_core::glob_matches("*@fleet.example", hidden));
+    assert!(hane_manifest::glob_matches("*@fleet.example", hidden));
     for (to, problem) in [
         (hidden, r"it holds the control character \u{1b}"),
         (

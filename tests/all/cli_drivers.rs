@@ -646,7 +646,7 @@ async fn a_live_run_on_the_local_model_ends_in_a_valid_state_with_its_tokens_cou
     )
     .unwrap();
     let mut model = hane_coordinator::ModelConfig::new();
-    model.credential("llama", hane_core::Secret::new(llama.api_key()));
+    model.credential("llama", hane_core::credential::Secret::new(llama.api_key()));
     let mut cli = CliConfig::new();
     cli.clis(clis()).container(bwrap());
     let server = cli.server().clone();

@@ -139,12 +139,12 @@ fn after_first() -> Vec<Message> {
             tool_calls: vec![
                 ToolCallNote {
                     tool: "data.find_record".to_owned(),
-                    status: hane_core::ToolCallEnd::Succeeded,
+                    status: hane_core::run::ToolCallEnd::Succeeded,
                     detail: String::new(),
                 },
                 ToolCallNote {
                     tool: "submit_result".to_owned(),
-                    status: hane_core::ToolCallEnd::Succeeded,
+                    status: hane_core::run::ToolCallEnd::Succeeded,
                     detail: String::new(),
                 },
             ],
@@ -481,7 +481,7 @@ async fn a_memory_holds_no_secret_and_grants_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let credential = "planted-credential-value-0042";
     let mut model = ModelConfig::new();
-    model.credential("fleet-key", hane_core::Secret::new(credential));
+    model.credential("fleet-key", hane_core::credential::Secret::new(credential));
     let runtime = chat_runtime_with(dir.path(), model).await;
     let services = hane_coordinator::Services::new(runtime.clone());
     let (view, _) = services

@@ -8,7 +8,10 @@ use std::path::Path;
 
 use hane_coordinator::evaluation::EvalError;
 use hane_coordinator::{ActivationError, AgentRuntime};
-use hane_core::{ActionState, CaseChange, CaseOutcome, Evaluation};
+use hane_core::{
+    ActionState, Evaluation,
+    evaluation::{CaseChange, CaseOutcome},
+};
 use hane_delivery::{DeliveryConfig, SmtpConfig, SmtpTls};
 use hane_test_support::{SmtpServer, examples_copy, replace_in};
 use serde_json::json;
@@ -137,7 +140,7 @@ async fn shadow_cases_send_nothing_and_hand_over_nothing() {
     }
 }
 
-fn case_change(comparison: &hane_core::EvaluationComparison, name: &str) -> CaseChange {
+fn case_change(comparison: &hane_core::evaluation::EvaluationComparison, name: &str) -> CaseChange {
     comparison
         .cases
         .iter()

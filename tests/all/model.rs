@@ -10,7 +10,7 @@ use hane_coordinator::{
     AgentRuntime, GatewayError, ModelConfig, RunError, StartRun, Stop, model_tool_name,
     task_message,
 };
-use hane_core::{RunId, RunStatus, Secret};
+use hane_core::{RunId, RunStatus, credential::Secret};
 use hane_model::{Content, Message, ModelRequest, ModelResponse, Role, StopReason, Usage};
 use hane_test_support::LlamaServer;
 use serde_json::{Value, json};

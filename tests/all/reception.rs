@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use hane_coordinator::reception::{ReceptionError, ReceptionRequest};
 use hane_coordinator::{AgentRuntime, ModelConfig};
-use hane_core::{ReceptionStatus, RunStatus, Secret};
+use hane_core::{ReceptionStatus, RunStatus, credential::Secret};
 use hane_model::{Content, ModelResponse, StopReason, Usage};
 use hane_test_support::LlamaServer;
 use serde_json::{Value, json};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use hane_coordinator::AgentRuntime;
 use hane_coordinator::schedule::Scheduler;
-use hane_core::{AgentRun, RunStatus, TickOutcome};
+use hane_core::{AgentRun, RunStatus, schedule::TickOutcome};
 use hane_store::{RunQuery, TickEnd, TickRow};
 use serde_json::json;
 
@@ -368,7 +368,11 @@ async fn a_workflow_schedule_starts_a_case_per_tick() {
         assert_eq!(row.run, None);
         let id = row.workflow_case.as_deref().unwrap().parse().unwrap();
         let case = services.workflows.advance_case(&id).await.unwrap();
-        assert_eq!(case.status, hane_core::CaseStatus::Succeeded, "{case:#?}");
+        assert_eq!(
+            case.status,
+            hane_core::workflow::CaseStatus::Succeeded,
+            "{case:#?}"
+        );
         assert_eq!(case.workflow, "lease-inquiry");
     }
     assert_eq!(

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use hane_coordinator::{AgentRuntime, AttachedRun, ModelConfig, RunError};
-use hane_core::{RunStatus, Secret};
+use hane_core::{RunStatus, credential::Secret};
 use hane_model::{Content, Message, ModelRequest, ModelResponse, Role, StopReason, Usage};
 use hane_test_support::{LlamaServer, model_client};
 use serde_json::{Value, json};

@@ -12,7 +12,8 @@ use std::path::Path;
 use hane_coordinator::workflow::WorkflowError;
 use hane_coordinator::{ActivationError, AgentRuntime, StartRun};
 use hane_core::{
-    AgentRun, CaseStatus, JsonText, RunId, RunStatus, StepStatus, WorkflowCase, now_ms,
+    AgentRun, JsonText, RunId, RunStatus, WorkflowCase, now_ms,
+    workflow::{CaseStatus, StepStatus},
 };
 use hane_store::{CaseRow, RunQuery, RunRow};
 use hane_test_support::{examples_copy, replace_in};
@@ -191,7 +192,7 @@ async fn store(runtime: &AgentRuntime, case: &WorkflowCase) {
                 status: case.status,
                 created_at_ms: case.created_at_ms,
                 updated_at_ms: now_ms(),
-                body: hane_core::seal(case),
+                body: hane_stored::seal(case),
             },
         )
         .await
@@ -270,7 +271,7 @@ async fn a_step_run_left_running_by_a_stopped_process_is_not_started_again() {
         status: RunStatus::Queued,
         created_at_ms: now,
         updated_at_ms: now,
-        body: hane_core::seal(&left),
+        body: hane_stored::seal(&left),
         holder: Some("stopped-host/1/1".to_owned()),
     };
     let registry = runtime.registry();

@@ -6,9 +6,10 @@
 
 use hane_coordinator::{ReleaseBody, StartRun};
 use hane_core::{
-    ActionRequest, AgentRun, Conversation, ConversationEntry, EnvelopeError, Evaluation, Operation,
-    Reception, SessionEvent, Task, Versioned, WorkflowCase, open, seal,
+    ActionRequest, AgentRun, Conversation, Evaluation, Operation, Reception, SessionEvent, Task,
+    WorkflowCase, conversation::ConversationEntry,
 };
+use hane_stored::{EnvelopeError, Versioned, open, seal};
 use serde_json::json;
 
 use crate::engine::{Shape, Target, fuzz};

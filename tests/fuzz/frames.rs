@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use hane_core::{
-    Impact, JsonText, Limits, Operation, OperationId, Policy, SessionId, ToolCallId, WasmCall, seal,
+    Impact, JsonText, Limits, Operation, OperationId, Policy, SessionId, ToolCallId, WasmCall,
 };
 use hane_manager::protocol::{
     ClientMessage, FrameReader, FrameWriter, NONCE_BYTES, PROTOCOL_VERSION, WorkerMessage,
@@ -18,6 +18,7 @@ use hane_manager::{
     WorkerSecret, component_digest,
 };
 use hane_sandbox::{Sandbox, SandboxConfig};
+use hane_stored::seal;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};

@@ -2,7 +2,7 @@
 //! well formed; reading one ends in the manifest or in an error naming the
 //! file, and an accepted schedule's cadence can be asked for its ticks.
 
-use hane_core::{
+use hane_manifest::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, EvalSuiteManifest, ManifestError,
     ModelProviderManifest, OperationManifest, ScheduleManifest, WorkflowManifest,
 };

@@ -110,7 +110,7 @@ pub struct CliImageProfile {
     /// The profile's name, such as `codex-baseline`.
     pub name: &'static str,
     /// The driver whose CLI it holds.
-    pub driver: hane_core::Driver,
+    pub driver: hane_manifest::Driver,
     /// The CLI's npm package.
     pub package: &'static str,
     /// Its version.
@@ -126,7 +126,7 @@ pub struct CliImageProfile {
 pub const BASELINE_PROFILES: [CliImageProfile; 3] = [
     CliImageProfile {
         name: "codex-baseline",
-        driver: hane_core::Driver::Codex,
+        driver: hane_manifest::Driver::Codex,
         package: "@openai/codex",
         version: "0.171.0",
         suite: "bookworm",
@@ -134,7 +134,7 @@ pub const BASELINE_PROFILES: [CliImageProfile; 3] = [
     },
     CliImageProfile {
         name: "claude-baseline",
-        driver: hane_core::Driver::Claude,
+        driver: hane_manifest::Driver::Claude,
         package: "@anthropic-ai/claude-code",
         version: "2.1.197",
         suite: "bookworm",
@@ -142,7 +142,7 @@ pub const BASELINE_PROFILES: [CliImageProfile; 3] = [
     },
     CliImageProfile {
         name: "opencode-baseline",
-        driver: hane_core::Driver::Opencode,
+        driver: hane_manifest::Driver::Opencode,
         package: "opencode-ai",
         version: "1.18.33",
         suite: "bookworm",
@@ -157,7 +157,7 @@ impl CliImageProfile {
     }
 
     /// The baseline profile of `driver`, when it is a CLI driver.
-    pub fn baseline(driver: hane_core::Driver) -> Option<&'static CliImageProfile> {
+    pub fn baseline(driver: hane_manifest::Driver) -> Option<&'static CliImageProfile> {
         BASELINE_PROFILES.iter().find(|p| p.driver == driver)
     }
 
@@ -277,8 +277,8 @@ impl CliConfig {
     /// The image `profile` names for a `driver` agent, from the store.
     fn image(
         &self,
-        driver: hane_core::Driver,
-        profile: &hane_core::CliProfile,
+        driver: hane_manifest::Driver,
+        profile: &hane_manifest::CliProfile,
     ) -> Result<hane_container::StoredImage, CliUnavailable> {
         let digest: ImageDigest = profile.image.parse().map_err(CliUnavailable::Image)?;
         let build = match CliImageProfile::baseline(driver) {
@@ -359,7 +359,7 @@ impl CliConfig {
 }
 
 impl ExternalDrivers for CliConfig {
-    fn check(&self, agent: &hane_core::AgentManifest) -> Result<(), CliDriverUnavailable> {
+    fn check(&self, agent: &hane_manifest::AgentManifest) -> Result<(), CliDriverUnavailable> {
         match &agent.spec.cli_profile {
             Some(profile) => self
                 .image(agent.spec.driver, profile)
@@ -395,7 +395,7 @@ impl ExternalDrivers for CliConfig {
             .tools
             .iter()
             .map(String::as_str)
-            .chain([hane_core::SUBMIT_RESULT])
+            .chain([hane_core::tool::SUBMIT_RESULT])
             .map(model_tool_name)
             .collect();
         Arc::new(CliTranscript::new(cli, tools, recording))
@@ -408,7 +408,7 @@ impl ExternalDrivers for CliConfig {
 pub enum CliUnavailable {
     /// The agent's driver is not a CLI.
     #[error("driver `{0}` is not a coding CLI")]
-    NotACli(hane_core::Driver),
+    NotACli(hane_manifest::Driver),
     /// The `cliProfile`'s image is not a digest.
     #[error(transparent)]
     Image(ImageError),
@@ -472,7 +472,7 @@ pub enum CliUnavailable {
     },
     /// The CLI's `package.json` cannot be read.
     #[error(transparent)]
-    Manifest(hane_core::ReadError),
+    Manifest(hane_core::file::ReadError),
     /// The CLI's `package.json` does not say its version.
     #[error("{} {problem}", manifest.display())]
     BadManifest {
@@ -510,7 +510,7 @@ fn installed(modules: &Path, cli: Cli, place: &str) -> Result<String, CliUnavail
 /// The installed version of `cli`'s npm package.
 fn installed_version(clis: &Path, cli: Cli) -> Result<String, CliUnavailable> {
     let manifest = clis.join(cli.package()).join("package.json");
-    let text = hane_core::read_capped_text(&manifest, hane_core::FileCap::MANIFEST)
+    let text = hane_core::file::read_capped_text(&manifest, hane_core::file::FileCap::MANIFEST)
         .map_err(CliUnavailable::Manifest)?;
     let bad = |problem: String| CliUnavailable::BadManifest {
         manifest: manifest.clone(),
@@ -533,12 +533,12 @@ enum Cli {
 
 impl Cli {
     /// The CLI of `driver`, when it is a CLI driver.
-    fn of(driver: hane_core::Driver) -> Option<Cli> {
+    fn of(driver: hane_manifest::Driver) -> Option<Cli> {
         match driver {
-            hane_core::Driver::Codex => Some(Cli::Codex),
-            hane_core::Driver::Claude => Some(Cli::Claude),
-            hane_core::Driver::Opencode => Some(Cli::Opencode),
-            hane_core::Driver::Scripted | hane_core::Driver::Llm => None,
+            hane_manifest::Driver::Codex => Some(Cli::Codex),
+            hane_manifest::Driver::Claude => Some(Cli::Claude),
+            hane_manifest::Driver::Opencode => Some(Cli::Opencode),
+            hane_manifest::Driver::Scripted | hane_manifest::Driver::Llm => None,
         }
     }
 

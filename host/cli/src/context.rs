@@ -74,7 +74,7 @@ fn code(e: &anyhow::Error) -> u8 {
     // A file named on the command line that cannot be read, or not within
     // its cap, is the caller's to fix.
     if e.downcast_ref::<hane_delivery::ConfigError>().is_some()
-        || e.downcast_ref::<hane_core::ReadError>().is_some()
+        || e.downcast_ref::<hane_core::file::ReadError>().is_some()
     {
         return exit::USAGE;
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use hane_core::{FileCap, ReadError, read_capped_text, read_capped_text_from};
+use hane_core::file::{FileCap, ReadError, read_capped_text, read_capped_text_from};
 
 /// The text of `--input`. Stdin is read only for `@-`; a file only when
 /// it is a regular file within the cap, so `@/dev/zero` or `@FIFO` fail

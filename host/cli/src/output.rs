@@ -7,20 +7,20 @@ use crate::terminal::terminal_line;
 use crate::terminal::terminal_text;
 use hane_coordinator::AgentRuntime;
 use hane_core::AgentRun;
-use hane_core::CaseResult;
-use hane_core::Difference;
 use hane_core::Evaluation;
-use hane_core::EvaluationComparison;
 use hane_core::LlmTurn;
 use hane_core::Receipt;
 use hane_core::Reception;
 use hane_core::Task;
+use hane_core::evaluation::CaseResult;
+use hane_core::evaluation::Difference;
+use hane_core::evaluation::EvaluationComparison;
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
 use std::time::UNIX_EPOCH;
 
 use hane_coordinator::Skipped;
-use hane_core::{CaseChange, CaseOutcome};
+use hane_core::evaluation::{CaseChange, CaseOutcome};
 
 /// `line`, at most `max` characters.
 pub(crate) fn cut_line(line: &str, max: usize) -> String {

@@ -6,7 +6,8 @@
 //! and alerts apply only when it has one.
 
 use crate::release::LoadedRelease;
-use hane_core::{BudgetSpec, now_ms};
+use hane_core::now_ms;
+use hane_manifest::BudgetSpec;
 use hane_store::RunRow;
 use hane_store::{AlertRow, BudgetUsage, Registry, RegistryTx, StoreError, UsageDelta};
 use serde::Serialize;

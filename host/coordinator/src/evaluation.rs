@@ -1,6 +1,6 @@
 //! Evaluations: an `EvalSuite`'s cases run as shadow runs of its agent,
 //! each result compared with what the case expects
-//! ([`hane_core::compare_result`]), the evaluation stored; two evaluations
+//! ([`hane_core::evaluation::compare_result`]), the evaluation stored; two evaluations
 //! of a suite compared case by case; and a release activated only when
 //! its suites pass ([`Evaluations::activate_evaluated`]).
 
@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hane_core::{
-    CaseOutcome, CaseResult, ErrorKind, EvalCase, EvalSuiteManifest, Evaluation,
-    EvaluationComparison, EvaluationId, JsonText, RunStatus, compare_result, now_ms,
+    ErrorKind, Evaluation, EvaluationId, JsonText, RunStatus,
+    evaluation::{CaseOutcome, CaseResult, EvaluationComparison, compare_result},
+    now_ms,
 };
+use hane_manifest::{EvalCase, EvalSuiteManifest};
 use hane_store::{EvaluationRow, Registry, ReleaseInfo, StoreError};
 use serde_json::Value;
 
@@ -224,7 +226,7 @@ impl Evaluations {
                 suite: evaluation.suite.clone(),
                 release: evaluation.release,
                 created_at_ms,
-                body: hane_core::seal(&evaluation),
+                body: hane_stored::seal(&evaluation),
             })
             .await?;
         Ok(evaluation)
@@ -320,7 +322,7 @@ impl Evaluations {
             "evaluation",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body),
+            |row| hane_stored::open(&row.body),
         ))
     }
 
@@ -424,6 +426,6 @@ fn failed_case(case: &EvalCase, error: String) -> CaseResult {
 }
 
 fn open_evaluation(row: &EvaluationRow) -> Result<Evaluation, EvalError> {
-    hane_core::open(&row.body)
+    hane_stored::open(&row.body)
         .map_err(|e| EvalError::Corrupt(format!("evaluation `{}`: {e}", row.id)))
 }

@@ -78,7 +78,7 @@ pub struct BadLease {
 /// Not a number of seconds, or shorter than [`MIN_LEASE`].
 pub fn parse_lease(text: &str) -> Result<Duration, BadLease> {
     let bad = || BadLease {
-        text: hane_core::IdError::shown(text),
+        text: hane_core::ids::IdError::shown(text),
     };
     let seconds: f64 = text.trim().parse().map_err(|_| bad())?;
     let ttl = Duration::try_from_secs_f64(seconds).map_err(|_| bad())?;

@@ -28,7 +28,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use hane_core::{Cadence, Missed, ScheduleManifest, ScheduleTarget, TickOutcome, now_ms};
+use hane_core::{now_ms, schedule::TickOutcome};
+use hane_manifest::{Cadence, Missed, ScheduleManifest, ScheduleTarget};
 use hane_store::TickEnd;
 use tracing::{info, warn};
 

@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hane_core::{
-    CaseStatus, CaseStep, CaseTask, ErrorKind, JsonText, RunId, RunStatus, Scope, StepKind,
-    StepStatus, WorkflowCase, WorkflowCaseId, now_ms,
+    ErrorKind, JsonText, RunId, RunStatus, WorkflowCase, WorkflowCaseId, now_ms,
+    workflow::{CaseStatus, CaseStep, CaseTask, StepKind, StepStatus},
 };
+use hane_manifest::Scope;
 use hane_sandbox::describe_violations;
 use hane_store::{CaseRow, Registry, StoreError};
 use serde_json::{Value, json};
@@ -406,7 +407,7 @@ impl Workflows {
                         // its end is waited for in the store.
                         Some(row)
                             if !row.status.is_final()
-                                && hane_core::open::<hane_core::AgentRun>(&row.body)
+                                && hane_stored::open::<hane_core::AgentRun>(&row.body)
                                     .is_ok_and(|run| run.resumable) =>
                         {
                             self.runs.wait_in_store(&run).await?;
@@ -573,7 +574,7 @@ impl Workflows {
             "workflow case",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body),
+            |row| hane_stored::open(&row.body),
         ))
     }
 
@@ -609,7 +610,7 @@ impl Workflows {
             status: case.status,
             created_at_ms: case.created_at_ms,
             updated_at_ms: case.updated_at_ms,
-            body: hane_core::seal(&*case),
+            body: hane_stored::seal(&*case),
         };
         let registry = &self.registry;
         match from {
@@ -737,6 +738,6 @@ fn workflow_of(
 }
 
 fn open_case(row: &CaseRow) -> Result<WorkflowCase, WorkflowError> {
-    hane_core::open(&row.body)
+    hane_stored::open(&row.body)
         .map_err(|e| WorkflowError::Corrupt(format!("workflow case `{}`: {e}", row.id)))
 }

@@ -18,7 +18,7 @@ pub struct ProposedAction {
     /// The id the sandbox gave it within its call: `prop-1`, `prop-2`, …
     /// in the order proposed.
     pub id: String,
-    /// The outbound tool, one of [`OUTBOUND_TOOLS`](crate::OUTBOUND_TOOLS),
+    /// The outbound tool, one of [`OUTBOUND_TOOLS`](crate::tool::OUTBOUND_TOOLS),
     /// granted to the operation by its policy's `actions`.
     pub tool: String,
     /// Who would receive it: an address, a phone number or a connection

@@ -13,7 +13,7 @@
 //! # Examples
 //!
 //! ```
-//! use hane_core::{check_email_address, check_phone_number};
+//! use hane_core::address::{check_email_address, check_phone_number};
 //!
 //! assert!(check_email_address("depot@fleet.example").is_ok());
 //! let e = check_email_address("boss\u{1b}[4D@fleet.example").unwrap_err();

@@ -72,7 +72,7 @@ impl fmt::Display for Secret {
 /// any other character that is not an ASCII letter or digit turned into `_`.
 ///
 /// ```
-/// use hane_core::credential_env_var;
+/// use hane_core::credential::credential_env_var;
 /// assert_eq!(credential_env_var("crm-api.key"), "HANE_CREDENTIAL_CRM_API_KEY");
 /// ```
 pub fn credential_env_var(name: &str) -> String {

@@ -195,30 +195,6 @@ impl SessionEvent {
     }
 }
 
-/// Version 2 added the `records` and `documents` grants to operations'
-/// policies and their call counts to receipts, version 3 the `actions`
-/// grant, version 4 the guest's error kind to failures, version 5 the
-/// [`SessionEvent::LlmTurn`] event, version 6 the [`SessionEvent::CliOutput`]
-/// event, version 7 the [`SessionEvent::ActionProposed`] and
-/// [`SessionEvent::TaskCreated`] events; older versions read with none
-/// granted and the kind taken from the failure's message. Versions 5 to 7
-/// only appended variants, so a version 4 to 6 payload reads as the
-/// current type.
-impl crate::Versioned for SessionEvent {
-    const KIND: &'static str = "session-event";
-    const VERSION: u16 = 7;
-    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6, 7];
-
-    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        match version {
-            1 => crate::v1::upgrade::<crate::v1::SessionEvent, _>(version, payload),
-            2 => crate::v2::upgrade::<crate::v2::SessionEvent, _>(version, payload),
-            3 => crate::v3::upgrade::<crate::v3::SessionEvent, _>(version, payload),
-            _ => postcard::from_bytes(payload),
-        }
-    }
-}
-
 /// A request to use a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -11,7 +11,7 @@
 //! | what | cap | constant |
 //! |---|---|---|
 //! | inputs (`--input @FILE`, `@-`) | 1 MiB | [`MAX_INPUT_BYTES`] |
-//! | manifests and policies | 1 MiB | [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES) |
+//! | manifests and policies | 1 MiB | [`MAX_MANIFEST_BYTES`](crate::file::MAX_MANIFEST_BYTES) |
 //! | components (`.wasm`) | 128 MiB | [`MAX_COMPONENT_BYTES`] |
 //! | ledger collections | 128 MiB | [`MAX_COLLECTION_BYTES`](crate::ledger::MAX_COLLECTION_BYTES) |
 //! | ledger documents and summaries | 8 MiB | [`MAX_DOCUMENT_BYTES`](crate::ledger::MAX_DOCUMENT_BYTES) |
@@ -22,7 +22,7 @@
 //! # Examples
 //!
 //! ```
-//! use hane_core::{FileCap, read_capped};
+//! use hane_core::file::{FileCap, read_capped};
 //!
 //! let error = read_capped("/dev/zero".as_ref(), FileCap::INPUT).unwrap_err();
 //! assert_eq!(
@@ -36,8 +36,10 @@ use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::MAX_MANIFEST_BYTES;
 use crate::ledger::{MAX_COLLECTION_BYTES, MAX_DOCUMENT_BYTES};
+
+/// The most bytes one manifest file may hold (1 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// The most bytes of an input read from a file or stdin (1 MiB), as much
 /// as the HTTP API takes in a request body.

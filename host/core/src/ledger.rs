@@ -132,17 +132,6 @@ pub struct LedgerError {
     pub problem: LedgerProblem,
 }
 
-impl From<LedgerError> for crate::ManifestError {
-    fn from(e: LedgerError) -> Self {
-        crate::ManifestError {
-            file: e.path.display().to_string(),
-            line: e.line,
-            field: String::new(),
-            message: e.problem.to_string(),
-        }
-    }
-}
-
 struct LineSuffix(Option<usize>);
 
 impl fmt::Display for LineSuffix {

@@ -149,7 +149,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::{ActionState, CaseStatus, OperationState, RunStatus, TaskState};
+    use crate::{ActionState, OperationState, RunStatus, TaskState, workflow::CaseStatus};
 
     /// What every table must be: its states are named apart and read
     /// back, it lists each pair once, and every state is reached from an

@@ -77,21 +77,6 @@ impl Operation {
     }
 }
 
-/// Version 2 added the `records` and `documents` grants to the policy,
-/// version 3 the `actions` grant; older versions read with none.
-impl crate::Versioned for Operation {
-    const KIND: &'static str = "operation";
-    const VERSION: u16 = 3;
-    const READS: &'static [u16] = &[1, 2, 3];
-
-    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        match version {
-            1 => crate::v1::upgrade::<crate::v1::Operation, _>(version, payload),
-            _ => crate::v2::upgrade::<crate::v2::Operation, _>(version, payload),
-        }
-    }
-}
-
 /// Where an operation is. `pending → running → succeeded | failed |
 /// unknown`; a `read` operation found running after a crash goes to
 /// `running` again. Every transition is in [`Lifecycle::TRANSITIONS`].
@@ -209,7 +194,7 @@ pub struct OperationOutput {
     pub logs: Vec<LogLine>,
     /// The outbound actions it proposed through the `actions` capability,
     /// in order; nothing was sent.
-    pub proposals: Vec<crate::ProposedAction>,
+    pub proposals: Vec<crate::action::ProposedAction>,
 }
 
 /// The kind of error a guest returned, from the WIT `error` variant.

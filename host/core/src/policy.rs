@@ -65,7 +65,7 @@ pub enum PolicyError {
 
 /// The tools an `actions` grant may name, for errors.
 fn outbound_tools() -> String {
-    let names: Vec<String> = crate::OUTBOUND_TOOLS
+    let names: Vec<String> = crate::tool::OUTBOUND_TOOLS
         .iter()
         .map(|t| format!("`{t}`"))
         .collect();
@@ -423,7 +423,7 @@ pub struct Policy {
     #[serde(default)]
     pub documents: Vec<String>,
     /// Outbound tools the `actions` capability may propose, from
-    /// [`OUTBOUND_TOOLS`](crate::OUTBOUND_TOOLS), such as
+    /// [`OUTBOUND_TOOLS`](crate::tool::OUTBOUND_TOOLS), such as
     /// `communication.send_email`. Proposing sends nothing; only an
     /// operation whose impact is `outbound` may hold this grant.
     #[serde(default)]
@@ -451,7 +451,7 @@ impl Policy {
             .actions
             .iter()
             .enumerate()
-            .find(|(_, t)| !crate::OUTBOUND_TOOLS.contains(&t.as_str()))
+            .find(|(_, t)| !crate::tool::OUTBOUND_TOOLS.contains(&t.as_str()))
         {
             return Err(PolicyError::ActionTool {
                 index,

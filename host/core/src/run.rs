@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{JsonText, Lifecycle, RunId, SessionId, TaskId, UnknownState};
+use crate::{JsonText, Lifecycle, RunId, SessionId, TaskId, lifecycle::UnknownState};
 use serde::{Deserialize, Serialize};
 
 /// Where a run is. It starts `queued`, then `running`, and ends in one of
@@ -304,16 +304,6 @@ pub struct AgentRun {
     pub resumed: u32,
 }
 
-impl crate::Versioned for AgentRun {
-    const KIND: &'static str = "agent-run";
-    const VERSION: u16 = 2;
-    const READS: &'static [u16] = &[1, 2];
-
-    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        crate::v1::upgrade::<crate::v1::AgentRun, _>(version, payload)
-    }
-}
-
 /// A task for people that a run created, such as a handover.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -335,9 +325,4 @@ pub struct Task {
     pub details: Option<JsonText>,
     /// When it was created.
     pub created_at_ms: u64,
-}
-
-impl crate::Versioned for Task {
-    const KIND: &'static str = "task";
-    const VERSION: u16 = 1;
 }

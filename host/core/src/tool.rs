@@ -6,6 +6,41 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+/// The tool every agent returns its result with; always allowed.
+pub const SUBMIT_RESULT: &str = ControlTool::SubmitResult.name();
+
+/// The tool that hands work over to a person; needs `handover`.
+pub const REQUEST_HUMAN_HELP: &str = ControlTool::RequestHumanHelp.name();
+
+/// The tool a review agent returns its decision on an outbound action
+/// with (approve, reject or escalate to a person); an agent that a
+/// `DeciderPolicy` names as a decider must list it.
+pub const SUBMIT_REVIEW: &str = ControlTool::SubmitReview.name();
+
+/// Tools the runtime serves itself rather than through an operation:
+/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create`,
+/// [`SUBMIT_REVIEW`], `workflow.start` and `workflow.get_case`. Names of
+/// [`ControlTool`]s, the one list.
+pub const CONTROL_TOOLS: [&str; 6] = [
+    SUBMIT_RESULT,
+    REQUEST_HUMAN_HELP,
+    ControlTool::CreateTask.name(),
+    SUBMIT_REVIEW,
+    ControlTool::WorkflowStart.name(),
+    ControlTool::WorkflowGetCase.name(),
+];
+
+/// Tools that act outside hane: each call is an outbound action that a
+/// decider approves first (see the agent's `approval` and `DeciderPolicy`).
+/// The runtime serves them itself, like the [`CONTROL_TOOLS`], rather than
+/// through an operation. Names of the outbound [`ControlTool`]s.
+pub const OUTBOUND_TOOLS: [&str; 4] = [
+    ControlTool::SendEmail.name(),
+    ControlTool::SendSms.name(),
+    ControlTool::PlaceCall.name(),
+    ControlTool::IntegrationExecute.name(),
+];
+
 /// What a driver (and `GET /v1/agents/tools`) is told about a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -288,8 +323,8 @@ mod tests {
     fn every_control_tool_is_in_one_of_the_name_lists() {
         for tool in ControlTool::ALL {
             let listed = (
-                crate::CONTROL_TOOLS.contains(&tool.name()),
-                crate::OUTBOUND_TOOLS.contains(&tool.name()),
+                CONTROL_TOOLS.contains(&tool.name()),
+                OUTBOUND_TOOLS.contains(&tool.name()),
             );
             assert_eq!(
                 listed,
@@ -300,7 +335,7 @@ mod tests {
             assert_eq!(tool.definition().name, tool.name());
         }
         assert_eq!(
-            crate::CONTROL_TOOLS.len() + crate::OUTBOUND_TOOLS.len(),
+            CONTROL_TOOLS.len() + OUTBOUND_TOOLS.len(),
             ControlTool::ALL.len()
         );
     }

@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
 
-pub use hane_core::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var};
-use hane_core::{FileCap, credential_key, read_capped};
+pub use hane_core::credential::{CREDENTIAL_ENV_PREFIX, Secret, credential_env_var};
+use hane_core::{
+    credential::credential_key,
+    file::{FileCap, read_capped},
+};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hane_core::ReadError;
+use hane_core::file::ReadError;
 
 use lettre::Message;
 use lettre::address::AddressError;
@@ -163,8 +163,8 @@ enum TlsSetupError {
 fn tls_parameters(config: &SmtpConfig) -> Result<TlsParameters, TlsSetupError> {
     let mut builder = TlsParameters::builder(config.host.clone());
     if let Some(path) = &config.root_certificate {
-        let pem =
-            hane_core::read_capped(path, CA_FILE_CAP).map_err(TlsSetupError::ReadCertificate)?;
+        let pem = hane_core::file::read_capped(path, CA_FILE_CAP)
+            .map_err(TlsSetupError::ReadCertificate)?;
         let certificate =
             Certificate::from_pem(&pem).map_err(|source| TlsSetupError::Certificate {
                 path: path.clone(),

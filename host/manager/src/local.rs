@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hane_core::{
-    JsonText, Ledger, LogLine, Operation, OperationFailure, OperationId, OperationKind,
-    OperationOutput, Outcome, Policy, WasmCall,
+    JsonText, Ledger, Operation, OperationFailure, OperationId, OperationOutput, Outcome, Policy,
+    WasmCall,
+    operation::{LogLine, OperationKind},
 };
 use hane_sandbox::{CancelToken, Sandbox};
 use tokio::runtime::Handle;

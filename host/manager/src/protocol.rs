@@ -133,7 +133,7 @@ pub enum ClientMessage {
     Run {
         /// The operation's id, readable even when the operation is not.
         id: OperationId,
-        /// The operation, sealed with `hane_core::seal`.
+        /// The operation, sealed with `hane_stored::seal`.
         operation: Bytes,
         /// `sha256:` digest of the ledger it reads (see
         /// [`ClientMessage::Ledger`]); none reads an empty ledger.
@@ -302,7 +302,7 @@ pub enum SecretError {
         /// The file.
         path: String,
         /// What was wrong, naming the file.
-        source: hane_core::ReadError,
+        source: hane_core::file::ReadError,
     },
 }
 
@@ -328,11 +328,12 @@ impl WorkerSecret {
     /// The file cannot be read within [`MAX_SECRET_FILE_BYTES`] or holds
     /// an empty secret.
     pub fn from_file(path: &Path) -> Result<Self, SecretError> {
-        let cap = hane_core::FileCap::new(MAX_SECRET_FILE_BYTES, "worker secret files");
-        let bytes = hane_core::read_capped(path, cap).map_err(|source| SecretError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let cap = hane_core::file::FileCap::new(MAX_SECRET_FILE_BYTES, "worker secret files");
+        let bytes =
+            hane_core::file::read_capped(path, cap).map_err(|source| SecretError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
         Self::new(&bytes)
     }
 

@@ -203,7 +203,7 @@ impl OperationManager for ProxyOperationManager {
         let (ticket, sender) = Ticket::new(operation.id.clone());
         let command = Command::Submit {
             id: operation.id.clone(),
-            sealed: Bytes::from(hane_core::seal(&operation)),
+            sealed: Bytes::from(hane_stored::seal(&operation)),
             ledger: lock(&self.ledgers).current(),
             ticket: sender,
         };

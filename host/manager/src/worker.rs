@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use hane_core::{Ledger, Operation, OperationId, OperationKind, Outcome};
+use hane_core::{Ledger, Operation, OperationId, Outcome, operation::OperationKind};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -549,7 +549,7 @@ impl Client {
     }
 
     fn run(&mut self, id: OperationId, sealed: &[u8], ledger: Option<String>) {
-        let operation = match hane_core::open::<Operation>(sealed) {
+        let operation = match hane_stored::open::<Operation>(sealed) {
             Ok(operation) if operation.id == id => operation,
             Ok(operation) => {
                 let message = format!("the operation sent as {id} has the id {}", operation.id);

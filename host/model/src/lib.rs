@@ -34,7 +34,7 @@ pub use adapter::{
     MAX_RESPONSE_BYTES, WireOptions, adapter,
 };
 pub use assemble::{arguments_text, parse_arguments};
-pub use hane_core::Secret;
+pub use hane_core::credential::Secret;
 pub use hane_model_types::*;
 pub use recording::{
     MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorder, Recording, RecordingError,

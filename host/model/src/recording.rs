@@ -39,7 +39,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use hane_core::{FileCap, read_capped_text};
+use hane_core::file::{FileCap, read_capped_text};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};

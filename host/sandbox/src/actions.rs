@@ -15,7 +15,11 @@
 
 use std::sync::Arc;
 
-use hane_core::{AddressError, ControlTool, JsonText, Policy, ProposedAction, check_recipient};
+use hane_core::{
+    ControlTool, JsonText, Policy,
+    action::ProposedAction,
+    address::{AddressError, check_recipient},
+};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
@@ -139,7 +143,7 @@ enum ProposalError {
 
 /// The content as JSON when the recipient and content are within the caps,
 /// the recipient is one of the kind `tool` sends to
-/// ([`hane_core::check_recipient`], as the host checks every proposal
+/// ([`hane_core::address::check_recipient`], as the host checks every proposal
 /// again), and the content is a JSON object.
 fn check(tool: &str, recipient: &str, content: &str) -> Result<JsonText, ProposalError> {
     if recipient.trim().is_empty() {

@@ -9,13 +9,13 @@ use hane_core::{ByteSize, Duration, Outcome};
 #[non_exhaustive]
 pub enum LoadError {
     /// The component file could not be read: missing, not a regular
-    /// file, or larger than [`MAX_COMPONENT_BYTES`](hane_core::MAX_COMPONENT_BYTES).
+    /// file, or larger than [`MAX_COMPONENT_BYTES`](hane_core::file::MAX_COMPONENT_BYTES).
     #[error("{source}")]
     Read {
         /// The path given.
         path: String,
         /// What was wrong, naming the file.
-        source: hane_core::ReadError,
+        source: hane_core::file::ReadError,
     },
     /// The bytes are not a valid component, or compiling them failed.
     #[error("`{name}` is not a valid WebAssembly component: {message}")]
@@ -56,7 +56,7 @@ pub enum LoadError {
     },
     /// The policy's grants are malformed or collide.
     #[error("invalid policy: {0}")]
-    Policy(#[from] hane_core::PolicyError),
+    Policy(#[from] hane_core::policy::PolicyError),
     /// The component does not export the `operation` world.
     #[error("component does not implement the hane:operation@0.1.0 `operation` world: {0}")]
     NotAnOperation(String),
@@ -135,8 +135,8 @@ pub enum GuestError {
 
 impl GuestError {
     /// The error's kind.
-    pub fn kind(&self) -> hane_core::GuestErrorKind {
-        use hane_core::GuestErrorKind as Kind;
+    pub fn kind(&self) -> hane_core::operation::GuestErrorKind {
+        use hane_core::operation::GuestErrorKind as Kind;
         match self {
             GuestError::InvalidInput(_) => Kind::InvalidInput,
             GuestError::NotFound(_) => Kind::NotFound,
@@ -280,7 +280,7 @@ pub enum CallError {
 
 impl CallError {
     /// The guest's own error kind, when the guest returned its `error`.
-    pub fn guest_error(&self) -> Option<hane_core::GuestErrorKind> {
+    pub fn guest_error(&self) -> Option<hane_core::operation::GuestErrorKind> {
         match self {
             CallError::Operation(error) => Some(error.kind()),
             _ => None,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use hane_core::{Access, HostCalls, Impact, Ledger, Limits, Outcome, Policy, Receipt};
+use hane_core::{Access, Impact, Ledger, Limits, Outcome, Policy, Receipt, receipt::HostCalls};
 use serde_json::Value;
 use wasmtime::component::{Component, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -93,7 +93,7 @@ pub struct Call {
     /// the proposals of a call that failed (its own error, a trap, a limit,
     /// a timeout, cancellation, invalid output) are dropped. Nothing has
     /// been sent: the caller decides what becomes of them.
-    pub proposals: Vec<hane_core::ProposedAction>,
+    pub proposals: Vec<hane_core::action::ProposedAction>,
 }
 
 struct OperationInner {
@@ -396,7 +396,7 @@ pub(crate) async fn describe(
 struct Harvest {
     incidents: Arc<Incidents>,
     logs: Vec<LogRecord>,
-    proposals: Vec<hane_core::ProposedAction>,
+    proposals: Vec<hane_core::action::ProposedAction>,
     /// Whether stdout or stderr filled its capture.
     stdio_full: bool,
     stderr: bytes::Bytes,

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
-use hane_core::{ByteSize, FileCap, Ledger, Limits, Policy, read_capped};
+use hane_core::{
+    ByteSize, Ledger, Limits, Policy,
+    file::{FileCap, read_capped},
+};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};

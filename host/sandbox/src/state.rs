@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use hane_core::{ByteSize, Policy, Scheme};
+use hane_core::{ByteSize, Policy, policy::Scheme};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use wasmtime::ResourceLimiter;
@@ -182,7 +182,7 @@ impl NameGrant {
 /// The WIT error for a ledger query that failed: `not-found` for a missing
 /// collection, set or document, `invalid-input` for the rest.
 pub(crate) fn query_error(
-    e: hane_core::QueryError,
+    e: hane_core::ledger::QueryError,
 ) -> crate::bindings::hane::operation::types::Error {
     use crate::bindings::hane::operation::types::Error;
     if e.is_not_found() {

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use hane_builtins::test_programs;
-use hane_core::{Impact, Limits, Outcome, Policy, ProposedAction};
+use hane_core::{Impact, Limits, Outcome, Policy, action::ProposedAction};
 use hane_sandbox::{
     Call, CallError, GuestError, LoadError, LoadedOperation, Sandbox, SandboxConfig,
 };

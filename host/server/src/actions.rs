@@ -13,8 +13,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::BudgetReport;
 use hane_coordinator::{Approvals, Budgets};
-use hane_core::{ActionId, JsonText, OUTBOUND_TOOLS, RunId, TaskId};
-use hane_core::{ActionOutcome, ActionRequest, ActionState, ConnectionTarget};
+use hane_core::{ActionId, JsonText, RunId, TaskId, tool::OUTBOUND_TOOLS};
+use hane_core::{
+    ActionRequest, ActionState,
+    approval::{ActionOutcome, ConnectionTarget},
+};
 use hane_core::{DeciderKind, Decision};
 use hane_store::OverrideRow;
 use schemars::JsonSchema;
@@ -653,7 +656,7 @@ pub(crate) async fn budget(
 
 #[cfg(test)]
 mod tests {
-    use hane_core::{Attempt, Verdict};
+    use hane_core::{Verdict, approval::Attempt};
 
     use super::*;
 

@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::Evaluations;
 use hane_coordinator::evaluation::EvalError;
-use hane_core::{Evaluation, EvaluationComparison, EvaluationId};
+use hane_core::{Evaluation, EvaluationId, evaluation::EvaluationComparison};
 use hane_store::MAX_EVALUATIONS_LISTED;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

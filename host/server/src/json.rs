@@ -35,7 +35,7 @@ impl fmt::Display for BodyError {
 /// `text` as an error repeats a client's text: its start, with control
 /// characters escaped.
 fn shown(text: &str) -> String {
-    hane_core::IdError::shown(text)
+    hane_core::ids::IdError::shown(text)
 }
 
 /// `bytes` as one JSON value in which no object has a key twice.

@@ -698,11 +698,11 @@ pub(crate) fn list_limit(limit: Option<String>, max: u32) -> Result<u32, ApiErro
 
 /// An id from a path or query, such as a [`RunId`]; a malformed one is a
 /// bad request.
-pub(crate) fn parse_id<T: std::str::FromStr<Err = hane_core::IdError>>(
+pub(crate) fn parse_id<T: std::str::FromStr<Err = hane_core::ids::IdError>>(
     text: &str,
 ) -> Result<T, ApiError> {
     text.parse()
-        .map_err(|e: hane_core::IdError| ApiError::new(ErrorCode::BadRequest, e.to_string()))
+        .map_err(|e: hane_core::ids::IdError| ApiError::new(ErrorCode::BadRequest, e.to_string()))
 }
 
 async fn get_run(

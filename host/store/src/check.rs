@@ -8,9 +8,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use hane_core::{
-    ActionRequest, AgentRun, Conversation, ConversationEntry, EnvelopeError, Evaluation, Operation,
-    Reception, RunStatus, SessionEvent, Task, Versioned, WorkflowCase,
+    ActionRequest, AgentRun, Conversation, Evaluation, Operation, Reception, RunStatus,
+    SessionEvent, Task, WorkflowCase, conversation::ConversationEntry,
 };
+use hane_stored::{EnvelopeError, Versioned};
 use rusqlite::Connection;
 
 use crate::StoreError;
@@ -77,7 +78,7 @@ struct Sealed {
 }
 
 fn reads<T: Versioned>(body: &[u8]) -> Result<(), EnvelopeError> {
-    hane_core::open::<T>(body).map(drop)
+    hane_stored::open::<T>(body).map(drop)
 }
 
 /// Every table whose rows hold a sealed body, with the type sealed in it.

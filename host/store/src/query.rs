@@ -5,9 +5,8 @@ use std::ops::Range;
 
 use crate::sql::{Query, Row, Sql, SqlError, args};
 use crate::{ForkPoint, OperationRecord, SessionInfo, StoreError};
-use hane_core::{
-    InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId, Versioned, open,
-};
+use hane_core::{InputId, OperationId, OperationState, Recorded, SessionEvent, SessionId};
+use hane_stored::{Versioned, open};
 
 /// Why a request failed, before it is known what the request was doing.
 #[derive(Debug)]

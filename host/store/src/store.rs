@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 use hane_core::{
-    EnvelopeError, IllegalTransition, InputId, Operation, OperationId, OperationState, Recorded,
-    SessionEvent, SessionId,
+    IllegalTransition, InputId, Operation, OperationId, OperationState, Recorded, SessionEvent,
+    SessionId,
 };
+use hane_stored::EnvelopeError;
 
 /// What the store's methods return: a boxed future, so that the trait can
 /// be used as `dyn SessionStore`.

@@ -5,9 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
-use hane_core::{
-    Impact, InputId, Lifecycle, OperationId, OperationState, SessionEvent, SessionId, seal,
-};
+use hane_core::{Impact, InputId, Lifecycle, OperationId, OperationState, SessionEvent, SessionId};
+use hane_stored::seal;
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 use tokio::sync::oneshot;

@@ -20,7 +20,7 @@ use hane_coordinator::conversation::{
     ConversationError, ConversationView, EntryView, MAX_MESSAGE_BYTES,
 };
 use hane_coordinator::{AgentRuntime, RunError, RunEvent};
-use hane_core::{AgentRun, ConversationId, ErrorKind, LlmTurn, RunId, ToolCallSummary};
+use hane_core::{AgentRun, ConversationId, ErrorKind, LlmTurn, RunId, run::ToolCallSummary};
 use hane_sandbox::SchemaViolation;
 use tokio::sync::mpsc;
 
@@ -163,7 +163,7 @@ async fn takes_messages(runtime: &AgentRuntime, agent: &str) -> anyhow::Result<(
     }
     // The release's default model derives each message's input instead.
     let providers: Vec<_> = release.providers.values().map(|p| &p.manifest).collect();
-    if hane_core::resolve_model(None, &providers).is_ok() {
+    if hane_manifest::resolve_model(None, &providers).is_ok() {
         return Ok(());
     }
     Err(ConversationError::Invalid {
@@ -556,7 +556,7 @@ mod tests {
     fn an_ended_run_is_replayed_in_the_order_a_follower_sees() {
         let summary = |tool: &str| ToolCallSummary {
             tool: tool.to_owned(),
-            status: hane_core::ToolCallEnd::Succeeded,
+            status: hane_core::run::ToolCallEnd::Succeeded,
             detail: String::new(),
             operation: None,
             duration_us: 1,

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use hane_core::{
-    ByteSize, DirGrant, Duration, EnvGrant, FileCap, HostPattern, Ledger, Limits, LimitsSpec,
-    OperationManifest, Outcome, Policy, Receipt, read_capped,
+    ByteSize, Duration, Ledger, Limits, LimitsSpec, Outcome, Policy, Receipt,
+    file::{FileCap, read_capped},
+    policy::{DirGrant, EnvGrant, HostPattern},
 };
+use hane_manifest::OperationManifest;
 use hane_sandbox::{Call, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
@@ -231,12 +233,12 @@ fn ledger_name(name: &str) -> Result<String, String> {
 
 /// An outbound tool, checked as the policy checks it.
 fn outbound_tool(tool: &str) -> Result<String, String> {
-    if hane_core::OUTBOUND_TOOLS.contains(&tool) {
+    if hane_core::tool::OUTBOUND_TOOLS.contains(&tool) {
         Ok(tool.to_owned())
     } else {
         Err(format!(
             "expected one of {}",
-            hane_core::OUTBOUND_TOOLS.join(", ")
+            hane_core::tool::OUTBOUND_TOOLS.join(", ")
         ))
     }
 }
@@ -351,7 +353,7 @@ struct Ran {
     receipt: Option<Receipt>,
     /// Level and message.
     logs: Vec<(String, String)>,
-    proposals: Vec<hane_core::ProposedAction>,
+    proposals: Vec<hane_core::action::ProposedAction>,
 }
 
 /// A call that did not succeed.
@@ -380,7 +382,7 @@ impl From<Call> for Ran {
 
 impl From<hane_manager::Ending> for Ran {
     fn from(ending: hane_manager::Ending) -> Self {
-        let logs = |logs: Vec<hane_core::LogLine>| {
+        let logs = |logs: Vec<hane_core::operation::LogLine>| {
             logs.into_iter().map(|l| (l.level, l.message)).collect()
         };
         match ending {

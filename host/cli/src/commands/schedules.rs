@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use hane_coordinator::RunError;
-use hane_core::{ScheduleManifest, ScheduleTarget, now_ms};
+use hane_core::now_ms;
+use hane_manifest::{ScheduleManifest, ScheduleTarget};
 use hane_store::TickRow;
 use serde_json::{Value, json};
 

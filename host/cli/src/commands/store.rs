@@ -57,7 +57,7 @@ pub fn main(args: StoreArgs) -> ExitCode {
         match args.command {
             StoreCommand::Check { json } => {
                 let report = hane_store::check(&path, |body| {
-                    hane_core::open::<ReleaseBody>(body).map(drop)
+                    hane_stored::open::<ReleaseBody>(body).map(drop)
                 })?;
                 if json {
                     println!("{}", terminal_json(&report_json(&report))?);

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use hane_coordinator::ModelConfig;
-use hane_core::{CaseStatus, StepStatus, WorkflowCase, WorkflowCaseId};
+use hane_core::{
+    WorkflowCase, WorkflowCaseId,
+    workflow::{CaseStatus, StepStatus},
+};
 
 use crate::context::{StoreArg, block_on, finish, read_input};
 use crate::exit;

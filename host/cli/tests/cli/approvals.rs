@@ -510,7 +510,7 @@ fn stored_action(store: &Path, recipient: &str, reason: &str) -> String {
             owner: None,
             created_at_ms: now,
             updated_at_ms: now,
-            body: hane_core::seal(&action),
+            body: hane_stored::seal(&action),
         };
         registry
             .transact(move |tx| tx.insert_action(&row))

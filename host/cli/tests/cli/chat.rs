@@ -219,7 +219,7 @@ fn history(earlier: &[(&str, &[&str], &str)]) -> Vec<Message> {
                 .iter()
                 .map(|tool| ToolCallNote {
                     tool: (*tool).to_owned(),
-                    status: hane_core::ToolCallEnd::Succeeded,
+                    status: hane_core::run::ToolCallEnd::Succeeded,
                     detail: String::new(),
                 })
                 .collect(),

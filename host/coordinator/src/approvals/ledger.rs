@@ -30,7 +30,8 @@ use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, char
 use crate::lease::Lease;
 use crate::tools::ControlTool;
 use hane_core::{
-    ActionOutcome, ActionRequest, ActionState, Attempt, DeciderKind, Decision, Person, Verdict,
+    ActionRequest, ActionState, DeciderKind, Decision, Person, Verdict,
+    approval::{ActionOutcome, Attempt},
     digest,
 };
 use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
@@ -109,7 +110,8 @@ impl std::fmt::Debug for ExecutionLedger {
 pub(crate) use hane_core::now_ms;
 
 fn decode(row: &ActionRow) -> Result<ActionRequest, ActionError> {
-    hane_core::open(&row.body).map_err(|e| ActionError::Corrupt(format!("action {}: {e}", row.id)))
+    hane_stored::open(&row.body)
+        .map_err(|e| ActionError::Corrupt(format!("action {}: {e}", row.id)))
 }
 
 fn encode(action: &ActionRequest) -> ActionRow {
@@ -124,7 +126,7 @@ fn encode(action: &ActionRequest) -> ActionRow {
         },
         created_at_ms: action.created_at_ms,
         updated_at_ms: action.updated_at_ms,
-        body: hane_core::seal(action),
+        body: hane_stored::seal(action),
     }
 }
 
@@ -288,7 +290,7 @@ impl ExecutionLedger {
             "action",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body),
+            |row| hane_stored::open(&row.body),
         ))
     }
 

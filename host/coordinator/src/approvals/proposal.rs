@@ -6,7 +6,8 @@ use crate::runtime::Replaying;
 use std::future::Future;
 use std::pin::Pin;
 
-use hane_core::{ActionId, Decider, PolicyVerdict, ProposedAction};
+use hane_core::{ActionId, action::ProposedAction};
+use hane_manifest::{Decider, PolicyVerdict};
 
 use std::time::Duration;
 
@@ -20,8 +21,10 @@ use crate::gateway::Stop;
 use crate::runtime::{AgentRuntime, LiveRun, RunStatus, StartRun, Task, now_ms, task_row};
 use crate::tools::{self, ControlTool, ToolResult};
 use hane_core::{
-    ActionOutcome, ActionRequest, ActionState, AddressError, ConnectionTarget, DeciderKind,
-    Decision, Verdict, check_api_path, check_recipient, digest,
+    ActionRequest, ActionState, DeciderKind, Decision, Verdict,
+    address::{AddressError, check_api_path, check_recipient},
+    approval::{ActionOutcome, ConnectionTarget},
+    digest,
 };
 
 /// Where approval tasks go when neither the agent's `approval` nor its

@@ -94,7 +94,7 @@ pub struct ToolCallNote {
     /// The tool.
     pub tool: String,
     /// How it ended.
-    pub status: hane_core::ToolCallEnd,
+    pub status: hane_core::run::ToolCallEnd,
     /// What went wrong, or what a control tool did.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
@@ -458,7 +458,7 @@ pub const REDACTED: &str = "***";
 /// holds one, whatever a person wrote or a tool returned.
 pub fn redact(value: &mut Value, credentials: &[String]) {
     let mut all: Vec<String> = std::env::vars()
-        .filter(|(name, _)| name.starts_with(hane_core::CREDENTIAL_ENV_PREFIX))
+        .filter(|(name, _)| name.starts_with(hane_core::credential::CREDENTIAL_ENV_PREFIX))
         .map(|(_, value)| value)
         .chain(credentials.iter().cloned())
         .filter(|value| value.len() >= 8)

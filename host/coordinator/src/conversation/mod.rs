@@ -17,8 +17,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use hane_core::{
-    ActionState, AgentRun, Conversation, ConversationEntry, ConversationId, ErrorKind, JsonText,
-    ReceptionStatus, RunId, RunStatus, now_ms,
+    ActionState, AgentRun, Conversation, ConversationId, ErrorKind, JsonText, ReceptionStatus,
+    RunId, RunStatus, conversation::ConversationEntry, now_ms,
 };
 use hane_model_types::Message;
 use hane_store::{ConversationRow, Registry, StoreError};
@@ -258,7 +258,7 @@ impl Conversations {
                     memory: JsonText::from_value(&memory.to_value()),
                     at_ms: now,
                 };
-                (Some(hane_core::seal(&entry)), notes)
+                (Some(hane_stored::seal(&entry)), notes)
             }
             None => (None, Vec::new()),
         };
@@ -275,7 +275,7 @@ impl Conversations {
                     agent: agent.to_owned(),
                     created_at_ms: now,
                     updated_at_ms: now,
-                    body: hane_core::seal(&conversation),
+                    body: hane_stored::seal(&conversation),
                 },
                 first,
             )
@@ -330,7 +330,7 @@ impl Conversations {
             "conversation",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body).map(|c| (c, row.updated_at_ms)),
+            |row| hane_stored::open(&row.body).map(|c| (c, row.updated_at_ms)),
         ))
     }
 
@@ -414,7 +414,7 @@ impl Conversations {
         let seq = match self
             .registry
             .conversations()
-            .add_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
+            .add_entry(id.as_str(), entry.at_ms(), hane_stored::seal(&entry))
             .await
         {
             Ok(seq) => seq,
@@ -476,7 +476,7 @@ impl Conversations {
         let seq = self
             .registry
             .conversations()
-            .add_entry(id.as_str(), entry.at_ms(), hane_core::seal(&entry))
+            .add_entry(id.as_str(), entry.at_ms(), hane_stored::seal(&entry))
             .await?;
         Ok(SavedMemory { seq, memory, notes })
     }
@@ -501,7 +501,7 @@ impl Conversations {
         let rows = self.registry.conversations().entries(id.as_str()).await?;
         rows.iter()
             .map(|row| {
-                hane_core::open::<ConversationEntry>(&row.body)
+                hane_stored::open::<ConversationEntry>(&row.body)
                     .map(|entry| (row.seq, entry))
                     .map_err(|e| {
                         ConversationError::Corrupt(format!(
@@ -705,7 +705,7 @@ impl Conversations {
 }
 
 fn open_conversation(row: &ConversationRow) -> Result<Conversation, ConversationError> {
-    hane_core::open(&row.body).map_err(|e| {
+    hane_stored::open(&row.body).map_err(|e| {
         ConversationError::Corrupt(format!("conversation `{}` cannot be read: {e}", row.id))
     })
 }

@@ -15,7 +15,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use hane_core::AgentManifest;
+use hane_manifest::AgentManifest;
 use hane_model::ModelAdapter;
 use serde_json::Value;
 
@@ -49,7 +49,7 @@ pub trait ExternalDrivers: Send + Sync + fmt::Debug {
     fn check(&self, agent: &AgentManifest) -> Result<(), CliDriverUnavailable>;
 
     /// Prepares a run of `agent` (whose driver
-    /// [`is_cli`](hane_core::Driver::is_cli)): everything the run needs is
+    /// [`is_cli`](hane_manifest::Driver::is_cli)): everything the run needs is
     /// found before it starts, so a run that cannot be driven is refused
     /// rather than failed.
     ///

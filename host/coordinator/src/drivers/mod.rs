@@ -121,7 +121,7 @@ pub(crate) enum Chosen<'a> {
 }
 
 /// What runs `agent`, when this build has a driver for its `driver`: the
-/// one place that decides it. [`hane_core::Driver::is_available_in_this_build`],
+/// one place that decides it. [`hane_manifest::Driver::is_available_in_this_build`],
 /// which answers before a run starts, agrees with it (a test checks every
 /// driver).
 ///
@@ -133,13 +133,15 @@ pub(crate) fn for_agent(
 ) -> Option<Chosen<'_>> {
     let spec = &agent.manifest.spec;
     match spec.driver {
-        hane_core::Driver::Scripted => Some(Chosen::Driver(Box::new(Scripted::new(&spec.script)))),
-        hane_core::Driver::Llm => Some(Chosen::Driver(Box::new(
+        hane_manifest::Driver::Scripted => {
+            Some(Chosen::Driver(Box::new(Scripted::new(&spec.script))))
+        }
+        hane_manifest::Driver::Llm => Some(Chosen::Driver(Box::new(
             Llm::new(agent).with_history(history),
         ))),
-        hane_core::Driver::Opencode | hane_core::Driver::Codex | hane_core::Driver::Claude => {
-            Some(Chosen::External)
-        }
+        hane_manifest::Driver::Opencode
+        | hane_manifest::Driver::Codex
+        | hane_manifest::Driver::Claude => Some(Chosen::External),
     }
 }
 
@@ -147,15 +149,15 @@ pub(crate) fn for_agent(
 mod tests {
     use std::collections::BTreeMap;
 
-    use hane_core::AgentManifest;
+    use hane_manifest::AgentManifest;
     use hane_sandbox::Schema;
 
     use super::*;
 
     #[test]
     fn the_drivers_this_build_runs_are_the_ones_core_says_it_has() {
-        for driver in hane_core::Driver::ALL {
-            let body = if driver == hane_core::Driver::Scripted {
+        for driver in hane_manifest::Driver::ALL {
+            let body = if driver == hane_manifest::Driver::Scripted {
                 "  script:\n    - tool: submit_result\n      input: { status: done }\n"
             } else {
                 "  instructions: Answer.\n"

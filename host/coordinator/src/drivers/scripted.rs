@@ -1,6 +1,6 @@
 //! The scripted driver: the agent's `script`, step by step, no model.
 
-use hane_core::{Scope, ScriptStep};
+use hane_manifest::{Scope, ScriptStep};
 use serde_json::Value;
 
 use super::{BoxFuture, ModelCaller, RunDriver, RunEnd, ToolCaller};

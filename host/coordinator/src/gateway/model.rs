@@ -408,7 +408,7 @@ pub(crate) fn sent_request(
     }
     let cap = request.max_output_tokens.map_or(cap, |m| m.min(cap));
     request.max_output_tokens = Some(cap);
-    let digest = hane_core::canonical_sha256(
+    let digest = hane_core::approval::canonical_sha256(
         &serde_json::to_value(&request).expect("a request is always JSON"),
     );
     (request, cap, digest)

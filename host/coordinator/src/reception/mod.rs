@@ -25,8 +25,8 @@ use crate::budget::DayBudget;
 use std::time::{Duration, Instant};
 
 use hane_core::{
-    ErrorKind, JsonText, Reception, ReceptionCandidate, ReceptionId, ReceptionModelCall,
-    ReceptionStatus, now_ms,
+    ErrorKind, JsonText, Reception, ReceptionId, ReceptionStatus, now_ms,
+    reception::{ReceptionCandidate, ReceptionModelCall},
 };
 use hane_model::ModelError;
 use hane_model_types::{Content, Message, ModelRequest, ModelResponse, ToolChoice, ToolSpec};
@@ -146,7 +146,7 @@ fn receivable(agent: &LoadedAgent) -> bool {
         .spec
         .tools
         .iter()
-        .any(|t| t == hane_core::SUBMIT_REVIEW)
+        .any(|t| t == hane_core::tool::SUBMIT_REVIEW)
 }
 
 /// Everything an agent is known by, for the lexical index: its name, its
@@ -246,10 +246,16 @@ fn choice_request(text: &str, shortlist: &[(&str, &LoadedAgent)]) -> ModelReques
 /// The release's default model, which reception chooses with.
 fn default_model(
     release: &LoadedRelease,
-) -> Result<(&hane_core::ModelProviderManifest, &hane_core::ProviderModel), ReceptionError> {
-    let manifests: Vec<&hane_core::ModelProviderManifest> =
+) -> Result<
+    (
+        &hane_manifest::ModelProviderManifest,
+        &hane_manifest::ProviderModel,
+    ),
+    ReceptionError,
+> {
+    let manifests: Vec<&hane_manifest::ModelProviderManifest> =
         release.providers.values().map(|p| &p.manifest).collect();
-    hane_core::resolve_model(None, &manifests)
+    hane_manifest::resolve_model(None, &manifests)
         .map_err(|e| ReceptionError::ModelUnavailable(e.to_string()))
 }
 
@@ -257,8 +263,8 @@ fn default_model(
 fn prepared_request(
     text: &str,
     shortlist: &[(&str, &LoadedAgent)],
-    provider: &hane_core::ModelProviderManifest,
-    model: &hane_core::ProviderModel,
+    provider: &hane_manifest::ModelProviderManifest,
+    model: &hane_manifest::ProviderModel,
 ) -> ModelRequest {
     let mut request = choice_request(text, shortlist);
     request.model.clone_from(&model.name);
@@ -628,7 +634,7 @@ impl ReceptionDesk {
             .await?;
         let digest = format!(
             "sha256:{}",
-            hane_core::canonical_sha256(
+            hane_core::approval::canonical_sha256(
                 &serde_json::to_value(&request).expect("a request is always JSON"),
             )
         );
@@ -712,7 +718,7 @@ impl ReceptionDesk {
                 id: reception.id.to_string(),
                 created_at_ms: reception.created_at_ms,
                 run: reception.run.as_ref().map(ToString::to_string),
-                body: hane_core::seal(&reception),
+                body: hane_stored::seal(&reception),
             })
             .await?;
         Ok(reception)
@@ -746,13 +752,13 @@ impl ReceptionDesk {
             "reception",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body),
+            |row| hane_stored::open(&row.body),
         ))
     }
 }
 
 fn open_reception(row: &ReceptionRow) -> Result<Reception, ReceptionError> {
-    hane_core::open(&row.body).map_err(|e| ReceptionError::Corrupt {
+    hane_stored::open(&row.body).map_err(|e| ReceptionError::Corrupt {
         id: row.id.clone(),
         message: e.to_string(),
     })

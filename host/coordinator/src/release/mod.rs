@@ -6,14 +6,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hane_core::{
-    AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition, DirGrant,
-    EnvGrant, EvalSuiteManifest, FileCap, HostPattern, Impact, Ledger, Limits, ManifestError,
-    ModelApi, ModelProviderManifest, OperationManifest, Policy, ProviderModel, ScheduleManifest,
-    ScheduleTarget, Versioned, WorkflowManifest, read_capped, read_capped_text,
+    Impact, Ledger, Limits, Policy,
+    file::{FileCap, read_capped, read_capped_text},
+    policy::{DirGrant, EnvGrant, HostPattern},
 };
 use hane_manager::Components;
+use hane_manifest::{
+    AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition,
+    EvalSuiteManifest, ManifestError, ModelApi, ModelProviderManifest, OperationManifest,
+    ProviderModel, ScheduleManifest, ScheduleTarget, WorkflowManifest,
+};
 use hane_sandbox::{Sandbox, Schema, describe_violations};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
+use hane_stored::Versioned;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
@@ -366,7 +371,7 @@ pub(crate) async fn prepare_dir(
     external: Option<&dyn ExternalDrivers>,
 ) -> Result<(NewRelease, LoadedRelease), ActivationError> {
     let (body, components) = build(dir, sandbox, builtins, external).await?;
-    let sealed = hane_core::seal(&body);
+    let sealed = hane_stored::seal(&body);
     let providers = match body.model_providers.len() {
         0 => String::new(),
         1 => ", 1 model provider".to_owned(),
@@ -421,7 +426,7 @@ async fn build(
     external: Option<&dyn ExternalDrivers>,
 ) -> Result<(ReleaseBody, Vec<(String, Vec<u8>)>), ActivationError> {
     let definitions =
-        hane_core::read_bundle_dir(dir).map_err(|e| ActivationError::Invalid(e.errors))?;
+        hane_manifest::read_bundle_dir(dir).map_err(|e| ActivationError::Invalid(e.errors))?;
     let mut errors = Vec::new();
     let mut agents = Vec::new();
     let mut eval_suites = Vec::new();
@@ -675,7 +680,7 @@ pub async fn load_active(registry: &Registry) -> Result<Option<LoadedRelease>, R
     };
     let release = info.number;
     let corrupt = |message: String| ReleaseLoadError::Corrupt { release, message };
-    let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
+    let body: ReleaseBody = hane_stored::open(&body).map_err(|e| corrupt(e.to_string()))?;
     load_body(info, body)
         .map(Some)
         .map_err(|errors| corrupt(Lines(&errors).to_string()))
@@ -697,7 +702,7 @@ pub(crate) async fn load_numbered(
         release: number,
         message,
     };
-    let body: ReleaseBody = hane_core::open(&body).map_err(|e| corrupt(e.to_string()))?;
+    let body: ReleaseBody = hane_stored::open(&body).map_err(|e| corrupt(e.to_string()))?;
     load_body(info, body)
         .map(Some)
         .map_err(|errors| corrupt(Lines(&errors).to_string()))
@@ -867,19 +872,19 @@ fn load_agent(
     };
     let tools = registry.agent_tools(file, &manifest.spec, errors);
     let spec = &manifest.spec;
-    let model = if spec.model.is_none() && spec.driver != hane_core::Driver::Llm {
+    let model = if spec.model.is_none() && spec.driver != hane_manifest::Driver::Llm {
         // A CLI driver takes the release's default model when there is
         // one; without one its runs are refused when they start.
         spec.driver
             .is_cli()
-            .then(|| hane_core::resolve_model(None, providers).ok())
+            .then(|| hane_manifest::resolve_model(None, providers).ok())
             .flatten()
             .map(|(provider, model)| AgentModel {
                 provider: provider.metadata.name.clone(),
                 model: model.clone(),
             })
     } else {
-        match hane_core::resolve_model(spec.model.as_deref(), providers) {
+        match hane_manifest::resolve_model(spec.model.as_deref(), providers) {
             Ok((provider, model)) => Some(AgentModel {
                 provider: provider.metadata.name.clone(),
                 model: model.clone(),

@@ -31,7 +31,7 @@ fn a_release_stored_by_version_1_still_reads() {
     let payload = postcard::to_allocvec(&old).unwrap();
     let mut sealed = b"HANE".to_vec();
     sealed.extend(postcard::to_allocvec(&("release", 1u16, payload.as_slice())).unwrap());
-    let body: ReleaseBody = hane_core::open(&sealed).unwrap();
+    let body: ReleaseBody = hane_stored::open(&sealed).unwrap();
     assert_eq!(body.agents, old.agents);
     assert_eq!(body.operations.len(), 1);
     let op = &body.operations[0];
@@ -41,6 +41,6 @@ fn a_release_stored_by_version_1_still_reads() {
     assert!(op.policy.actions.is_empty());
     assert!(body.decider_policies.is_empty() && body.budgets.is_empty());
     // And the current version round-trips.
-    let again: ReleaseBody = hane_core::open(&hane_core::seal(&body)).unwrap();
+    let again: ReleaseBody = hane_stored::open(&hane_stored::seal(&body)).unwrap();
     assert_eq!(again, body);
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use hane_core::{ActionId, AgentRun, ToolCallSummary};
+use hane_core::{ActionId, AgentRun, run::ToolCallSummary};
 use tokio::sync::mpsc;
 
 use super::lock;

@@ -46,7 +46,10 @@ pub(crate) use releases::Releases;
 pub(crate) use resume::Replaying;
 pub(crate) use takeover::Takeover;
 
-pub(crate) use hane_core::{AgentRun, RunStatus, Task, ToolCallEnd, ToolCallSummary};
+pub(crate) use hane_core::{
+    AgentRun, RunStatus, Task,
+    run::{ToolCallEnd, ToolCallSummary},
+};
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
@@ -605,7 +608,7 @@ impl AgentRuntime {
         };
         // A run that uses a model reserves its maxModelTokens before it
         // starts; a run counts against agentRunsPerDay.
-        let tokens = if driver == hane_core::Driver::Scripted {
+        let tokens = if driver == hane_manifest::Driver::Scripted {
             0
         } else {
             agent.manifest.spec.limits.max_model_tokens
@@ -662,7 +665,10 @@ impl AgentRuntime {
             resumable: attached.is_none()
                 && external.is_none()
                 && context.history.is_empty()
-                && matches!(driver, hane_core::Driver::Scripted | hane_core::Driver::Llm)
+                && matches!(
+                    driver,
+                    hane_manifest::Driver::Scripted | hane_manifest::Driver::Llm
+                )
                 && agent.manifest.spec.workflows.is_empty()
                 && !agent.reviews(),
             resumed: 0,
@@ -780,7 +786,7 @@ impl AgentRuntime {
                 let id: Option<RunId> = row.id.parse().ok();
                 match id.and_then(|id| live.get(&id).cloned()) {
                     Some(live) => Ok(live.snapshot()),
-                    None => hane_core::open(&row.body),
+                    None => hane_stored::open(&row.body),
                 }
             },
         ))
@@ -798,7 +804,7 @@ impl AgentRuntime {
             "task",
             rows,
             |row| &row.id,
-            |row| hane_core::open(&row.body),
+            |row| hane_stored::open(&row.body),
         ))
     }
 
@@ -898,7 +904,7 @@ pub(crate) fn task_row(task: &Task) -> TaskRow {
         assignment: task.assignment.clone(),
         state: hane_core::TaskState::Open,
         created_at_ms: task.created_at_ms,
-        body: hane_core::seal(task),
+        body: hane_stored::seal(task),
     }
 }
 
@@ -910,12 +916,12 @@ fn run_row(run: &AgentRun, holder: &Lease) -> RunRow {
         status: run.status,
         created_at_ms: run.created_at_ms,
         updated_at_ms: run.updated_at_ms,
-        body: hane_core::seal(run),
+        body: hane_stored::seal(run),
     }
 }
 
 fn decode(row: &RunRow) -> Result<AgentRun, RunError> {
-    hane_core::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))
+    hane_stored::open(&row.body).map_err(|e| RunError::Corrupt(format!("run {}: {e}", row.id)))
 }
 
 /// The text of a panic's payload.

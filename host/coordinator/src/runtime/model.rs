@@ -4,7 +4,8 @@
 //! the LLM turn in the run's session.
 
 use super::Replaying;
-use hane_core::{LlmTurn, ModelApi, Secret, SessionEvent};
+use hane_core::{LlmTurn, SessionEvent, credential::Secret};
+use hane_manifest::ModelApi;
 use hane_model::{AdapterConfig, Api, EventSink, ModelAdapter, ModelResponse, RetryPolicy};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -40,13 +41,14 @@ impl ModelConfig {
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
         let mut config = Self::new();
         for (key, value) in vars {
-            if let Some(name) = key.strip_prefix(hane_core::CREDENTIAL_ENV_PREFIX)
+            if let Some(name) = key.strip_prefix(hane_core::credential::CREDENTIAL_ENV_PREFIX)
                 && !name.is_empty()
                 && !value.is_empty()
             {
-                config
-                    .credentials
-                    .insert(hane_core::credential_key(name), Secret::new(value));
+                config.credentials.insert(
+                    hane_core::credential::credential_key(name),
+                    Secret::new(value),
+                );
             }
         }
         config
@@ -65,7 +67,7 @@ impl ModelConfig {
     /// names it).
     pub fn credential(&mut self, name: &str, secret: Secret) -> &mut Self {
         self.credentials
-            .insert(hane_core::credential_key(name), secret);
+            .insert(hane_core::credential::credential_key(name), secret);
         self
     }
 
@@ -217,8 +219,8 @@ fn make_adapter(
     adapter.stream = spec.stream;
     adapter.timeout = spec.timeout.into();
     if let Some(credential) = &spec.credential {
-        let var = hane_core::credential_env_var(credential);
-        let key = hane_core::credential_key(credential);
+        let var = hane_core::credential::credential_env_var(credential);
+        let key = hane_core::credential::credential_key(credential);
         let secret =
             config
                 .credentials

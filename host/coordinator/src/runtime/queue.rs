@@ -64,7 +64,7 @@ impl RunQueue<'_> {
             .await?;
         let mut started = Vec::with_capacity(claimed.len());
         for row in claimed {
-            let run = match hane_core::open::<AgentRun>(&row.body) {
+            let run = match hane_stored::open::<AgentRun>(&row.body) {
                 Ok(run) => run,
                 Err(e) => {
                     tracing::error!(run = %row.id, "a queued run cannot be read: {e}");

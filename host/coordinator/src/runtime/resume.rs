@@ -404,7 +404,8 @@ impl AgentRuntime {
         }
         run.updated_at_ms = now_ms();
         let tokens = agent.manifest.spec.limits.max_model_tokens;
-        let reservation = (agent.manifest.spec.driver != hane_core::Driver::Scripted && tokens > 0)
+        let reservation = (agent.manifest.spec.driver != hane_manifest::Driver::Scripted
+            && tokens > 0)
             .then(|| (crate::budget::utc_day(run.created_at_ms), tokens));
         let live = LiveRun::new(run.clone(), agent, release, reservation, model);
         *lock(&live.replay) = Some(replay);

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hane_core::{AgentSpec, Impact, Limits, ManifestError};
+use hane_core::{Impact, Limits};
+use hane_manifest::{AgentSpec, ManifestError};
 use hane_sandbox::Schema;
 
 use super::{ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind};

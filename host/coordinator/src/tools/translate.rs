@@ -8,7 +8,8 @@
 use std::sync::LazyLock;
 
 use hane_core::{
-    JsonText, Operation, Outcome, ProposedAction, SessionId, ToolCall, ToolCallStatus, WasmCall,
+    JsonText, Operation, Outcome, SessionId, ToolCall, ToolCallStatus, WasmCall,
+    action::ProposedAction,
 };
 use hane_sandbox::{Schema, describe_violations};
 use serde_json::Value;
@@ -203,7 +204,7 @@ pub(crate) fn input_text(input: &Value) -> JsonText {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hane_core::{GuestErrorKind, OperationFailure, ToolCallId};
+    use hane_core::{OperationFailure, ToolCallId, operation::GuestErrorKind};
 
     fn control(tool: ControlTool) -> Tool {
         Tool {

@@ -619,20 +619,3 @@ fn names_are_lowercase_letters_digits_dashes_and_underscores() {
         assert!(!is_valid_name(bad), "{bad}");
     }
 }
-
-#[test]
-fn the_example_tool_manifests_grant_ledger_names() {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tools");
-    let find = crate::OperationManifest::from_file(&tools.join("data.find_record.yaml")).unwrap();
-    assert_eq!(
-        find.spec.capabilities.records,
-        ["vehicles", "leases", "drivers"]
-    );
-    let summary =
-        crate::OperationManifest::from_file(&tools.join("documents.read_summary.yaml")).unwrap();
-    assert_eq!(summary.spec.capabilities.documents, ["leases"]);
-    let ledger = examples();
-    for name in &find.spec.capabilities.records {
-        assert!(ledger.collections.contains_key(name), "{name}");
-    }
-}

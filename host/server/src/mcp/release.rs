@@ -82,8 +82,8 @@ impl ReleaseTools {
             .await
             .map_err(|e| failed(format!("reading the active release: {e}")))?
             .ok_or_else(|| failed("no release is active".to_owned()))?;
-        let body: ReleaseBody =
-            hane_core::open(&body).map_err(|e| failed(format!("release {}: {e}", info.number)))?;
+        let body: ReleaseBody = hane_stored::open(&body)
+            .map_err(|e| failed(format!("release {}: {e}", info.number)))?;
         let operations = Arc::new(ReleaseOperations {
             number: info.number,
             operations: body

@@ -250,7 +250,7 @@ impl RunTools {
         let key = CallKey {
             run: caller.run.clone(),
             tool: tool.clone(),
-            input: hane_core::canonical_sha256(&input),
+            input: hane_core::approval::canonical_sha256(&input),
         };
         let (call, new) = {
             let mut calls = lock(&self.inner.outbound);

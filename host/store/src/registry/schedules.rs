@@ -6,7 +6,7 @@
 use super::{TickTable, now_ms};
 use crate::StoreError;
 use crate::sql::{Query, Row, SqlError, args, failed};
-use hane_core::TickOutcome;
+use hane_core::schedule::TickOutcome;
 
 /// The most ticks one listing returns.
 pub const MAX_TICKS_LISTED: u32 = 1000;

@@ -1,7 +1,7 @@
 //! What the registry keeps of workflows: one row per case, its body sealed
 //! by its owner, its status beside it for finding the cases to resume.
 
-use hane_core::{CaseStatus, Lifecycle};
+use hane_core::{Lifecycle, workflow::CaseStatus};
 
 use super::{CaseTable, state, state_changed};
 use crate::StoreError;

@@ -4,8 +4,8 @@
 
 use hane_core::{
     Impact, Input, InputKind, JsonText, Limits, Operation, OperationFailure, OperationId,
-    OperationKind, OperationOutput, Outcome, Policy, Receipt, SessionEvent, SessionId, ToolCall,
-    ToolCallId, ToolCallStatus, WasmCall,
+    OperationOutput, Outcome, Policy, Receipt, SessionEvent, SessionId, ToolCall, ToolCallId,
+    ToolCallStatus, WasmCall, operation::OperationKind,
 };
 use hane_store::SessionStore;
 

@@ -2,17 +2,18 @@
 //! read as its owner reads it, each one that does not reported by table
 //! and id; writing nothing.
 
-use hane_core::{AgentRun, EnvelopeError, Impact, JsonText, RunId, RunStatus, seal};
+use hane_core::{AgentRun, Impact, JsonText, RunId, RunStatus};
 use hane_store::{
     CheckReport, NewRelease, Problem, Registry, RunRow, SessionStore, StoreError, check,
 };
+use hane_stored::{EnvelopeError, seal};
 
 use crate::{Scratch, older_than_the_mark, operation, run, tool_call};
 
 /// Releases in these tests are sealed runs: the store knows no release
 /// type, its caller says how one reads.
 fn release(body: &[u8]) -> Result<(), EnvelopeError> {
-    hane_core::open::<AgentRun>(body).map(drop)
+    hane_stored::open::<AgentRun>(body).map(drop)
 }
 
 fn agent_run(at: u64) -> AgentRun {

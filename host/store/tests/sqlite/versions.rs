@@ -3,10 +3,10 @@
 
 use std::error::Error as _;
 
-use hane_core::EnvelopeError;
 use hane_store::{
     ConversationRow, NotAStore, ReceptionRow, Registry, SessionStore, SqliteStore, StoreError,
 };
+use hane_stored::EnvelopeError;
 
 use crate::{Scratch, older_than_the_mark, run};
 

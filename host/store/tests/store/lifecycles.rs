@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 
 use hane_core::{
-    ActionState, CaseStatus, IllegalTransition, Impact, Lifecycle, OperationState, RunStatus,
-    TaskState,
+    ActionState, IllegalTransition, Impact, Lifecycle, OperationState, RunStatus, TaskState,
+    workflow::CaseStatus,
 };
 use hane_store::{ActionRow, CaseRow, Registry, RunRow, StoreError, TaskRow};
 

@@ -3,7 +3,7 @@
 //! do); its outcome recorded; the last tick and the ticks listed newest
 //! first.
 
-use hane_core::TickOutcome;
+use hane_core::schedule::TickOutcome;
 use hane_store::{Registry, TickEnd, TickRow};
 
 use crate::{Store, on_both};

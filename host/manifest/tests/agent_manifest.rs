@@ -10,9 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use hane_core::{
-    AgentManifest, Condition, Decider, Definition, Driver, EvalSuiteManifest, ManifestError,
-    PolicyVerdict, Scope, ValuePath, read_bundle_dir,
+use hane_core::Ledger;
+use hane_manifest::OperationManifest;
+use hane_manifest::{
+    AgentManifest, Decider, Definition, Driver, EvalSuiteManifest, ManifestError, PolicyVerdict,
+    Scope, read_bundle_dir,
+    script::{Condition, ValuePath},
 };
 use serde_json::json;
 
@@ -288,13 +291,16 @@ fn a_bundle_with_deciders_and_budgets_parses() {
     assert_eq!(approval.decider.as_deref(), Some("fleet-outbound"));
     assert_eq!(approval.assignment.as_deref(), Some("approvers"));
     // Outbound tools are served by the runtime, like the control tools.
-    for tool in hane_core::OUTBOUND_TOOLS {
+    for tool in hane_core::tool::OUTBOUND_TOOLS {
         assert_eq!(reminder.spec.operation_for(tool), None, "{tool}");
     }
     assert_eq!(reminder.spec.script[1].tool, "communication.send_sms");
     let review = get("sms-review").as_agent().unwrap();
-    assert!(review.spec.allows(hane_core::SUBMIT_REVIEW));
-    assert_eq!(review.spec.operation_for(hane_core::SUBMIT_REVIEW), None);
+    assert!(review.spec.allows(hane_core::tool::SUBMIT_REVIEW));
+    assert_eq!(
+        review.spec.operation_for(hane_core::tool::SUBMIT_REVIEW),
+        None
+    );
 
     let policy = get("fleet-outbound").as_decider_policy().unwrap();
     assert!(get("fleet-outbound").as_agent().is_none());
@@ -355,12 +361,12 @@ fn a_bundle_with_deciders_and_budgets_parses() {
     // A release stores manifests as JSON, which the YAML parser reads back.
     let json = serde_json::to_string(policy).unwrap();
     assert_eq!(
-        hane_core::DeciderPolicyManifest::from_yaml("p.json", &json).unwrap(),
+        hane_manifest::DeciderPolicyManifest::from_yaml("p.json", &json).unwrap(),
         *policy
     );
     let json = serde_json::to_string(daily).unwrap();
     assert_eq!(
-        hane_core::BudgetManifest::from_yaml("b.json", &json).unwrap(),
+        hane_manifest::BudgetManifest::from_yaml("b.json", &json).unwrap(),
         *daily
     );
 }
@@ -565,4 +571,20 @@ fn each_invalid_bundle_fails_with_its_error() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_example_tool_manifests_grant_ledger_names() {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tools");
+    let find = OperationManifest::from_file(&tools.join("data.find_record.yaml")).unwrap();
+    assert_eq!(
+        find.spec.capabilities.records,
+        ["vehicles", "leases", "drivers"]
+    );
+    let summary = OperationManifest::from_file(&tools.join("documents.read_summary.yaml")).unwrap();
+    assert_eq!(summary.spec.capabilities.documents, ["leases"]);
+    let ledger = Ledger::load_dir(&tools.join("../ledger")).unwrap();
+    for name in &find.spec.capabilities.records {
+        assert!(ledger.collections.contains_key(name), "{name}");
+    }
 }

@@ -11,8 +11,9 @@ use serde::de::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::file::{FileCap, read_capped_text};
-use crate::{Impact, LimitsSpec, Policy, PolicyError};
+use hane_core::file::{FileCap, read_capped_text};
+use hane_core::ledger::LedgerError;
+use hane_core::{Impact, LimitsSpec, Policy, policy::PolicyError};
 
 /// The `apiVersion` of operation manifests.
 pub const OPERATION_API_VERSION: &str = "operations/v1alpha1";
@@ -46,6 +47,19 @@ impl fmt::Display for ManifestError {
 }
 
 impl std::error::Error for ManifestError {}
+
+/// A ledger folder a release names that could not be loaded, as the
+/// release reports it.
+impl From<LedgerError> for ManifestError {
+    fn from(e: LedgerError) -> Self {
+        ManifestError {
+            file: e.path.display().to_string(),
+            line: e.line,
+            field: String::new(),
+            message: e.problem.to_string(),
+        }
+    }
+}
 
 /// What is wrong with one field's value, as a [`ManifestError`] says it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -646,7 +660,7 @@ impl<'de> Visitor<'de> for Found {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Access, ByteSize};
+    use hane_core::{Access, ByteSize};
 
     const GOOD: &str = "\
 apiVersion: operations/v1alpha1

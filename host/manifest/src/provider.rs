@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{check_dns_name, not_blank};
 use crate::manifest::{FieldProblem, Source};
-use crate::{Duration, ManifestError, Metadata, PLATFORM_API_VERSION};
+use crate::{ManifestError, Metadata, PLATFORM_API_VERSION};
+use hane_core::Duration;
 
 /// The default of `spec.timeout`: a whole model call, retries included in
 /// neither.
@@ -24,7 +25,7 @@ pub const DEFAULT_MODEL_TIMEOUT: Duration = Duration::seconds(120);
 /// # Examples
 ///
 /// ```
-/// use hane_core::{ModelApi, ModelProviderManifest};
+/// use hane_manifest::{ModelApi, ModelProviderManifest};
 ///
 /// let provider = ModelProviderManifest::from_yaml("provider.yaml", r#"
 /// apiVersion: platform/v1alpha1

@@ -8,9 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    GuestErrorKind, Input, InputId, JsonText, LogLine, Operation, OperationId, OperationOutput,
-    Outcome, Receipt, SessionId, ToolCall, ToolCallStatus,
+use hane_core::{
+    Input, InputId, JsonText, Operation, OperationId, OperationOutput, Outcome, Receipt, SessionId,
+    ToolCall, ToolCallStatus,
+    operation::{GuestErrorKind, LogLine},
 };
 
 /// Decodes a version 3 payload as `Old` and converts it to the current type.
@@ -30,13 +31,13 @@ pub(crate) struct OperationFailure {
     pub(crate) logs: Vec<LogLine>,
 }
 
-impl From<OperationFailure> for crate::OperationFailure {
+impl From<OperationFailure> for hane_core::OperationFailure {
     fn from(old: OperationFailure) -> Self {
         let guest_error = match old.outcome {
             Outcome::OperationError => Some(guest_error_kind(&old.message)),
             _ => None,
         };
-        crate::OperationFailure {
+        hane_core::OperationFailure {
             outcome: old.outcome,
             guest_error,
             message: old.message,
@@ -106,9 +107,9 @@ pub(crate) enum SessionEvent {
     },
 }
 
-impl From<SessionEvent> for crate::SessionEvent {
+impl From<SessionEvent> for hane_core::SessionEvent {
     fn from(old: SessionEvent) -> Self {
-        use crate::SessionEvent as New;
+        use hane_core::SessionEvent as New;
         match old {
             SessionEvent::InputAccepted { input } => New::InputAccepted { input },
             SessionEvent::InputHandled { input } => New::InputHandled { input },
@@ -158,7 +159,7 @@ mod tests {
     #[test]
     fn a_version_3_failure_gets_its_guest_error_kind_from_the_message() {
         let failure = |outcome, message: &str| {
-            crate::OperationFailure::from(OperationFailure {
+            hane_core::OperationFailure::from(OperationFailure {
                 outcome,
                 message: message.into(),
                 receipt: None,

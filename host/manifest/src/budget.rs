@@ -19,7 +19,7 @@ pub const PLATFORM_API_VERSION: &str = "platform/v1alpha1";
 /// # Examples
 ///
 /// ```
-/// use hane_core::BudgetManifest;
+/// use hane_manifest::BudgetManifest;
 ///
 /// let budget = BudgetManifest::from_yaml("budget.yaml", r#"
 /// apiVersion: platform/v1alpha1

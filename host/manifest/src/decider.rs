@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::agent::{check_dns_name, not_blank};
 use crate::manifest::Source;
-use crate::{AGENTS_API_VERSION, ManifestError, Metadata, OUTBOUND_TOOLS};
+use crate::{AGENTS_API_VERSION, ManifestError, Metadata};
+use hane_core::tool::OUTBOUND_TOOLS;
 
 /// The entry of a rule's `tools` that matches every outbound tool.
 const ANY_TOOL: &str = "*";
@@ -22,7 +23,7 @@ const ANY_TOOL: &str = "*";
 /// # Examples
 ///
 /// ```
-/// use hane_core::{Decider, DeciderPolicyManifest, PolicyVerdict};
+/// use hane_manifest::{Decider, DeciderPolicyManifest, PolicyVerdict};
 /// use serde_json::json;
 ///
 /// let policy = DeciderPolicyManifest::from_yaml("policy.yaml", r#"
@@ -360,7 +361,7 @@ fn allowed_tools() -> String {
 /// # Examples
 ///
 /// ```
-/// use hane_core::glob_matches;
+/// use hane_manifest::glob_matches;
 ///
 /// assert!(glob_matches("*@fleet.example", "Desk@FLEET.example"));
 /// assert!(glob_matches("KT-??", "kt-12"));

@@ -9,46 +9,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::manifest::{FieldProblem, Source};
-use crate::script::{ScriptStep, check_script};
-use crate::{ControlTool, Duration, ManifestError, Metadata};
+use crate::{ManifestError, Metadata};
+use crate::{ScriptStep, script::check_script};
+use hane_core::Duration;
+use hane_core::tool::CONTROL_TOOLS;
+use hane_core::tool::OUTBOUND_TOOLS;
+use hane_core::tool::REQUEST_HUMAN_HELP;
+use hane_core::tool::SUBMIT_RESULT;
 
 /// The `apiVersion` of agent and evaluation manifests.
 pub const AGENTS_API_VERSION: &str = "agents/v1alpha1";
-
-/// The tool every agent returns its result with; always allowed.
-pub const SUBMIT_RESULT: &str = ControlTool::SubmitResult.name();
-
-/// The tool that hands work over to a person; needs `handover`.
-pub const REQUEST_HUMAN_HELP: &str = ControlTool::RequestHumanHelp.name();
-
-/// The tool a review agent returns its decision on an outbound action
-/// with (approve, reject or escalate to a person); an agent that a
-/// `DeciderPolicy` names as a decider must list it.
-pub const SUBMIT_REVIEW: &str = ControlTool::SubmitReview.name();
-
-/// Tools the runtime serves itself rather than through an operation:
-/// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create`,
-/// [`SUBMIT_REVIEW`], `workflow.start` and `workflow.get_case`. Names of
-/// [`ControlTool`]s, the one list.
-pub const CONTROL_TOOLS: [&str; 6] = [
-    SUBMIT_RESULT,
-    REQUEST_HUMAN_HELP,
-    ControlTool::CreateTask.name(),
-    SUBMIT_REVIEW,
-    ControlTool::WorkflowStart.name(),
-    ControlTool::WorkflowGetCase.name(),
-];
-
-/// Tools that act outside hane: each call is an outbound action that a
-/// decider approves first (see the agent's `approval` and `DeciderPolicy`).
-/// The runtime serves them itself, like the [`CONTROL_TOOLS`], rather than
-/// through an operation. Names of the outbound [`ControlTool`]s.
-pub const OUTBOUND_TOOLS: [&str; 4] = [
-    ControlTool::SendEmail.name(),
-    ControlTool::SendSms.name(),
-    ControlTool::PlaceCall.name(),
-    ControlTool::IntegrationExecute.name(),
-];
 
 /// The most cases an `EvalSuite` may list.
 pub const MAX_EVAL_CASES: usize = 50;
@@ -58,7 +28,7 @@ pub const MAX_EVAL_CASES: usize = 50;
 /// # Examples
 ///
 /// ```
-/// use hane_core::{AgentManifest, Driver};
+/// use hane_manifest::{AgentManifest, Driver};
 ///
 /// let agent = AgentManifest::from_yaml("agent.yaml", r#"
 /// apiVersion: agents/v1alpha1

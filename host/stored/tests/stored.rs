@@ -2,11 +2,14 @@
 //! item of a newer version is refused by name.
 
 use hane_core::{
-    Control, DirGrant, EnvelopeError, GuestErrorKind, HostCalls, HostPattern, Impact, Input,
-    InputKind, JsonText, Limits, Operation, OperationFailure, OperationOutput, Outcome, Policy,
-    Receipt, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, Versioned, WasmCall,
-    open, seal,
+    Control, Impact, Input, InputKind, JsonText, Limits, Operation, OperationFailure,
+    OperationOutput, Outcome, Policy, Receipt, SessionEvent, SessionId, ToolCall, ToolCallId,
+    ToolCallStatus, WasmCall,
+    operation::GuestErrorKind,
+    policy::{DirGrant, HostPattern},
+    receipt::HostCalls,
 };
+use hane_stored::{EnvelopeError, Versioned, open, seal};
 
 fn receipt() -> Receipt {
     Receipt {
@@ -226,7 +229,8 @@ fn a_future_version_is_refused_with_the_versions_found_and_read() {
 /// Items sealed by the last build that wrote version 1, kept as bytes in
 /// `tests/fixtures/`, read by this one.
 mod version_1 {
-    use hane_core::{Operation, OperationKind, SessionEvent, open};
+    use hane_core::{Operation, SessionEvent, operation::OperationKind};
+    use hane_stored::open;
 
     fn policy_of(op: &Operation) -> &hane_core::Policy {
         let OperationKind::Wasm(call) = &op.kind else {
@@ -287,7 +291,8 @@ mod version_1 {
 /// Items sealed by the last build that wrote version 2 (before the
 /// `actions` grant), kept as bytes in `tests/fixtures/`, read by this one.
 mod version_2 {
-    use hane_core::{Operation, OperationKind, SessionEvent, open};
+    use hane_core::{Operation, SessionEvent, operation::OperationKind};
+    use hane_stored::open;
 
     fn policy_of(op: &Operation) -> &hane_core::Policy {
         let OperationKind::Wasm(call) = &op.kind else {
@@ -330,7 +335,8 @@ mod version_2 {
 /// An item sealed by the last build that wrote version 3 (before failures
 /// carried the guest's error kind), read by this one.
 mod version_3 {
-    use hane_core::{GuestErrorKind, Outcome, SessionEvent, open};
+    use hane_core::{Outcome, SessionEvent, operation::GuestErrorKind};
+    use hane_stored::open;
 
     #[test]
     fn a_failure_reads_with_the_guest_error_kind_its_message_named() {

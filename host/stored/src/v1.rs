@@ -15,9 +15,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    DirGrant, EnvGrant, HostPattern, Impact, Input, InputId, JsonText, Limits, LogLine,
-    OperationId, Outcome, SessionId, ToolCall, ToolCallId, ToolCallStatus,
+use hane_core::{
+    Impact, Input, InputId, JsonText, Limits, OperationId, Outcome, SessionId, ToolCall,
+    ToolCallId, ToolCallStatus,
+    operation::LogLine,
+    policy::{DirGrant, EnvGrant, HostPattern},
 };
 
 /// Decodes a version 1 payload as `Old` and converts it to the current type.
@@ -36,9 +38,9 @@ pub(crate) struct Policy {
     pub(crate) http: Vec<HostPattern>,
 }
 
-impl From<Policy> for crate::Policy {
+impl From<Policy> for hane_core::Policy {
     fn from(old: Policy) -> Self {
-        crate::Policy {
+        hane_core::Policy {
             files: old.files,
             env: old.env,
             http: old.http,
@@ -72,15 +74,15 @@ pub(crate) struct Operation {
     pub(crate) kind: OperationKind,
 }
 
-impl From<Operation> for crate::Operation {
+impl From<Operation> for hane_core::Operation {
     fn from(old: Operation) -> Self {
         let OperationKind::Wasm(call) = old.kind;
-        crate::Operation {
+        hane_core::Operation {
             id: old.id,
             session: old.session,
             tool_call: old.tool_call,
             impact: old.impact,
-            kind: crate::OperationKind::Wasm(crate::WasmCall {
+            kind: hane_core::operation::OperationKind::Wasm(hane_core::WasmCall {
                 name: call.name,
                 component: call.component,
                 policy: call.policy.into(),
@@ -112,9 +114,9 @@ pub(crate) struct Receipt {
     pub(crate) log_bytes: u64,
 }
 
-impl From<Receipt> for crate::Receipt {
+impl From<Receipt> for hane_core::Receipt {
     fn from(old: Receipt) -> Self {
-        crate::Receipt {
+        hane_core::Receipt {
             operation: old.operation,
             version: old.version,
             digest: old.digest,
@@ -122,7 +124,7 @@ impl From<Receipt> for crate::Receipt {
             fuel_consumed: old.fuel_consumed,
             wall_time_us: old.wall_time_us,
             peak_memory_bytes: old.peak_memory_bytes,
-            host_calls: crate::HostCalls {
+            host_calls: hane_core::receipt::HostCalls {
                 log: old.host_calls.log,
                 http_requests: old.host_calls.http_requests,
                 denied: old.host_calls.denied,
@@ -196,9 +198,9 @@ pub(crate) enum SessionEvent {
     },
 }
 
-impl From<SessionEvent> for crate::SessionEvent {
+impl From<SessionEvent> for hane_core::SessionEvent {
     fn from(old: SessionEvent) -> Self {
-        use crate::SessionEvent as New;
+        use hane_core::SessionEvent as New;
         match old {
             SessionEvent::InputAccepted { input } => New::InputAccepted { input },
             SessionEvent::InputHandled { input } => New::InputHandled { input },
@@ -227,7 +229,7 @@ impl From<SessionEvent> for crate::SessionEvent {
             }
             SessionEvent::OperationCompleted { operation, result } => New::OperationCompleted {
                 operation,
-                result: crate::OperationOutput {
+                result: hane_core::OperationOutput {
                     output: result.output,
                     receipt: result.receipt.into(),
                     logs: result.logs,
@@ -255,25 +257,25 @@ impl From<SessionEvent> for crate::SessionEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct AgentRun {
-    pub(crate) id: crate::RunId,
+    pub(crate) id: hane_core::RunId,
     pub(crate) agent: String,
     pub(crate) release: u64,
-    pub(crate) status: crate::RunStatus,
+    pub(crate) status: hane_core::RunStatus,
     pub(crate) shadow: bool,
     pub(crate) input: JsonText,
     pub(crate) result: Option<JsonText>,
     pub(crate) error: Option<String>,
-    pub(crate) tool_calls: Vec<crate::ToolCallSummary>,
+    pub(crate) tool_calls: Vec<hane_core::run::ToolCallSummary>,
     pub(crate) tokens_used: u64,
-    pub(crate) tasks: Vec<crate::TaskId>,
+    pub(crate) tasks: Vec<hane_core::TaskId>,
     pub(crate) session: Option<SessionId>,
     pub(crate) created_at_ms: u64,
     pub(crate) updated_at_ms: u64,
 }
 
-impl From<AgentRun> for crate::AgentRun {
+impl From<AgentRun> for hane_core::AgentRun {
     fn from(old: AgentRun) -> Self {
-        crate::AgentRun {
+        hane_core::AgentRun {
             id: old.id,
             agent: old.agent,
             release: old.release,
@@ -349,15 +351,18 @@ mod tests {
     #[test]
     fn a_version_1_operation_reads_with_no_ledger_grants() {
         let old = operation();
-        let read: crate::Operation = open(&sealed_v1(crate::Operation::KIND, &old)).unwrap();
+        let read: hane_core::Operation =
+            open(&sealed_v1(hane_core::Operation::KIND, &old)).unwrap();
         assert_eq!(read.id, old.id);
-        let crate::OperationKind::Wasm(call) = &read.kind;
+        let hane_core::operation::OperationKind::Wasm(call) = &read.kind else {
+            panic!("a wasm call");
+        };
         assert_eq!(call.policy.files.len(), 1);
         assert_eq!(call.policy.env.len(), 1);
         assert_eq!(call.policy.http.len(), 1);
         assert!(call.policy.records.is_empty());
         assert!(call.policy.documents.is_empty());
-        assert_eq!(read, crate::Operation::from(old));
+        assert_eq!(read, hane_core::Operation::from(old));
     }
 
     #[test]
@@ -398,37 +403,40 @@ mod tests {
             },
         ];
         for old in events {
-            let read: crate::SessionEvent =
-                open(&sealed_v1(crate::SessionEvent::KIND, &old)).unwrap();
+            let read: hane_core::SessionEvent =
+                open(&sealed_v1(hane_core::SessionEvent::KIND, &old)).unwrap();
             match &read {
-                crate::SessionEvent::ToolCallRecorded { operations, .. } => {
-                    let crate::OperationKind::Wasm(call) = &operations[0].kind;
+                hane_core::SessionEvent::ToolCallRecorded { operations, .. } => {
+                    let hane_core::operation::OperationKind::Wasm(call) = &operations[0].kind
+                    else {
+                        panic!("a wasm call");
+                    };
                     assert!(call.policy.records.is_empty() && call.policy.documents.is_empty());
                     assert_eq!(call.policy.http.len(), 1);
                 }
-                crate::SessionEvent::OperationCompleted { result, .. } => {
+                hane_core::SessionEvent::OperationCompleted { result, .. } => {
                     let calls = result.receipt.host_calls;
                     assert_eq!((calls.log, calls.http_requests, calls.denied), (1, 2, 3));
                     assert_eq!((calls.records, calls.documents), (0, 0));
                 }
-                crate::SessionEvent::OperationFailed { failure, .. } => {
+                hane_core::SessionEvent::OperationFailed { failure, .. } => {
                     let calls = failure.receipt.as_ref().unwrap().host_calls;
                     assert_eq!((calls.denied, calls.records, calls.documents), (3, 0, 0));
                 }
-                crate::SessionEvent::Forked { at, .. } => assert_eq!(*at, 3),
+                hane_core::SessionEvent::Forked { at, .. } => assert_eq!(*at, 3),
                 other => panic!("unexpected {other:?}"),
             }
-            assert_eq!(read, crate::SessionEvent::from(old));
+            assert_eq!(read, hane_core::SessionEvent::from(old));
         }
     }
 
     #[test]
     fn a_version_1_run_reads_as_one_that_cannot_be_resumed() {
         let old = AgentRun {
-            id: crate::RunId::new(),
+            id: hane_core::RunId::new(),
             agent: "notify".into(),
             release: 3,
-            status: crate::RunStatus::Running,
+            status: hane_core::RunStatus::Running,
             shadow: false,
             input: JsonText::parse(r#"{"email":"a@example.com"}"#).unwrap(),
             result: None,
@@ -440,13 +448,13 @@ mod tests {
             created_at_ms: 1,
             updated_at_ms: 2,
         };
-        let read: crate::AgentRun = open(&sealed_v1(crate::AgentRun::KIND, &old)).unwrap();
+        let read: hane_core::AgentRun = open(&sealed_v1(hane_core::AgentRun::KIND, &old)).unwrap();
         assert!(!read.resumable);
         assert_eq!(read.resumed, 0);
         assert_eq!(
             (read.id.clone(), read.tokens_used, read.session.clone()),
             (old.id.clone(), 12, old.session.clone())
         );
-        assert_eq!(read, crate::AgentRun::from(old));
+        assert_eq!(read, hane_core::AgentRun::from(old));
     }
 }

@@ -6,17 +6,14 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::file::{FileCap, read_capped_text};
 use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
     EvalSuiteManifest, ManifestError, ModelProviderManifest, OPERATION_API_VERSION,
-    OperationManifest, PLATFORM_API_VERSION, SUBMIT_REVIEW, ScheduleManifest, ScheduleTarget,
-    WorkflowManifest,
+    OperationManifest, PLATFORM_API_VERSION, ScheduleManifest, ScheduleTarget, WorkflowManifest,
 };
-
-/// The most bytes one manifest file may hold (1 MiB).
-pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+use hane_core::file::{FileCap, read_capped_text};
+use hane_core::tool::SUBMIT_REVIEW;
 
 /// How deep folders of a bundle may nest; a bound for symbolic links that
 /// loop.

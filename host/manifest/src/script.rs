@@ -27,8 +27,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::agent::{SUBMIT_RESULT, SUBMIT_REVIEW};
 use crate::manifest::FieldProblem;
+use hane_core::tool::{SUBMIT_RESULT, SUBMIT_REVIEW};
 
 /// The most bytes one rendered step input may hold (1 MiB), counted as
 /// compact JSON. A template can name a large tool output many times; this

@@ -10,9 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    DirGrant, EnvGrant, HostPattern, Impact, Input, InputId, JsonText, Limits, LogLine,
-    OperationId, Receipt, SessionId, ToolCall, ToolCallId, ToolCallStatus,
+use hane_core::{
+    Impact, Input, InputId, JsonText, Limits, OperationId, Receipt, SessionId, ToolCall,
+    ToolCallId, ToolCallStatus,
+    operation::LogLine,
+    policy::{DirGrant, EnvGrant, HostPattern},
 };
 
 /// Decodes a version 2 payload as `Old` and converts it to the current type.
@@ -33,9 +35,9 @@ pub(crate) struct Policy {
     pub(crate) documents: Vec<String>,
 }
 
-impl From<Policy> for crate::Policy {
+impl From<Policy> for hane_core::Policy {
     fn from(old: Policy) -> Self {
-        crate::Policy {
+        hane_core::Policy {
             files: old.files,
             env: old.env,
             http: old.http,
@@ -69,15 +71,15 @@ pub(crate) struct Operation {
     pub(crate) kind: OperationKind,
 }
 
-impl From<Operation> for crate::Operation {
+impl From<Operation> for hane_core::Operation {
     fn from(old: Operation) -> Self {
         let OperationKind::Wasm(call) = old.kind;
-        crate::Operation {
+        hane_core::Operation {
             id: old.id,
             session: old.session,
             tool_call: old.tool_call,
             impact: old.impact,
-            kind: crate::OperationKind::Wasm(crate::WasmCall {
+            kind: hane_core::operation::OperationKind::Wasm(hane_core::WasmCall {
                 name: call.name,
                 component: call.component,
                 policy: call.policy.into(),
@@ -95,9 +97,9 @@ pub(crate) struct OperationOutput {
     pub(crate) logs: Vec<LogLine>,
 }
 
-impl From<OperationOutput> for crate::OperationOutput {
+impl From<OperationOutput> for hane_core::OperationOutput {
     fn from(old: OperationOutput) -> Self {
-        crate::OperationOutput {
+        hane_core::OperationOutput {
             output: old.output,
             receipt: old.receipt,
             logs: old.logs,
@@ -152,9 +154,9 @@ pub(crate) enum SessionEvent {
     },
 }
 
-impl From<SessionEvent> for crate::SessionEvent {
+impl From<SessionEvent> for hane_core::SessionEvent {
     fn from(old: SessionEvent) -> Self {
-        use crate::SessionEvent as New;
+        use hane_core::SessionEvent as New;
         match old {
             SessionEvent::InputAccepted { input } => New::InputAccepted { input },
             SessionEvent::InputHandled { input } => New::InputHandled { input },
