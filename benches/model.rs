@@ -27,9 +27,11 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use hane_coordinator::{
-    AgentRuntime, BoxFuture, GatewayError, Llm, ModelCall, ModelCallError, ModelCaller, ModelInfo,
-    RunDriver, RuntimeConfig, ToolCaller, ToolResult, model_tool_name, task_message,
+    AgentRuntime, GatewayError, Llm, ModelCaller, RunDriver, RuntimeConfig, ToolCaller, ToolResult,
+    drivers::{ModelCall, ModelInfo, model_tool_name, task_message},
+    gateway::model::ModelCallError,
 };
+use hane_core::BoxFuture;
 use hane_core::RunId;
 use hane_manager::Components;
 use hane_model::{

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hane_coordinator::{
-    AgentRuntime, GatewayError, RunError, RuntimeConfig, StartRun, Stop, TokenError,
+    AgentRuntime, GatewayError, RunError, RuntimeConfig, StartRun,
+    gateway::{Stop, TokenError},
 };
 use hane_core::RunId;
 use hane_core::RunStatus;

@@ -7,7 +7,10 @@
 use hane_coordinator::conversation::{
     ConversationError, Memory, MemoryMessage, RunSummary, Speaker, ToolCallNote, history,
 };
-use hane_coordinator::{AgentRuntime, ModelConfig, RunEvent, model_tool_name, task_message};
+use hane_coordinator::{
+    AgentRuntime, ModelConfig, RunEvent,
+    drivers::{model_tool_name, task_message},
+};
 use hane_core::{ConversationId, RunId, RunStatus};
 use hane_model::{Content, Message, ModelRequest, ModelResponse, Role, StopReason, Usage};
 use serde_json::{Value, json};

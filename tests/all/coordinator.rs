@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hane_coordinator::{Coordinator, CoordinatorConfig, Received};
+use hane_coordinator::{Coordinator, CoordinatorConfig, coordinator::Received};
 use hane_core::{
     Control, Impact, Input, InputKind, JsonText, Limits, Operation, OperationId, OperationState,
     Outcome, Policy, SessionEvent, SessionId, ToolCall, ToolCallId, ToolCallStatus, WasmCall,

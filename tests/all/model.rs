@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hane_coordinator::{
-    AgentRuntime, GatewayError, ModelConfig, RunError, StartRun, Stop, model_tool_name,
-    task_message,
+    AgentRuntime, GatewayError, ModelConfig, RunError, StartRun,
+    drivers::{model_tool_name, task_message},
+    gateway::Stop,
 };
 use hane_core::{RunId, RunStatus, credential::Secret};
 use hane_model::{Content, Message, ModelRequest, ModelResponse, Role, StopReason, Usage};
@@ -110,7 +111,7 @@ fn conversation(
             })
             .collect();
         if results.is_empty() {
-            messages.push(Message::user(hane_coordinator::REMINDER));
+            messages.push(Message::user(hane_coordinator::drivers::REMINDER));
         } else {
             messages.push(Message {
                 role: Role::User,

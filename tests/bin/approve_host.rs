@@ -13,7 +13,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use hane_coordinator::{
-    ActionError, BudgetScope, ExecutionLedger, Lease, lease_from_env, load_active,
+    ActionError, ExecutionLedger, Lease, budget::BudgetScope, lease::lease_from_env, load_active,
 };
 use hane_core::Person;
 use hane_delivery::DeliveryConfig;

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use hane_coordinator::{Coordinator, CoordinatorConfig, Received};
+use hane_coordinator::{Coordinator, CoordinatorConfig, coordinator::Received};
 use hane_core::{
     Impact, Input, InputKind, JsonText, Limits, Operation, Policy, SessionEvent, SessionId,
     ToolCall, ToolCallId, ToolCallStatus, WasmCall,

@@ -23,60 +23,43 @@
 //!   and the tests use them.
 
 mod approvals;
-mod budget;
+pub mod budget;
 pub mod conversation;
-mod coordinator;
-mod drivers;
+pub mod coordinator;
+pub mod drivers;
 pub mod evaluation;
-mod gateway;
+pub mod gateway;
 mod inbox;
-mod lease;
+pub mod lease;
 mod listing;
 pub mod reception;
-mod release;
+pub mod release;
 mod runtime;
 pub mod schedule;
 mod services;
-mod tools;
+pub mod tools;
 pub mod workflow;
 
 pub use approvals::{ActionError, Approvals, ExecutionLedger, RecoveredActions};
-pub use budget::{
-    ActiveBudget, BudgetExceeded, BudgetReport, BudgetScope, Budgets, ReportAlert, ReportLimits,
-    ReportUsage, utc_day,
-};
+pub use budget::{BudgetExceeded, BudgetReport, Budgets};
 pub use conversation::Conversations;
-pub use coordinator::{
-    Abandoned, Coordinator, CoordinatorConfig, CoordinatorError, Dispatched, Received, Recovery,
-    Settled, ending_event,
-};
+pub use coordinator::{Coordinator, CoordinatorConfig, CoordinatorError};
 pub use drivers::{
-    BoxFuture, CliDriverUnavailable, ExternalDriver, ExternalDrivers, ExternalRun, Llm,
-    MAX_RESULT_BYTES, ModelCall, ModelCaller, ModelInfo, REMINDER, RunDriver, RunEnd, ToolCaller,
-    UNTRUSTED_NOTE, model_tool_name, task_message,
+    ExternalDriver, ExternalDrivers, ExternalRun, Llm, ModelCaller, RunDriver, ToolCaller,
 };
 pub use evaluation::Evaluations;
-pub use gateway::model::{InFlight, ModelAdmitted, ModelCallError, input_slack};
-pub use gateway::{
-    Admitted, GatewayError, RunToken, RunTokenKey, Stop, TOKEN_GRACE, TokenError, ToolGateway,
-};
+pub use gateway::{GatewayError, RunToken, RunTokenKey, ToolGateway};
 pub use inbox::Inbox;
-pub use lease::{
-    BadLease, DEFAULT_LEASE, LEASE_ENV, Lease, MIN_LEASE, lease_from_env, parse_lease,
-};
+pub use lease::Lease;
 pub use listing::{Listed, Skipped};
 pub use reception::ReceptionDesk;
 pub use release::{
-    ActivationError, AgentModel, LoadedAgent, LoadedProvider, LoadedRelease, ReleaseBody,
-    ReleaseLoadError, ReleasedProvider, SourceFile, activate_dir, load_active,
+    ActivationError, LoadedRelease, ReleaseBody, ReleaseLoadError, activate_dir, load_active,
 };
 pub use runtime::{
     AgentRuntime, AttachedRun, CANCEL_SETTLES_WITHIN, ModelConfig, OpenError, RunError, RunEvent,
     RuntimeConfig, StartRun, TakenOver,
 };
 pub use services::Services;
-pub use tools::{
-    ControlTool, OperationTool, ReleasedOperation, Tool, ToolDefinition, ToolKind, ToolResult,
-    format, translate,
-};
+pub use tools::{ReleasedOperation, Tool, ToolResult};
 pub use workflow::Workflows;

@@ -5,7 +5,7 @@
 //! schedule, or every [`MAX_SLEEP`] to notice a new activation. At each
 //! pass it works out, for each schedule, which ticks are due
 //! ([`due`], pure) and claims each in the store
-//! ([`TickTable::claim`](hane_store::TickTable::claim)): the row's
+//! ([`TickTable::claim`](hane_store::registry::TickTable::claim)): the row's
 //! key is the schedule and the tick's own time, so of all the processes
 //! that see a tick due only the one whose claim took acts on it. The
 //! winner starts the run ([`AgentRuntime::start`], which charges the day's

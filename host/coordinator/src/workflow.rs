@@ -19,10 +19,10 @@ use hane_store::{CaseRow, Registry, StoreError};
 use serde_json::{Value, json};
 
 use crate::Listed;
-use crate::drivers::BoxFuture;
 use crate::release::{LoadedRelease, LoadedWorkflow};
 use crate::runtime::{AgentRuntime, RunContext, RunError, StartRun, lock};
 use crate::tools::{ControlCall, ControlService, ToolResult};
+use hane_core::BoxFuture;
 
 /// Why a case could not be started, read or moved on.
 #[derive(Debug, thiserror::Error)]

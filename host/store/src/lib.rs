@@ -41,7 +41,7 @@ mod check;
 mod mark;
 mod postgres;
 mod query;
-mod registry;
+pub mod registry;
 mod schema;
 mod sql;
 mod sqlite;
@@ -53,14 +53,8 @@ pub use mark::{Damage, Recovered, recover};
 pub use postgres::PostgresStore;
 pub use registry::{
     ActionQuery, ActionRow, AlertRow, ApiKeyInfo, BudgetUsage, CaseRow, ConversationRow, EntryRow,
-    EvaluationRow, LeaseRow, MAX_ACTIONS_LISTED, MAX_CASES_LISTED, MAX_CONVERSATIONS_LISTED,
-    MAX_EVALUATIONS_LISTED, MAX_RECEPTIONS_LISTED, MAX_RUNS_LISTED, MAX_TICKS_LISTED, NewRelease,
-    OverrideRow, ReceptionRow, Registry, RegistryTx, ReleaseInfo, RunQuery, RunRow, TakenRun,
-    TaskRow, TickEnd, TickRow, UsageDelta,
-};
-pub use registry::{
-    ActionTable, ApiKeyTable, CaseTable, ConversationTable, EvaluationTable, LeaseTable,
-    OverrideTable, ReceptionTable, ReleaseTable, RunTable, TaskTable, TickTable, UsageTable,
+    EvaluationRow, LeaseRow, NewRelease, OverrideRow, ReceptionRow, Registry, RegistryTx,
+    ReleaseInfo, RunQuery, RunRow, TakenRun, TaskRow, TickEnd, TickRow, UsageDelta,
 };
 pub use sql::postgres::redact as without_password;
 pub use sqlite::{SqliteConfig, SqliteStore, Synchronous};

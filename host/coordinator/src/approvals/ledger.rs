@@ -28,7 +28,7 @@ use tracing::Instrument as _;
 use crate::Listed;
 use crate::budget::{ActiveBudget, BudgetExceeded, BudgetScope, ChargeError, charge, utc_day};
 use crate::lease::Lease;
-use crate::tools::ControlTool;
+use hane_core::ControlTool;
 use hane_core::{
     ActionRequest, ActionState, DeciderKind, Decision, Person, Verdict,
     approval::{ActionOutcome, Attempt},

@@ -19,7 +19,8 @@ use super::ledger::{ActionError, record};
 use crate::budget::{BudgetExceeded, utc_day};
 use crate::gateway::Stop;
 use crate::runtime::{AgentRuntime, LiveRun, RunStatus, StartRun, Task, now_ms, task_row};
-use crate::tools::{self, ControlTool, ToolResult};
+use crate::tools::{self, ToolResult};
+use hane_core::ControlTool;
 use hane_core::{
     ActionRequest, ActionState, DeciderKind, Decision, Verdict,
     address::{AddressError, check_api_path, check_recipient},

@@ -23,7 +23,8 @@ use super::{BoxFuture, ModelCall, ModelCaller, RunDriver, RunEnd, ToolCaller};
 use crate::gateway::GatewayError;
 use crate::gateway::model::ModelCallError;
 use crate::release::LoadedAgent;
-use crate::tools::{ControlTool, ToolResult};
+use crate::tools::ToolResult;
+use hane_core::ControlTool;
 
 /// What the system instructions say about tool output, after the agent's
 /// own instructions.

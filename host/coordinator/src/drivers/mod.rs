@@ -20,7 +20,7 @@ use crate::gateway::model::ModelCallError;
 use crate::release::LoadedAgent;
 use crate::tools::ToolResult;
 
-pub use hane_core::BoxFuture;
+use hane_core::BoxFuture;
 
 /// How a driver stopped before its run had a result.
 #[derive(Debug)]

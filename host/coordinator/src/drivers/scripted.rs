@@ -4,7 +4,8 @@ use hane_manifest::{Scope, ScriptStep};
 use serde_json::Value;
 
 use super::{BoxFuture, ModelCaller, RunDriver, RunEnd, ToolCaller};
-use crate::tools::{ControlTool, ToolResult};
+use crate::tools::ToolResult;
+use hane_core::ControlTool;
 
 /// Runs an agent's `script`: each step whose condition holds calls its
 /// tool with its rendered input, through the gateway like any driver. A

@@ -627,7 +627,7 @@ impl ReceptionDesk {
             &request.messages,
         );
         let reserved = input_tokens
-            + crate::input_slack(input_tokens)
+            + crate::gateway::model::input_slack(input_tokens)
             + request.max_output_tokens.unwrap_or_default();
         let day = DayBudget::of(&self.runs)
             .charge_tokens(release, reserved)

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
 use crate::drivers::{ExternalDrivers, NoExternalDrivers};
-use crate::tools::{ReleasedOperation, Tool, ToolDefinition, ToolRegistry};
+use crate::tools::{ReleasedOperation, Tool, ToolRegistry};
+use hane_core::ToolDefinition;
 
 /// A manifest as activated, written as JSON; agents and suites are parsed
 /// again from it when the release is loaded, by the same parser that

@@ -15,7 +15,7 @@ use super::*;
 /// | `scope` | project `default`, environment `default` |
 /// | `model` | [`ModelConfig::new`] |
 /// | `external_drivers` | none: runs of agents whose driver is a coding CLI are refused, and so are releases naming a `cliProfile` |
-/// | `lease` | [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) |
+/// | `lease` | [`DEFAULT_LEASE`](crate::lease::DEFAULT_LEASE) |
 /// | `operations` | a [`LocalOperationManager`] over the sandbox, with `local` and `components` |
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
@@ -108,7 +108,7 @@ impl RuntimeConfig {
     /// How long this process's lease on the store lasts unless renewed
     /// (see [`Lease`]): how long its runs and deliveries wait after it
     /// dies before another process takes them. At least
-    /// [`MIN_LEASE`](crate::MIN_LEASE).
+    /// [`MIN_LEASE`](crate::lease::MIN_LEASE).
     pub fn lease(&mut self, ttl: Duration) -> &mut Self {
         self.lease = Some(ttl);
         self

@@ -53,16 +53,18 @@ pub(crate) use hane_core::{
 
 use crate::approvals::ExecutionLedger;
 use crate::budget::{BudgetExceeded, BudgetScope};
-use crate::drivers::{self, BoxFuture, ExternalDrivers, RunEnd, ToolCaller};
+use crate::drivers::{self, ExternalDrivers, RunEnd, ToolCaller};
 use crate::gateway::{Admitted, GatewayError, RunToken, RunTokenKey, Stop, ToolGateway};
 use crate::lease::Lease;
 use crate::release::{ActivationError, LoadedAgent, LoadedRelease, ReleaseLoadError, load_active};
-use crate::tools::{self as translate, ControlService, ToolDefinition, ToolKind, ToolResult};
+use crate::tools::{self as translate, ControlService, ToolKind, ToolResult};
+use hane_core::BoxFuture;
+use hane_core::ToolDefinition;
 use hane_delivery::DeliveryConfig;
 use hane_manager::{Components, Ending, LocalConfig, LocalOperationManager, OperationManager};
 use journal::Journal;
 
-use crate::{Coordinator, CoordinatorConfig, CoordinatorError, Listed, ending_event};
+use crate::{Coordinator, CoordinatorConfig, CoordinatorError, Listed, coordinator::ending_event};
 
 /// How long [`AgentRuntime::cancel`] waits for the cancelled run to end
 /// before answering with the run as it is.
@@ -329,7 +331,10 @@ impl AgentRuntime {
             Some(url) => Arc::new(hane_store::PostgresStore::open(url)?),
             None => Arc::new(SqliteStore::open(path, &store_config)?),
         };
-        let lease = Lease::acquire(&registry, config.lease.unwrap_or(crate::DEFAULT_LEASE))?;
+        let lease = Lease::acquire(
+            &registry,
+            config.lease.unwrap_or(crate::lease::DEFAULT_LEASE),
+        )?;
         let sandbox = Sandbox::new(&config.sandbox)?;
         let components = config.components.clone();
         let manager: Arc<dyn OperationManager> = match &config.operations {
@@ -374,7 +379,7 @@ impl AgentRuntime {
     /// calls through `coordinator`, whose operation manager finds
     /// components in `components`; `sandbox` loads components at
     /// activation and holds the active release's ledger. It takes a lease
-    /// of [`DEFAULT_LEASE`](crate::DEFAULT_LEASE) on the store.
+    /// of [`DEFAULT_LEASE`](crate::lease::DEFAULT_LEASE) on the store.
     ///
     /// # Errors
     ///
@@ -389,7 +394,7 @@ impl AgentRuntime {
         sandbox: Sandbox,
         components: Components,
     ) -> Result<Self, StoreError> {
-        let lease = Lease::acquire(&registry, crate::DEFAULT_LEASE)?;
+        let lease = Lease::acquire(&registry, crate::lease::DEFAULT_LEASE)?;
         let actions = ExecutionLedger::new(
             registry.clone(),
             DeliveryConfig::new(),

@@ -14,10 +14,11 @@ use std::sync::{Arc, Mutex};
 use super::resume::Next;
 use super::{AgentRuntime, LiveRun, lock};
 use crate::drivers::ExternalDrivers;
-use crate::drivers::{BoxFuture, ModelCall, ModelCaller, ModelInfo};
+use crate::drivers::{ModelCall, ModelCaller, ModelInfo};
 use crate::gateway::RunToken;
 use crate::gateway::model::ModelCallError;
 use crate::release::{AgentModel, LoadedProvider, LoadedRelease};
+use hane_core::BoxFuture;
 
 /// How the runtime reaches model providers.
 ///

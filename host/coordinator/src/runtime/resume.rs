@@ -21,8 +21,8 @@ use hane_manager::Ending;
 use serde_json::Value;
 
 use super::{AgentRun, AgentRuntime, LiveRun, Releases, RunError, Task, ToolCalls, lock, now_ms};
-use crate::Dispatched;
 use crate::approvals::Proposals;
+use crate::coordinator::Dispatched;
 use crate::gateway::{Admitted, GatewayError, Stop};
 use crate::tools::Controls;
 use crate::tools::{self as translate, ToolKind, ToolResult};

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use hane_core::AgentRun;
 
 use super::{ControlTool, ToolResult};
-use crate::drivers::BoxFuture;
 use crate::release::{LoadedAgent, LoadedRelease};
 use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms, task_row};
+use hane_core::BoxFuture;
 
 /// A service outside the run kernel that answers some control tools of a
 /// run (the workflow tools, answered by [`Workflows`](crate::Workflows)):

@@ -15,7 +15,7 @@ pub(crate) use translate::{input_text, proposal_input};
 
 use std::sync::Arc;
 
-pub use hane_core::{ControlTool, ToolDefinition};
+use hane_core::{ControlTool, ToolDefinition};
 use hane_core::{Impact, Limits, Policy};
 use hane_sandbox::Schema;
 use serde::{Deserialize, Serialize};

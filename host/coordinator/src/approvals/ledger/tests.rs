@@ -5,7 +5,7 @@ use hane_core::JsonText;
 async fn an_approval_that_resumes_a_delivery_checks_the_group_too() {
     let dir = tempfile::tempdir().unwrap();
     let registry = Registry::open(dir.path().join("hane.db")).unwrap();
-    let lease = Lease::acquire(&registry, crate::DEFAULT_LEASE).unwrap();
+    let lease = Lease::acquire(&registry, crate::lease::DEFAULT_LEASE).unwrap();
     let ledger = ExecutionLedger::new(
         registry,
         DeliveryConfig::new(),
