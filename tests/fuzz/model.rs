@@ -4,9 +4,12 @@
 //! answers (responses whole and as event streams, read and served back in
 //! all three formats). Neither side is trusted.
 
-use hane_model::serve::{self, SseOut};
-use hane_model::sse::SseParser;
-use hane_model::{Content, ModelError, ModelResponse, WireOptions, anthropic, chat, responses};
+use hane_model::dialect::sse::SseParser;
+use hane_model::dialect::{self, SseOut};
+use hane_model::{
+    Content, ModelError, ModelResponse, WireOptions,
+    dialect::{anthropic, chat, responses},
+};
 use serde_json::{Value, json};
 
 use crate::engine::{Shape, Target, fuzz};
@@ -94,7 +97,7 @@ fn serve_all(response: &ModelResponse) {
         anthropic::stream_events(response, "id"),
     ]
     .concat();
-    let _ = serve::encode(&streamed);
+    let _ = dialect::encode(&streamed);
     let _ = chat::response_body(response, "id");
     let _ = responses::response_body(response, "id");
     let _ = anthropic::response_body(response, "id");

@@ -11,8 +11,11 @@ use std::time::Duration;
 
 use hane_container::{ContainerLimits, ContainerSpec, Exit, Mount, RootFs, Service};
 use hane_coordinator::{
-    BoxFuture, ExternalDriver, ExternalRun, LoadedAgent, RunEnd, UNTRUSTED_NOTE,
+    ExternalDriver, ExternalRun,
+    drivers::{RunEnd, UNTRUSTED_NOTE},
+    release::LoadedAgent,
 };
+use hane_core::BoxFuture;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 

@@ -56,7 +56,9 @@ use std::time::Duration;
 
 use hane_container::{ImageDigest, ImageError, ImageRecipe, ImageStore, RootFs};
 use hane_coordinator::{
-    CliDriverUnavailable, ExternalDriver, ExternalDrivers, LoadedAgent, model_tool_name,
+    ExternalDriver, ExternalDrivers,
+    drivers::{CliDriverUnavailable, model_tool_name},
+    release::LoadedAgent,
 };
 use hane_model::ModelAdapter;
 use serde_json::Value;

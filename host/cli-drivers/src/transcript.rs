@@ -28,9 +28,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use hane_core::BoxFuture;
 use hane_model::{
-    BoxFuture, Content, EventSink, Message, ModelAdapter, ModelError, ModelRequest, ModelResponse,
-    Role, StreamEvent,
+    Content, EventSink, Message, ModelAdapter, ModelError, ModelRequest, ModelResponse, Role,
+    StreamEvent,
 };
 
 use crate::Cli;

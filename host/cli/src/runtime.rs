@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use hane_cli_drivers::{CliConfig, ServerAddress};
 use hane_coordinator::{AgentRuntime, Services};
-use hane_coordinator::{BudgetScope, ModelConfig, RuntimeConfig};
+use hane_coordinator::{ModelConfig, RuntimeConfig, budget::BudgetScope};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 use hane_store::Registry;
@@ -168,7 +168,7 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
         .components(components)
-        .lease(hane_coordinator::lease_from_env()?)
+        .lease(hane_coordinator::lease::lease_from_env()?)
         .model(model)
         .external_drivers({
             let mut cli = cli_from_env()?;

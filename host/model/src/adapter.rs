@@ -8,11 +8,13 @@ use http::Uri;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::sse::SseParser;
+use crate::dialect::sse::SseParser;
 use crate::{
-    BoxFuture, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, Secret, anthropic,
-    chat, error, responses,
+    EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse,
+    dialect::{anthropic, chat, responses},
+    error,
 };
+use hane_core::{BoxFuture, credential::Secret};
 use hane_http::{Client, Reply, Request};
 
 /// The most bytes of a provider's answer read: a whole JSON body, or the
@@ -319,7 +321,7 @@ enum Assembly<'a> {
 }
 
 impl Assembly<'_> {
-    fn event(&mut self, event: &crate::sse::SseEvent) -> Result<bool, ModelError> {
+    fn event(&mut self, event: &crate::dialect::sse::SseEvent) -> Result<bool, ModelError> {
         match self {
             Assembly::Chat(s) => s.event(event),
             Assembly::Responses(s) => s.event(event),

@@ -18,31 +18,25 @@ pub mod error;
 pub mod recording;
 mod retry;
 
-/// The gateway's side of the formats ([`dialect`] under the name its
-/// callers know).
-pub use dialect as serve;
-/// The formats by name, as the adapter speaks them to a provider and the
-/// gateway serves them: each one [`dialect`] both ways.
-pub use dialect::{anthropic, chat, responses, sse};
-
 use dialect::assemble;
 
 use std::time::Duration;
+
+use hane_core::BoxFuture;
 
 pub use adapter::{
     AdapterConfig, AdapterConfigError, Api, DEFAULT_TIMEOUT, HttpAdapter, MAX_ERROR_BODY_BYTES,
     MAX_RESPONSE_BYTES, WireOptions, adapter,
 };
 pub use assemble::{arguments_text, parse_arguments};
-pub use hane_core::credential::Secret;
-pub use hane_model_types::*;
+pub use hane_model_types::{
+    Content, Message, ModelRequest, ModelResponse, Role, StopReason, ToolChoice, ToolSpec, Usage,
+};
 pub use recording::{
     MAX_RECORDING_BYTES, RECORDING_FORMAT, RECORDING_VERSION, Recorder, Recording, RecordingError,
     ReplayAdapter, Turn, pin,
 };
 pub use retry::{RetryPolicy, send_with_retry};
-
-pub use hane_core::BoxFuture;
 
 /// A piece of a response as it streams in, normalized across providers.
 #[derive(Debug, Clone, PartialEq)]

@@ -45,9 +45,9 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::{
-    BoxFuture, Content, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse,
-    StreamEvent,
+    Content, EventSink, ModelAdapter, ModelError, ModelRequest, ModelResponse, StreamEvent,
 };
+use hane_core::BoxFuture;
 
 /// The `format` of a recording file.
 pub const RECORDING_FORMAT: &str = "hane-model-recording";

@@ -117,7 +117,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::{BoxFuture, StopReason, Usage};
+    use crate::{StopReason, Usage};
+    use hane_core::BoxFuture;
 
     /// An adapter answering from a script, noting when each call came.
     #[derive(Debug)]

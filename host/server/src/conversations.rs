@@ -16,7 +16,7 @@ use hane_coordinator::conversation::{
 };
 use hane_coordinator::{AgentRuntime, Conversations, RunEvent};
 use hane_core::{AgentRun, Conversation, ConversationId};
-use hane_store::MAX_CONVERSATIONS_LISTED;
+use hane_store::registry::MAX_CONVERSATIONS_LISTED;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::Evaluations;
 use hane_coordinator::evaluation::EvalError;
 use hane_core::{Evaluation, EvaluationId, evaluation::EvaluationComparison};
-use hane_store::MAX_EVALUATIONS_LISTED;
+use hane_store::registry::MAX_EVALUATIONS_LISTED;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -31,9 +31,11 @@ use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hane_coordinator::{
-    AgentRuntime, GatewayError, ModelCall, ModelCallError, ModelInfo, RunToken,
+    AgentRuntime, GatewayError, RunToken,
+    drivers::{ModelCall, ModelInfo},
+    gateway::model::ModelCallError,
 };
-use hane_model::serve::{self, Failure, Inbound, InboundError, SseOut, StreamWriter};
+use hane_model::dialect::{self, Failure, Inbound, InboundError, SseOut, StreamWriter};
 use hane_model::{ModelResponse, StreamEvent};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -166,25 +168,25 @@ impl Format {
 
     fn parse(self, body: &Value) -> Result<Inbound, InboundError> {
         match self {
-            Format::Chat => serve::chat::parse_request(body),
-            Format::Responses => serve::responses::parse_request(body),
-            Format::Anthropic => serve::anthropic::parse_request(body),
+            Format::Chat => dialect::chat::parse_request(body),
+            Format::Responses => dialect::responses::parse_request(body),
+            Format::Anthropic => dialect::anthropic::parse_request(body),
         }
     }
 
     fn response_body(self, response: &ModelResponse, id: &str) -> Value {
         match self {
-            Format::Chat => serve::chat::response_body(response, id),
-            Format::Responses => serve::responses::response_body(response, id),
-            Format::Anthropic => serve::anthropic::response_body(response, id),
+            Format::Chat => dialect::chat::response_body(response, id),
+            Format::Responses => dialect::responses::response_body(response, id),
+            Format::Anthropic => dialect::anthropic::response_body(response, id),
         }
     }
 
     fn error_body(self, failure: &Failure) -> (u16, Value) {
         match self {
-            Format::Chat => serve::chat::error_body(failure),
-            Format::Responses => serve::responses::error_body(failure),
-            Format::Anthropic => serve::anthropic::error_body(failure),
+            Format::Chat => dialect::chat::error_body(failure),
+            Format::Responses => dialect::responses::error_body(failure),
+            Format::Anthropic => dialect::anthropic::error_body(failure),
         }
     }
 
@@ -203,16 +205,16 @@ impl Format {
     fn writer(self, id: &str, model: &str, input_tokens: u64, inbound: &Inbound) -> Writer {
         match self {
             Format::Chat => {
-                let mut writer = serve::chat::ChatWriter::new(id, model, input_tokens);
+                let mut writer = dialect::chat::ChatWriter::new(id, model, input_tokens);
                 writer.include_usage(inbound.include_usage);
                 Box::new(writer)
             }
-            Format::Responses => Box::new(serve::responses::ResponsesWriter::new(
+            Format::Responses => Box::new(dialect::responses::ResponsesWriter::new(
                 id,
                 model,
                 input_tokens,
             )),
-            Format::Anthropic => Box::new(serve::anthropic::AnthropicWriter::new(
+            Format::Anthropic => Box::new(dialect::anthropic::AnthropicWriter::new(
                 id,
                 model,
                 input_tokens,
@@ -505,7 +507,7 @@ async fn stream(
             };
             events.extend(make(writer));
             if !events.is_empty() {
-                let _ = sender.send(Piece::Events(Bytes::from(serve::encode(&events))));
+                let _ = sender.send(Piece::Events(Bytes::from(dialect::encode(&events))));
             }
         };
         let sink = |event: StreamEvent| write(&|w: &mut Writer| w.event(&event));

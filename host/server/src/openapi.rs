@@ -391,7 +391,10 @@ mod tests {
         let op = &openapi()["paths"]["/v1/agents/action-requests"]["get"];
         let description = op["description"].as_str().expect("a description");
         assert!(
-            description.contains(&format!("At most {}", hane_store::MAX_ACTIONS_LISTED)),
+            description.contains(&format!(
+                "At most {}",
+                hane_store::registry::MAX_ACTIONS_LISTED
+            )),
             "{description}"
         );
     }

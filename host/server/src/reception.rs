@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use hane_coordinator::ReceptionDesk;
 use hane_coordinator::reception::{ReceptionError, ReceptionRequest};
 use hane_core::{Reception, ReceptionId, ReceptionStatus};
-use hane_store::MAX_RECEPTIONS_LISTED;
+use hane_store::registry::MAX_RECEPTIONS_LISTED;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

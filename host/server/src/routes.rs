@@ -15,7 +15,7 @@ use hane_coordinator::{
 use hane_core::Person;
 use hane_core::RunId;
 use hane_core::{AgentRun, RunStatus, Task, ToolDefinition};
-use hane_store::{MAX_RUNS_LISTED, RunQuery};
+use hane_store::{RunQuery, registry::MAX_RUNS_LISTED};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

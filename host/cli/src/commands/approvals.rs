@@ -203,7 +203,8 @@ async fn open_ledger(path: &Path) -> anyhow::Result<ExecutionLedger> {
         .await
         .context("reading the active release's budget")?
         .and_then(|release| release.budget_for(&scope));
-    let lease = hane_coordinator::Lease::acquire(&registry, hane_coordinator::lease_from_env()?)?;
+    let lease =
+        hane_coordinator::Lease::acquire(&registry, hane_coordinator::lease::lease_from_env()?)?;
     let ledger = ExecutionLedger::new(registry, delivery, scope, lease);
     ledger.set_budget(budget);
     Ok(ledger)

@@ -262,7 +262,7 @@ impl Relay {
         }
         let sse = reply.is_event_stream();
         let mut answers = Vec::new();
-        let mut events = hane_model::sse::SseParser::new();
+        let mut events = hane_model::dialect::sse::SseParser::new();
         let mut bytes = Vec::new();
         while let Some(data) = reply.chunk().await.map_err(|e| failed(e.to_string()))? {
             if sse {

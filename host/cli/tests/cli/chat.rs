@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use hane_coordinator::conversation::{Memory, MemoryMessage, RunSummary, Speaker, ToolCallNote};
-use hane_coordinator::{model_tool_name, task_message};
+use hane_coordinator::drivers::{model_tool_name, task_message};
 use hane_core::{RunId, RunStatus};
 use hane_model::{Content, Message, ModelRequest, ModelResponse, Role, StopReason, Usage};
 use serde_json::{Value, json};

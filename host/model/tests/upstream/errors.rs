@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use hane_model::{AdapterConfig, Api, ModelError, Secret};
+use hane_core::credential::Secret;
+use hane_model::{AdapterConfig, Api, ModelError};
 
 use super::{MODES, config, text_request};
 

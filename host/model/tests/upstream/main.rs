@@ -10,9 +10,9 @@ mod recording;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hane_core::credential::Secret;
 use hane_model::{
-    AdapterConfig, Api, Content, Message, ModelAdapter, ModelRequest, Role, Secret, ToolChoice,
-    ToolSpec,
+    AdapterConfig, Api, Content, Message, ModelAdapter, ModelRequest, Role, ToolChoice, ToolSpec,
 };
 use hane_test_support::llama::LlamaServer;
 

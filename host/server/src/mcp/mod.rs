@@ -50,7 +50,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use hane_coordinator::{AgentRuntime, RunToken, TokenError};
+use hane_coordinator::{AgentRuntime, RunToken, gateway::TokenError};
 use hane_core::RunId;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use hane_coordinator::{AgentRuntime, ReleaseBody, ReleasedOperation, model_tool_name};
+use hane_coordinator::{AgentRuntime, ReleaseBody, ReleasedOperation, drivers::model_tool_name};
 use hane_sandbox::{LoadError, LoadedOperation};
 use hane_store::StoreError;
 use rmcp::model::{

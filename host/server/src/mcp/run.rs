@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hane_coordinator::{
-    AgentRuntime, ControlTool, GatewayError, LoadedAgent, RunError, TOKEN_GRACE, Tool, ToolKind,
-    ToolResult, model_tool_name,
+    AgentRuntime, GatewayError, RunError, Tool, ToolResult, drivers::model_tool_name,
+    gateway::TOKEN_GRACE, release::LoadedAgent, tools::ToolKind,
 };
+use hane_core::ControlTool;
 use hane_core::{ActionRequest, ActionState, DeciderKind, Impact, RunId};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,

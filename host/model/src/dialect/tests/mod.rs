@@ -155,17 +155,17 @@ fn assemble(
     let parsed = parse_sse(&encode(events));
     match api {
         Api::ChatCompletions => {
-            let mut stream = crate::chat::ChatStream::new(sink);
+            let mut stream = crate::dialect::chat::ChatStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }
         Api::Responses => {
-            let mut stream = crate::responses::ResponsesStream::new(sink);
+            let mut stream = crate::dialect::responses::ResponsesStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }
         Api::AnthropicMessages => {
-            let mut stream = crate::anthropic::AnthropicStream::new(sink);
+            let mut stream = crate::dialect::anthropic::AnthropicStream::new(sink);
             feed(&parsed, |e| stream.event(e))?;
             stream.finish()
         }
