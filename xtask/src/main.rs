@@ -68,10 +68,12 @@ fn main() -> ExitCode {
     let result = match task.as_ref().and_then(|t| t.to_str()) {
         Some("test") => architecture::check(&Layout::new().root)
             .and_then(|()| names::check(&Layout::new().root))
+            .and_then(|()| names::check_roots(&Layout::new().root))
             .and_then(|()| provision())
             .and_then(|env| test(&env, &rest)),
         Some("architecture") => architecture::check(&Layout::new().root)
-            .and_then(|()| names::check(&Layout::new().root)),
+            .and_then(|()| names::check(&Layout::new().root))
+            .and_then(|()| names::check_roots(&Layout::new().root)),
         Some("provision") => provision().map(|env| {
             for (key, value) in &env.vars {
                 println!("{key}={}", value.display());

@@ -1,5 +1,6 @@
-//! `cargo xtask architecture`'s second check: no two public types of the
-//! host's library crates share a name.
+//! `cargo xtask architecture`'s second and third checks: no two public
+//! types of the host's library crates share a name, and no crate root
+//! names more than [`MAX_ROOT_NAMES`].
 //!
 //! A name that means two things (two `Operation`s, a `Role` of a model
 //! message and one of an API key) makes every reader of an import look up
@@ -12,6 +13,108 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The most names a library's root may offer: what it re-exports plus
+/// what `lib.rs` defines itself. A crate with more is read through public
+/// modules instead, so an import says where a name comes from.
+pub const MAX_ROOT_NAMES: usize = 60;
+
+/// Runs the root check under `root`: each host library's `lib.rs` names at
+/// most [`MAX_ROOT_NAMES`] and re-exports no glob (whose names cannot be
+/// counted).
+pub fn check_roots(root: &Path) -> Result<(), String> {
+    let host = root.join("host");
+    let crates =
+        std::fs::read_dir(&host).map_err(|e| format!("cannot list {}: {e}", host.display()))?;
+    let mut problems = Vec::new();
+    let mut largest = (0, String::new());
+    let mut libraries = 0;
+    for entry in crates {
+        let lib = entry
+            .map_err(|e| format!("cannot list {}: {e}", host.display()))?
+            .path()
+            .join("src/lib.rs");
+        if !lib.is_file() {
+            continue;
+        }
+        libraries += 1;
+        let text = std::fs::read_to_string(&lib)
+            .map_err(|e| format!("cannot read {}: {e}", lib.display()))?;
+        let shown = lib.strip_prefix(root).unwrap_or(&lib).display().to_string();
+        match root_names(&text) {
+            Ok(names) if names.len() > MAX_ROOT_NAMES => problems.push(format!(
+                "{shown} names {} at its root, more than {MAX_ROOT_NAMES}: move some into public \
+                 modules",
+                names.len()
+            )),
+            Ok(names) => {
+                if names.len() > largest.0 {
+                    largest = (names.len(), shown);
+                }
+            }
+            Err(glob) => problems.push(format!(
+                "{shown} re-exports a glob, `pub use {glob}`: name what it offers"
+            )),
+        }
+    }
+    if problems.is_empty() {
+        println!(
+            "xtask: architecture: no root of the {libraries} host libraries names more than \
+             {MAX_ROOT_NAMES} (the most: {}, {})",
+            largest.1, largest.0
+        );
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// The names `lib.rs` offers at its root: each leaf of its `pub use`
+/// statements (the alias where one is given) and each `pub` item it
+/// defines other than a module, up to a `#[cfg(test)]` module; `Err` with
+/// the path of a glob re-export.
+fn root_names(text: &str) -> Result<Vec<String>, String> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("\npub use ") {
+        let after = &rest[at + "\npub use ".len()..];
+        let end = after.find(';').unwrap_or(after.len());
+        let tree = &after[..end];
+        if tree.contains('*') {
+            return Err(tree.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+        let leaves = match (tree.find('{'), tree.rfind('}')) {
+            (Some(open), Some(close)) => &tree[open + 1..close],
+            _ => tree.rsplit("::").next().unwrap_or(tree),
+        };
+        for leaf in leaves.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+            let name = leaf.rsplit(" as ").next().unwrap_or(leaf);
+            names.push(name.rsplit("::").next().unwrap_or(name).to_owned());
+        }
+        rest = &after[end..];
+    }
+    for line in code.lines() {
+        let Some(item) = line.strip_prefix("pub ") else {
+            continue;
+        };
+        let item = item.strip_prefix("async ").unwrap_or(item);
+        if let Some(named) = [
+            "fn ", "struct ", "enum ", "const ", "static ", "type ", "trait ", "union ",
+        ]
+        .iter()
+        .find_map(|kind| item.strip_prefix(kind))
+        {
+            names.push(
+                named
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect(),
+            );
+        }
+    }
+    Ok(names)
+}
 
 /// Runs the check under `root`, printing one line when every name is
 /// unique.
@@ -128,6 +231,13 @@ fn public_types(text: &str) -> Vec<(usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_names_count_leaves_aliases_and_items_but_not_modules() {
+        let text = "//! Docs.\n\npub mod a;\nmod b;\n\npub use a::{X, Y as Z, c::W};\npub use b::V;\npub fn f() {}\npub const N: u8 = 1;\npub(crate) fn g() {}\n#[cfg(test)]\nmod tests {\n    pub use super::*;\n}\n";
+        assert_eq!(root_names(text).unwrap(), ["X", "Z", "W", "V", "f", "N"]);
+        assert_eq!(root_names("\npub use other::*;\n").unwrap_err(), "other::*");
+    }
 
     #[test]
     fn public_types_are_found_and_narrower_ones_are_not() {
