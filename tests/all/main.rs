@@ -8,6 +8,7 @@ mod conversations;
 mod coordinator;
 mod delivery;
 mod evaluations;
+mod fleet_service;
 mod harness;
 mod hostile;
 mod images;

@@ -22,6 +22,7 @@
 //! ```
 
 mod clients;
+pub mod fleet;
 pub mod llama;
 pub mod postgres;
 mod python;
