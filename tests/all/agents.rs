@@ -573,17 +573,23 @@ spec:
   output: { type: object, required: [status, model], properties: { status: { type: string }, model: { type: string } } }
   driver: scripted
   tools: [fleet.lookup]
-  toolExposures:
-    - tool: fleet.lookup
-      operation: data.find_record
-      description: Finds a vehicle of the fleet by any of its fields.
-      timeout: 1s
+  toolExposures: [fleet-lookup]
   script:
     - id: found
       tool: fleet.lookup
       input: { collection: vehicles, match: { id: V-003 } }
     - tool: submit_result
       input: { status: found, model: "${steps.found.records.0.model}" }
+---
+apiVersion: agents/v1alpha1
+kind: ToolExposure
+metadata:
+  name: fleet-lookup
+spec:
+  tool: fleet.lookup
+  operation: data.find_record
+  description: Finds a vehicle of the fleet by any of its fields.
+  timeout: 1s
 "#;
 
 #[tokio::test]

@@ -23,7 +23,7 @@ use hane_test_support::SmtpServer;
 
 const REMINDER_TO_A_PERSON: &str = "depot@elsewhere.example";
 
-fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
+pub(crate) fn runtime(dir: &Path, delivery: DeliveryConfig) -> AgentRuntime {
     let mut config = crate::agents::config();
     config.delivery(delivery);
     AgentRuntime::open(&dir.join("hane.db"), &config).unwrap()
@@ -97,7 +97,11 @@ async fn reject_as_shown(
 }
 
 /// The action run `run` proposed, once it is `state`.
-async fn action_of(runtime: &AgentRuntime, run: &RunId, state: ActionState) -> ActionRequest {
+pub(crate) async fn action_of(
+    runtime: &AgentRuntime,
+    run: &RunId,
+    state: ActionState,
+) -> ActionRequest {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let found = runtime
@@ -1236,8 +1240,7 @@ async fn integration_execute_calls_the_customer_api_with_the_hosts_credential_on
     const SECRET: &str = "crm-secret-5f2b9c";
     let provider = Provider::start(Answer::Status(200, r#"{"updated":true}"#)).await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = format!(
-        r#"
+    let agent = r#"
 apiVersion: agents/v1alpha1
 kind: Agent
 metadata:
@@ -1247,30 +1250,58 @@ spec:
   input:
     type: object
     required: [contact, connection]
-    properties: {{ contact: {{ type: string }}, connection: {{ type: string }} }}
+    properties: { contact: { type: string }, connection: { type: string } }
   driver: scripted
   script:
     - id: update
       tool: integration.execute
       input:
-        connection: "${{input.connection}}"
-        method: PATCH
-        path: "/contacts/${{input.contact}}"
-        body: {{ status: contacted }}
+        connection: "${input.connection}"
+        operation: updateContact
+        input: { id: "${input.contact}", body: { status: contacted } }
     - tool: submit_result
-      input: {{ status: "${{steps.update.state}}" }}
+      input: { status: "${steps.update.state}" }
   tools: [integration.execute]
-  connections:
-    - name: crm
-      baseUrl: {}
-      credential: crm-api
-  approval: {{ assignment: crm-desk }}
-  limits: {{ maxToolCalls: 2, maxSeconds: 60 }}
-  output: {{ type: object, required: [status], properties: {{ status: {{ type: string }} }} }}
+  connections: [crm]
+  approval: { assignment: crm-desk }
+  limits: { maxToolCalls: 2, maxSeconds: 60 }
+  output: { type: object, required: [status], properties: { status: { type: string } } }
+"#;
+    let connection = format!(
+        r#"
+apiVersion: platform/v1alpha1
+kind: Connection
+metadata:
+  name: crm
+spec:
+  baseUrl: {}
+  openapi: crm.openapi.json
+  credential: crm-api
+  allow: [updateContact]
 "#,
         provider.url("/api")
     );
-    let release = release_with(dir.path(), &[("crm.yaml", &agent)]);
+    let openapi = serde_json::to_string(&json!({
+        "openapi": "3.1.0",
+        "info": {"title": "CRM", "version": "1"},
+        "paths": {"/contacts/{id}": {"patch": {
+            "operationId": "updateContact",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}
+            }}}},
+            "responses": {"200": {"description": "Updated"}}
+        }}}
+    }))
+    .unwrap();
+    let release = release_with(
+        dir.path(),
+        &[
+            ("crm.yaml", agent),
+            ("connection.yaml", &connection),
+            ("crm.openapi.json", &openapi),
+        ],
+    );
     let mut delivery = DeliveryConfig::new();
     delivery.credential("crm-api", SECRET);
     let runtime = runtime(dir.path(), delivery);
@@ -1288,7 +1319,7 @@ spec:
     assert_eq!(action.recipient, "crm");
     assert_eq!(
         action.content.to_value().unwrap(),
-        json!({"method": "PATCH", "path": "/contacts/7", "body": {"status": "contacted"}})
+        json!({"operation": "updateContact", "method": "PATCH", "path": "/contacts/7", "body": {"status": "contacted"}})
     );
     let connection = action.connection.as_ref().unwrap();
     assert_eq!(connection.credential.as_deref(), Some("crm-api"));
@@ -1333,7 +1364,9 @@ spec:
 
     // A connection the agent does not declare is refused before any
     // action exists.
-    let runtime = self::runtime(dir.path(), unreachable_delivery());
+    let mut delivery = unreachable_delivery();
+    delivery.credential("crm-api", SECRET);
+    let runtime = self::runtime(dir.path(), delivery);
     let refused = runtime
         .run_to_end(StartRun {
             agent: "crm-update".to_owned(),

@@ -12,6 +12,7 @@ mod fleet_service;
 mod harness;
 mod hostile;
 mod images;
+mod integrations;
 mod ledger;
 mod manager;
 mod mcp;

@@ -30,6 +30,7 @@ pub mod drivers;
 pub mod evaluation;
 pub mod gateway;
 mod inbox;
+pub mod integrations;
 pub mod lease;
 mod listing;
 pub mod reception;
@@ -50,6 +51,7 @@ pub use drivers::{
 pub use evaluation::Evaluations;
 pub use gateway::{GatewayError, RunToken, RunTokenKey, ToolGateway};
 pub use inbox::Inbox;
+pub use integrations::Integrations;
 pub use lease::Lease;
 pub use listing::{Listed, Skipped};
 pub use reception::ReceptionDesk;

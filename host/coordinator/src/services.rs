@@ -11,7 +11,8 @@ use hane_core::ControlTool;
 
 use crate::tools::ControlService;
 use crate::{
-    AgentRuntime, Approvals, Budgets, Conversations, Evaluations, ReceptionDesk, Workflows,
+    AgentRuntime, Approvals, Budgets, Conversations, Evaluations, Integrations, ReceptionDesk,
+    Workflows,
 };
 
 /// Every service of one host, over one run kernel. Cheap to clone; clones
@@ -34,9 +35,11 @@ pub struct Services {
     pub evaluations: Evaluations,
     /// Workflow cases, step by step; also the workflow tools of runs.
     pub workflows: Workflows,
+    /// Customer APIs: the integration tools of runs.
+    pub integrations: Integrations,
     /// The services the kernel calls for control tools it does not answer
     /// itself: it holds them weakly, so they live as long as these.
-    _controls: Arc<dyn ControlService>,
+    _controls: [Arc<dyn ControlService>; 2],
 }
 
 impl Services {
@@ -50,10 +53,19 @@ impl Services {
         let conversations = Conversations::new(&runs, &reception);
         let evaluations = Evaluations::new(&runs);
         let workflows = Workflows::new(&runs);
+        let integrations = Integrations::new(&runs);
         let controls: Arc<dyn ControlService> = Arc::new(workflows.clone());
         runs.answer_controls(
             &[ControlTool::WorkflowStart, ControlTool::WorkflowGetCase],
             &controls,
+        );
+        let apis: Arc<dyn ControlService> = Arc::new(integrations.clone());
+        runs.answer_controls(
+            &[
+                ControlTool::IntegrationDescribe,
+                ControlTool::IntegrationRead,
+            ],
+            &apis,
         );
         Self {
             runs,
@@ -63,7 +75,8 @@ impl Services {
             conversations,
             evaluations,
             workflows,
-            _controls: controls,
+            integrations,
+            _controls: [controls, apis],
         }
     }
 }

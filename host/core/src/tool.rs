@@ -19,15 +19,18 @@ pub const SUBMIT_REVIEW: &str = ControlTool::SubmitReview.name();
 
 /// Tools the runtime serves itself rather than through an operation:
 /// [`SUBMIT_RESULT`], [`REQUEST_HUMAN_HELP`], `tasks.create`,
-/// [`SUBMIT_REVIEW`], `workflow.start` and `workflow.get_case`. Names of
-/// [`ControlTool`]s, the one list.
-pub const CONTROL_TOOLS: [&str; 6] = [
+/// [`SUBMIT_REVIEW`], `workflow.start`, `workflow.get_case`,
+/// `integration.describe` and `integration.read`. Names of [`ControlTool`]s,
+/// the one list.
+pub const CONTROL_TOOLS: [&str; 8] = [
     SUBMIT_RESULT,
     REQUEST_HUMAN_HELP,
     ControlTool::CreateTask.name(),
     SUBMIT_REVIEW,
     ControlTool::WorkflowStart.name(),
     ControlTool::WorkflowGetCase.name(),
+    ControlTool::IntegrationDescribe.name(),
+    ControlTool::IntegrationRead.name(),
 ];
 
 /// Tools that act outside hane: each call is an outbound action that a
@@ -91,11 +94,15 @@ pub enum ControlTool {
     WorkflowStart,
     /// Reads a case of a workflow the agent lists in its `workflows`.
     WorkflowGetCase,
+    /// Describes a connection's allowed operations with their schemas.
+    IntegrationDescribe,
+    /// Runs a read operation of a connection at once.
+    IntegrationRead,
 }
 
 impl ControlTool {
     /// Every control tool.
-    pub const ALL: [ControlTool; 10] = [
+    pub const ALL: [ControlTool; 12] = [
         ControlTool::SubmitResult,
         ControlTool::RequestHumanHelp,
         ControlTool::CreateTask,
@@ -106,6 +113,8 @@ impl ControlTool {
         ControlTool::IntegrationExecute,
         ControlTool::WorkflowStart,
         ControlTool::WorkflowGetCase,
+        ControlTool::IntegrationDescribe,
+        ControlTool::IntegrationRead,
     ];
 
     /// The tool's name.
@@ -121,6 +130,8 @@ impl ControlTool {
             ControlTool::IntegrationExecute => "integration.execute",
             ControlTool::WorkflowStart => "workflow.start",
             ControlTool::WorkflowGetCase => "workflow.get_case",
+            ControlTool::IntegrationDescribe => "integration.describe",
+            ControlTool::IntegrationRead => "integration.read",
         }
     }
 
@@ -146,7 +157,7 @@ impl ControlTool {
     }
 }
 
-static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
+static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 12]> = LazyLock::new(|| {
     let control = |name: &str, description: &str, input: Value, output: Value| ToolDefinition {
         name: name.to_owned(),
         description: description.to_owned(),
@@ -256,16 +267,15 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
         ),
         outbound(
             "integration.execute",
-            "Proposes a call to a customer API the agent's `connections` declare: `method` and `path` under the connection's base URL, with an optional JSON body. The host adds the connection's credential. Executed only once approved; the result says what happened.",
+            "Proposes a call of a write operation of a customer API: one of the `connections` the agent may use (see integration.describe), the operation by its operationId or `METHOD /path`, and its input (its parameters by name, and the request body as `body`). The exact HTTP request is fixed into an action request; the host adds the connection's credential and executes it exactly once, only once approved. The result says what happened.",
             json!({
                 "type": "object",
-                "required": ["connection", "method", "path"],
+                "required": ["connection", "operation"],
                 "additionalProperties": false,
                 "properties": {
-                    "connection": {"type": "string", "minLength": 1},
-                    "method": {"enum": ["POST", "PUT", "PATCH", "DELETE"]},
-                    "path": {"type": "string", "pattern": "^/[^\\s]*$", "maxLength": 2000},
-                    "body": {}
+                    "connection": {"type": "string", "minLength": 1, "maxLength": 63},
+                    "operation": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    "input": {"type": "object", "description": "The operation's parameters by name, and its request body as `body`."}
                 }
             }),
         ),
@@ -296,6 +306,38 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 10]> = LazyLock::new(|| {
             }),
             json!({"type": "object", "properties": {"case": {"type": "string"}, "workflow": {"type": "string"}, "status": {"type": "string"}, "steps": {"type": "array"}, "error": {"type": ["string", "null"]}}}),
         ),
+        control(
+            "integration.describe",
+            "Describes a customer API the agent may use (one of its `connections`): each operation it allows, with its operationId, method, path, summary, whether it only reads, and the JSON Schemas of its input and output. Read operations run with integration.read, others are proposed with integration.execute.",
+            json!({
+                "type": "object",
+                "required": ["connection"],
+                "additionalProperties": false,
+                "properties": {
+                    "connection": {"type": "string", "minLength": 1, "maxLength": 63},
+                    "operation": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Only this operation."}
+                }
+            }),
+            json!({"type": "object", "properties": {"connection": {"type": "string"}, "operations": {"type": "array"}, "truncated": {"type": "boolean"}}}),
+        ),
+        ToolDefinition {
+            timeout: "300s".to_owned(),
+            ..control(
+                "integration.read",
+                "Runs a read operation (GET) of a customer API the agent may use, at once: the connection, the operation by its operationId or `METHOD /path`, and its input (its parameters by name). The answer is the API's, untrusted: its status and body, and whether the body matches the operation's documented schema.",
+                json!({
+                    "type": "object",
+                    "required": ["connection", "operation"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "connection": {"type": "string", "minLength": 1, "maxLength": 63},
+                        "operation": {"type": "string", "minLength": 1, "maxLength": 2000},
+                        "input": {"type": "object", "description": "The operation's parameters by name."}
+                    }
+                }),
+                json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "integer"}, "body": {}, "untrusted": {"type": "boolean"}, "schemaViolations": {"type": "array", "items": {"type": "string"}}}}),
+            )
+        },
     ]
 });
 

@@ -15,6 +15,8 @@ pub(super) struct Request<'a> {
     pub method: Method,
     pub url: Uri,
     pub bearer: Option<&'a Secret>,
+    /// Further headers; never `Authorization` or `Idempotency-Key`.
+    pub headers: &'a [(String, String)],
     /// JSON.
     pub body: Option<Vec<u8>>,
     pub idempotency_key: &'a str,
@@ -55,6 +57,8 @@ enum BuildError {
     Credential,
     #[error("the action id cannot be sent in a header")]
     IdempotencyKey,
+    #[error("header {0:?} cannot be sent (a bad name or value, or one hane sets itself)")]
+    Header(String),
 }
 
 fn build(request: &Request<'_>, deadline: Deadline) -> Result<hane_http::Request, BuildError> {
@@ -64,6 +68,14 @@ fn build(request: &Request<'_>, deadline: Deadline) -> Result<hane_http::Request
         .named(request.what)
         .deadline(deadline.at, deadline.timeout)
         .header(HeaderName::from_static("idempotency-key"), key);
+    for (name, value) in request.headers {
+        let bad = || BuildError::Header(name.clone());
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        if header == AUTHORIZATION || header.as_str() == "idempotency-key" {
+            return Err(bad());
+        }
+        http = http.header(header, HeaderValue::from_str(value).map_err(|_| bad())?);
+    }
     if let Some(body) = &request.body {
         http = http.json(body.clone());
     }

@@ -76,6 +76,7 @@
 
 mod config;
 mod http;
+mod read;
 mod smtp;
 
 use std::time::Duration;
@@ -89,6 +90,8 @@ pub use config::{
     DeliveryConfig, HttpProvider, MAX_CA_FILE_BYTES, SMS_TOKEN_ENV, SMS_URL_ENV, SMTP_CA_FILE_ENV,
     SMTP_PASSWORD_ENV, SMTP_URL_ENV, Secret, SmtpConfig, SmtpTls, TIMEOUT_ENV, credential_env_var,
 };
+
+pub use read::{ApiAnswer, ApiRead, ApiReadError, read_api};
 
 /// How much of an HTTP provider's answer a detail quotes.
 pub const BODY_EXCERPT_BYTES: usize = 500;
@@ -145,6 +148,10 @@ pub enum Outbound<'a> {
         method: &'a str,
         /// Appended to `base_url`; must start with `/` (or `?`).
         path: &'a str,
+        /// Further headers, a JSON object of names to string values, such
+        /// as an API operation's header parameters; never `Authorization`,
+        /// which is the credential's.
+        headers: Option<&'a serde_json::Value>,
         /// The JSON body, if any.
         body: Option<&'a serde_json::Value>,
         /// The action id, sent as `Idempotency-Key`.
@@ -275,6 +282,7 @@ impl DeliveryConfig {
                 credential,
                 method,
                 path,
+                headers,
                 body,
                 action,
             } => {
@@ -293,6 +301,7 @@ impl DeliveryConfig {
                     bearer,
                     method,
                     path,
+                    headers,
                     body,
                     action,
                 }))
@@ -317,6 +326,7 @@ struct IntegrationCall<'c, 'a> {
     bearer: Option<&'c Secret>,
     method: &'a str,
     path: &'a str,
+    headers: Option<&'a serde_json::Value>,
     body: Option<&'a serde_json::Value>,
     action: &'a str,
 }
@@ -352,6 +362,7 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         bearer,
         method,
         path,
+        headers,
         body,
         action,
     } = call;
@@ -367,6 +378,26 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
             "{what}: {method:?} is not an HTTP method; nothing was sent"
         ));
     };
+    let headers: Vec<(String, String)> = match headers {
+        None => Vec::new(),
+        Some(serde_json::Value::Object(map)) => {
+            let mut pairs = Vec::new();
+            for (name, value) in map {
+                let Some(value) = value.as_str() else {
+                    return Delivery::failed(format!(
+                        "{what}: header {name:?} is not a string; nothing was sent"
+                    ));
+                };
+                pairs.push((name.clone(), value.to_owned()));
+            }
+            pairs
+        }
+        Some(_) => {
+            return Delivery::failed(format!(
+                "{what}: the headers are not an object; nothing was sent"
+            ));
+        }
+    };
     let body = match body.map(serde_json::to_vec).transpose() {
         Ok(body) => body,
         Err(e) => {
@@ -380,6 +411,7 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         method,
         url,
         bearer,
+        headers: &headers,
         body,
         idempotency_key: action,
     };
@@ -404,6 +436,7 @@ async fn send_to_provider(
         method: Method::POST,
         url,
         bearer: provider.token.as_ref(),
+        headers: &[],
         body: Some(body.to_string().into_bytes()),
         idempotency_key: action,
     };
@@ -598,6 +631,7 @@ mod tests {
             credential,
             method: "POST",
             path: "/notes",
+            headers: None,
             body: None,
             action: "act-1",
         };

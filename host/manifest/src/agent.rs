@@ -11,7 +11,6 @@ use serde_json::Value;
 use crate::manifest::{FieldProblem, Source};
 use crate::{ManifestError, Metadata};
 use crate::{ScriptStep, script::check_script};
-use hane_core::Duration;
 use hane_core::tool::CONTROL_TOOLS;
 use hane_core::tool::OUTBOUND_TOOLS;
 use hane_core::tool::REQUEST_HUMAN_HELP;
@@ -106,12 +105,15 @@ pub struct AgentSpec {
     /// Workflows the agent may start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workflows: Vec<String>,
-    /// Customer APIs the agent may call.
+    /// The `Connection`s (customer APIs) the agent may use through
+    /// `integration.describe`, `integration.read` and
+    /// `integration.execute`, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub connections: Vec<Connection>,
-    /// Operations offered to the agent under tool names of their own.
+    pub connections: Vec<String>,
+    /// The `ToolExposure`s whose tools the agent may call, by name; each
+    /// exposure's tool is also listed in `tools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_exposures: Vec<ToolExposure>,
+    pub tool_exposures: Vec<String>,
     /// The CLI version and sandbox image of a CLI driver; each driver's
     /// baseline pair when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -266,37 +268,6 @@ pub struct Handover {
     pub assignment: String,
 }
 
-/// A customer API the agent may call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Connection {
-    /// The name the agent's tools use for it.
-    pub name: String,
-    /// Where it is: an `http://` or `https://` URL.
-    pub base_url: String,
-    /// The name of a credential the host holds for it; never the secret
-    /// itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credential: Option<String>,
-}
-
-/// Offers the operation `operation` to the agent as the tool `tool`. The
-/// tool must also be in `tools`, the one list the Tool Gateway checks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ToolExposure {
-    /// The tool name the agent sees.
-    pub tool: String,
-    /// The `Operation` that serves it.
-    pub operation: String,
-    /// What the tool does, for the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Overrides the operation's timeout for this tool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Duration>,
-}
-
 /// `cliProfile`: the pair of CLI version and sandbox image a CLI driver
 /// runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -364,17 +335,13 @@ impl AgentSpec {
         tool == SUBMIT_RESULT || self.tools.iter().any(|t| t == tool)
     }
 
-    /// The operation that serves `tool`: the one a tool exposure names, or
-    /// else the operation of the same name; `None` for a tool the runtime
-    /// serves itself, one of the [`CONTROL_TOOLS`] or [`OUTBOUND_TOOLS`].
-    /// Callers check the operations of the tools in `tools` against the
-    /// operations they have.
-    pub fn operation_for<'a>(&'a self, tool: &'a str) -> Option<&'a str> {
-        match self.tool_exposures.iter().find(|e| e.tool == tool) {
-            Some(exposure) => Some(&exposure.operation),
-            None if is_host_tool(tool) => None,
-            None => Some(tool),
-        }
+    /// The operation that serves `tool` when it is neither a tool the
+    /// runtime serves itself (one of the [`CONTROL_TOOLS`] or
+    /// [`OUTBOUND_TOOLS`]) nor a tool of one of the agent's
+    /// `toolExposures`, which the release resolves: the operation of the
+    /// same name.
+    pub fn operation_for<'a>(&self, tool: &'a str) -> Option<&'a str> {
+        (!is_host_tool(tool)).then_some(tool)
     }
 
     /// The rules serde cannot express, each error naming its field.
@@ -492,32 +459,12 @@ impl AgentSpec {
             }
         }
 
-        let mut seen = BTreeMap::new();
-        for (i, exposure) in self.tool_exposures.iter().enumerate() {
-            let field = format!("spec.toolExposures[{i}]");
-            let tool = &exposure.tool;
-            check_tool_name(tool).map_err(|m| fail(&format!("{field}.tool"), m.to_string()))?;
-            if let Some(j) = seen.insert(tool.as_str(), i) {
-                return Err(fail(
-                    &format!("{field}.tool"),
-                    format!("`{tool}` is already exposed by spec.toolExposures[{j}]"),
-                ));
-            }
-            if is_host_tool(tool) {
-                return Err(fail(
-                    &format!("{field}.tool"),
-                    format!("`{tool}` is served by the runtime and cannot be exposed"),
-                ));
-            }
-            if !self.tools.contains(tool) {
-                return Err(fail(
-                    &format!("{field}.tool"),
-                    format!("`{tool}` is not in spec.tools, so the agent could not call it"),
-                ));
-            }
-            not_blank(&exposure.operation)
-                .map_err(|m| fail(&format!("{field}.operation"), m.to_string()))?;
-        }
+        check_names(
+            &self.tool_exposures,
+            "spec.toolExposures",
+            "ToolExposure",
+            source,
+        )?;
         Ok(())
     }
 
@@ -567,40 +514,30 @@ impl AgentSpec {
         Ok(())
     }
 
-    /// Distinct names and http(s) URLs.
+    /// Distinct names of connections.
     fn check_connections(&self, source: &Source<'_>) -> Result<(), ManifestError> {
-        let fail = |field: &str, message: String| source.error(field, message);
-        let mut seen = BTreeMap::new();
-        for (i, connection) in self.connections.iter().enumerate() {
-            let field = format!("spec.connections[{i}]");
-            not_blank(&connection.name)
-                .map_err(|m| fail(&format!("{field}.name"), m.to_string()))?;
-            if let Some(j) = seen.insert(connection.name.as_str(), i) {
-                return Err(fail(
-                    &format!("{field}.name"),
-                    format!(
-                        "connection `{}` is already defined as spec.connections[{j}]",
-                        connection.name
-                    ),
-                ));
-            }
-            let url = &connection.base_url;
-            let rest = url
-                .strip_prefix("https://")
-                .or_else(|| url.strip_prefix("http://"));
-            if rest.is_none_or(|host| host.is_empty() || host.starts_with('/')) {
-                return Err(fail(
-                    &format!("{field}.baseUrl"),
-                    format!("expected an http:// or https:// URL with a host, found `{url}`"),
-                ));
-            }
-            if let Some(credential) = &connection.credential {
-                not_blank(credential)
-                    .map_err(|m| fail(&format!("{field}.credential"), m.to_string()))?;
-            }
-        }
-        Ok(())
+        check_names(&self.connections, "spec.connections", "Connection", source)
     }
+}
+
+/// Names of definitions of `kind`, listed at `field`: each a DNS label,
+/// none twice.
+fn check_names(
+    names: &[String],
+    field: &str,
+    kind: &str,
+    source: &Source<'_>,
+) -> Result<(), ManifestError> {
+    let mut seen = BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        check_dns_name(name)
+            .map_err(|m| source.error(&at, format!("{m}; name a {kind} of the release")))?;
+        if let Some(j) = seen.insert(name.as_str(), i) {
+            return Err(source.error(&at, format!("`{name}` is already listed as {field}[{j}]")));
+        }
+    }
+    Ok(())
 }
 
 /// An `EvalSuite` manifest (`agents/v1alpha1`): inputs and the result
@@ -707,7 +644,7 @@ impl EvalSuiteManifest {
 
 /// Whether the runtime serves `tool` itself: one of the [`CONTROL_TOOLS`]
 /// or [`OUTBOUND_TOOLS`].
-fn is_host_tool(tool: &str) -> bool {
+pub(crate) fn is_host_tool(tool: &str) -> bool {
     CONTROL_TOOLS.contains(&tool) || OUTBOUND_TOOLS.contains(&tool)
 }
 
@@ -727,7 +664,7 @@ pub(crate) fn check_dns_name(name: &str) -> Result<(), FieldProblem> {
 }
 
 /// Tool names: `a-z`, `0-9`, `_` and `.`.
-fn check_tool_name(name: &str) -> Result<(), FieldProblem> {
+pub(crate) fn check_tool_name(name: &str) -> Result<(), FieldProblem> {
     let valid = !name.is_empty()
         && name
             .chars()

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use crate::manifest::{Header, Source};
 use crate::{
-    AGENTS_API_VERSION, AgentManifest, BudgetManifest, Decider, DeciderPolicyManifest,
-    EvalSuiteManifest, ManifestError, ModelProviderManifest, OPERATION_API_VERSION,
-    OperationManifest, PLATFORM_API_VERSION, ScheduleManifest, ScheduleTarget, WorkflowManifest,
+    AGENTS_API_VERSION, AgentManifest, BudgetManifest, ConnectionManifest, Decider,
+    DeciderPolicyManifest, EvalSuiteManifest, ManifestError, ModelProviderManifest,
+    OPERATION_API_VERSION, OperationManifest, PLATFORM_API_VERSION, ScheduleManifest,
+    ScheduleTarget, ToolExposureManifest, WorkflowManifest,
 };
 use hane_core::file::{FileCap, read_capped_text};
 use hane_core::tool::SUBMIT_REVIEW;
@@ -20,15 +21,17 @@ use hane_core::tool::SUBMIT_REVIEW;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 8] = [
+const KINDS: [(&str, &str); 10] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
     (AGENTS_API_VERSION, "Workflow"),
     (AGENTS_API_VERSION, "DeciderPolicy"),
     (AGENTS_API_VERSION, "Schedule"),
+    (AGENTS_API_VERSION, "ToolExposure"),
     (OPERATION_API_VERSION, "Operation"),
     (PLATFORM_API_VERSION, "Budget"),
     (PLATFORM_API_VERSION, "ModelProvider"),
+    (PLATFORM_API_VERSION, "Connection"),
 ];
 
 /// One definition of a bundle.
@@ -52,6 +55,11 @@ pub enum Definition {
     ModelProvider(ModelProviderManifest),
     /// A `Schedule` manifest.
     Schedule(ScheduleManifest),
+    /// A `Connection` manifest, with its `openapi` document as written:
+    /// resolve it against [`SourcedDefinition::folder`].
+    Connection(ConnectionManifest),
+    /// A `ToolExposure` manifest.
+    ToolExposure(ToolExposureManifest),
 }
 
 impl Definition {
@@ -66,6 +74,8 @@ impl Definition {
             Definition::Budget(_) => "Budget",
             Definition::ModelProvider(_) => "ModelProvider",
             Definition::Schedule(_) => "Schedule",
+            Definition::Connection(_) => "Connection",
+            Definition::ToolExposure(_) => "ToolExposure",
         }
     }
 
@@ -80,6 +90,8 @@ impl Definition {
             Definition::Budget(m) => &m.metadata.name,
             Definition::ModelProvider(m) => &m.metadata.name,
             Definition::Schedule(m) => &m.metadata.name,
+            Definition::Connection(m) => &m.metadata.name,
+            Definition::ToolExposure(m) => &m.metadata.name,
         }
     }
 
@@ -135,6 +147,22 @@ impl Definition {
     pub fn as_schedule(&self) -> Option<&ScheduleManifest> {
         match self {
             Definition::Schedule(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The connection, when this is one.
+    pub fn as_connection(&self) -> Option<&ConnectionManifest> {
+        match self {
+            Definition::Connection(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The tool exposure, when this is one.
+    pub fn as_tool_exposure(&self) -> Option<&ToolExposureManifest> {
+        match self {
+            Definition::ToolExposure(m) => Some(m),
             _ => None,
         }
     }
@@ -343,6 +371,12 @@ impl Document {
             }
             (PLATFORM_API_VERSION, "ModelProvider") => {
                 Definition::ModelProvider(ModelProviderManifest::from_yaml(file, text)?)
+            }
+            (PLATFORM_API_VERSION, "Connection") => {
+                Definition::Connection(ConnectionManifest::from_yaml(file, text)?)
+            }
+            (AGENTS_API_VERSION, "ToolExposure") => {
+                Definition::ToolExposure(ToolExposureManifest::from_yaml(file, text)?)
             }
             (api_version, kind) => {
                 return Err(match KINDS.iter().find(|(_, k)| *k == kind) {
@@ -598,6 +632,20 @@ fn check_references(
 ) {
     let is_broken = |kind: &str, name: &str| broken.contains(&(kind.to_owned(), name.to_owned()));
     let has = |kind: &str, name: &str| names.contains_key(&(kind, name)) || is_broken(kind, name);
+    let exposures: BTreeMap<&str, &ToolExposureManifest> = read
+        .iter()
+        .filter_map(|(_, d)| d.as_tool_exposure())
+        .map(|e| (e.metadata.name.as_str(), e))
+        .collect();
+    // The first exposure of each tool name, and where it is.
+    let mut tools: BTreeMap<&str, (&Document, &str)> = BTreeMap::new();
+    for (document, definition) in read {
+        if let Some(exposure) = definition.as_tool_exposure() {
+            tools
+                .entry(exposure.spec.tool.as_str())
+                .or_insert((document, exposure.metadata.name.as_str()));
+        }
+    }
     for (document, definition) in read {
         match definition {
             Definition::EvalSuite(suite) if !has("Agent", &suite.spec.agent) => {
@@ -642,6 +690,48 @@ fn check_references(
                     }
                 }
             }
+            Definition::ToolExposure(exposure) => {
+                let spec = &exposure.spec;
+                match &spec.connection {
+                    Some(connection) if !has("Connection", connection) => {
+                        errors.push(document.error(
+                            "spec.connection",
+                            format!("no Connection named `{connection}` in this bundle"),
+                        ));
+                    }
+                    None if !has("Operation", &spec.operation) => {
+                        errors.push(document.error(
+                            "spec.operation",
+                            format!(
+                                "no Operation named `{}` in this bundle; an API operation needs `connection`",
+                                spec.operation
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+                if has("Operation", &spec.tool) {
+                    errors.push(document.error(
+                        "spec.tool",
+                        format!(
+                            "`{}` is the name of an Operation of this bundle; an exposed tool needs a name of its own",
+                            spec.tool
+                        ),
+                    ));
+                }
+                if let Some((first, other)) = tools.get(spec.tool.as_str())
+                    && *other != exposure.metadata.name
+                {
+                    errors.push(document.error(
+                        "spec.tool",
+                        format!(
+                            "the tool `{}` is already offered by ToolExposure `{other}` in {}",
+                            spec.tool,
+                            first.place()
+                        ),
+                    ));
+                }
+            }
             Definition::Agent(agent) => {
                 for (i, workflow) in agent.spec.workflows.iter().enumerate() {
                     if !has("Workflow", workflow) {
@@ -651,11 +741,31 @@ fn check_references(
                         ));
                     }
                 }
-                for (i, exposure) in agent.spec.tool_exposures.iter().enumerate() {
-                    if !has("Operation", &exposure.operation) {
+                for (i, name) in agent.spec.tool_exposures.iter().enumerate() {
+                    let field = format!("spec.toolExposures[{i}]");
+                    match exposures.get(name.as_str()) {
+                        None if is_broken("ToolExposure", name) => {}
+                        None => errors.push(document.error(
+                            &field,
+                            format!("no ToolExposure named `{name}` in this bundle"),
+                        )),
+                        Some(exposure) if !agent.spec.tools.contains(&exposure.spec.tool) => {
+                            errors.push(document.error(
+                                &field,
+                                format!(
+                                    "ToolExposure `{name}` offers the tool `{}`, which is not in spec.tools, so the agent could not call it",
+                                    exposure.spec.tool
+                                ),
+                            ));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                for (i, connection) in agent.spec.connections.iter().enumerate() {
+                    if !has("Connection", connection) {
                         errors.push(document.error(
-                            &format!("spec.toolExposures[{i}].operation"),
-                            format!("no Operation named `{}` in this bundle", exposure.operation),
+                            &format!("spec.connections[{i}]"),
+                            format!("no Connection named `{connection}` in this bundle"),
                         ));
                     }
                 }
@@ -826,8 +936,9 @@ mod tests {
     fn known_kinds_are_listed_by_api_version() {
         assert_eq!(
             known_kinds(),
-            "`Agent`, `EvalSuite`, `Workflow`, `DeciderPolicy` and `Schedule` in agents/v1alpha1; \
-             `Operation` in operations/v1alpha1; `Budget` and `ModelProvider` in platform/v1alpha1"
+            "`Agent`, `EvalSuite`, `Workflow`, `DeciderPolicy`, `Schedule` and `ToolExposure` in \
+             agents/v1alpha1; `Operation` in operations/v1alpha1; `Budget`, `ModelProvider` and \
+             `Connection` in platform/v1alpha1"
         );
     }
 

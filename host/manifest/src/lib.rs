@@ -37,23 +37,25 @@
 pub mod agent;
 pub mod budget;
 pub mod bundle;
+pub mod connection;
 pub mod decider;
 mod manifest;
+pub mod openapi;
 pub mod provider;
 pub mod schedule;
 pub mod script;
 pub mod workflow;
 
 pub use agent::{
-    AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CliProfile, Connection,
-    Driver, DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover,
-    MAX_EVAL_CASES, ToolExposure,
+    AGENTS_API_VERSION, AgentLimits, AgentManifest, AgentSpec, Approval, CliProfile, Driver,
+    DriverUnavailable, EvalCase, EvalSuiteManifest, EvalSuiteSpec, Handover, MAX_EVAL_CASES,
 };
 pub use budget::{BudgetManifest, BudgetSpec, PLATFORM_API_VERSION};
 pub use bundle::{
     BundleError, Definition, MAX_BUNDLE_DEPTH, SourcedDefinition, UnresolvedModel, read_bundle_dir,
     resolve_model,
 };
+pub use connection::{ConnectionManifest, ConnectionSpec, ToolExposureManifest, ToolExposureSpec};
 pub use decider::{
     Decider, DeciderPolicyManifest, DeciderPolicySpec, DeciderRule, PolicyVerdict, glob_matches,
 };

@@ -162,6 +162,12 @@ fn change<T>(
 }
 
 impl ExecutionLedger {
+    /// The delivery configuration actions are sent with, which also
+    /// holds the credentials of connections.
+    pub(crate) fn delivery(&self) -> &DeliveryConfig {
+        &self.inner.delivery
+    }
+
     /// A ledger over `registry`, delivering with `delivery` under
     /// `lease` (this process's, on the same store) and counting against
     /// `scope`'s budget (set with [`ExecutionLedger::set_budget`]).
@@ -925,6 +931,7 @@ fn outbound<'a>(action: &'a ActionRequest, content: &'a Value) -> Result<Outboun
                 credential: connection.credential.as_deref(),
                 method: text("method"),
                 path: text("path"),
+                headers: content.get("headers"),
                 body: content.get("body"),
                 action: id,
             }

@@ -128,37 +128,105 @@ fn recipient_and_content(
         )),
         ControlTool::SendSms => Ok((to("to")?, json!({"text": text("text")}), None)),
         ControlTool::PlaceCall => Ok((to("to")?, json!({"message": text("message")}), None)),
-        _ => {
-            let spec = &live.agent.manifest.spec;
-            let name = to("connection")?;
-            check_api_path(&text("path")).map_err(|e| invalid("path", e))?;
-            let Some(found) = spec.connections.iter().find(|c| c.name == name) else {
-                let known: Vec<&str> = spec.connections.iter().map(|c| c.name.as_str()).collect();
-                return Err(ToolResult::error(
-                    "denied",
-                    format!(
-                        "connection `{name}` is not one of agent `{}`'s connections ({})",
-                        live.agent.manifest.metadata.name,
-                        if known.is_empty() {
-                            "it has none".to_owned()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                ));
-            };
-            let mut content = json!({"method": text("method"), "path": text("path")});
-            if let Some(body) = input.get("body") {
-                content["body"] = body.clone();
-            }
-            let target = ConnectionTarget {
-                name: found.name.clone(),
-                base_url: found.base_url.clone(),
-                credential: found.credential.clone(),
-            };
-            Ok((name, content, Some(target)))
-        }
+        _ => connection_request(live, input),
     }
+}
+
+/// The exact HTTP request an `integration.execute` call (or an exposed
+/// write tool's) fixes, and the connection it goes through: the operation
+/// must be one the connection allows and the agent may use, must not be a
+/// read (reads run at once with `integration.read`), and its input must
+/// match the operation's schema. The credential is not part of it: the
+/// host adds it when the action is delivered.
+fn connection_request(
+    live: &LiveRun,
+    input: &Value,
+) -> Result<(String, Value, Option<ConnectionTarget>), ToolResult> {
+    let agent = &live.agent.manifest;
+    let name = input["connection"].as_str().unwrap_or_default();
+    let selector = input["operation"].as_str().unwrap_or_default();
+    let denied = |message: String| Err(ToolResult::error("denied", message));
+    let Some(connection) = live.release.connections.get(name) else {
+        let known = &agent.spec.connections;
+        return denied(format!(
+            "connection `{name}` is not one of agent `{}`'s connections ({}); nothing was proposed",
+            agent.metadata.name,
+            if known.is_empty() {
+                "it has none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    let Some(allowed) = connection.find(selector) else {
+        let names: Vec<&str> = connection.allowed.keys().map(String::as_str).collect();
+        return Err(ToolResult::error(
+            "not_found",
+            format!(
+                "connection `{name}` allows no operation `{selector}`; it allows {}; nothing was proposed",
+                names.join(", ")
+            ),
+        ));
+    };
+    let operation = &allowed.operation;
+    let op_name = operation.name();
+    if !crate::integrations::may_use(&live.agent, name, &op_name) {
+        return denied(format!(
+            "connection `{name}` is not one of agent `{}`'s connections, and none of its tools exposes operation `{op_name}`; nothing was proposed",
+            agent.metadata.name
+        ));
+    }
+    if operation.is_read() {
+        return denied(format!(
+            "operation `{op_name}` only reads ({} {}): run it with integration.read; nothing was proposed",
+            operation.method, operation.path
+        ));
+    }
+    let call = input.get("input").cloned().unwrap_or_else(|| json!({}));
+    let invalid = |problem: String| {
+        Err(ToolResult::error(
+            "invalid_input",
+            format!("invalid input for operation `{op_name}`: {problem}; nothing was proposed"),
+        ))
+    };
+    if let Err(list) = allowed.input.check(&call) {
+        return invalid(hane_sandbox::describe_violations(&list));
+    }
+    let request = match operation.request(&call) {
+        Ok(request) => request,
+        Err(problem) => return invalid(problem),
+    };
+    check_api_path(&request.path_and_query).map_err(|e| {
+        ToolResult::error(
+            "invalid_input",
+            format!("the path of operation `{op_name}` {e}; nothing was proposed"),
+        )
+    })?;
+    // The body's Content-Type is the delivery's to set, with the body.
+    let headers: serde_json::Map<String, Value> = request
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-type"))
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let mut content = json!({
+        "operation": op_name,
+        "method": request.method,
+        "path": request.path_and_query,
+    });
+    if !headers.is_empty() {
+        content["headers"] = Value::Object(headers);
+    }
+    if let Some(body) = request.body {
+        content["body"] = body;
+    }
+    let spec = &connection.manifest.spec;
+    let target = ConnectionTarget {
+        name: name.to_owned(),
+        base_url: spec.base_url.clone(),
+        credential: spec.credential.clone(),
+    };
+    Ok((name.to_owned(), content, Some(target)))
 }
 
 /// Records `choice` on `action`: who decides it, and a policy's decision

@@ -14,7 +14,7 @@ use hane_manager::Components;
 use hane_manifest::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition,
     EvalSuiteManifest, ManifestError, ModelApi, ModelProviderManifest, OperationManifest,
-    ProviderModel, ScheduleManifest, ScheduleTarget, WorkflowManifest,
+    ProviderModel, ScheduleManifest, ScheduleTarget, ToolExposureManifest, WorkflowManifest,
 };
 use hane_sandbox::{Sandbox, Schema, describe_violations};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{ActiveBudget, BudgetScope};
 use crate::drivers::{ExternalDrivers, NoExternalDrivers};
+use crate::integrations::{self, LoadedConnection, ReleasedConnection};
 use crate::tools::{ReleasedOperation, Tool, ToolRegistry};
 use hane_core::ToolDefinition;
 
@@ -58,6 +59,26 @@ pub struct ReleaseBody {
     pub workflows: Vec<SourceFile>,
     /// The Schedules.
     pub schedules: Vec<SourceFile>,
+    /// The Connections, each with its OpenAPI document.
+    pub connections: Vec<ReleasedConnection>,
+    /// The ToolExposures.
+    pub tool_exposures: Vec<SourceFile>,
+}
+
+/// A release body as version 4 stored it: without connections and tool
+/// exposures.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleaseBodyV4 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: Ledger,
+    decider_policies: Vec<SourceFile>,
+    budgets: Vec<SourceFile>,
+    model_providers: Vec<ReleasedProvider>,
+    workflows: Vec<SourceFile>,
+    schedules: Vec<SourceFile>,
 }
 
 /// A `ModelProvider` as a release stores it: the manifest, and the
@@ -157,13 +178,30 @@ impl From<ReleasedOperationV1> for ReleasedOperation {
 }
 
 /// Version 2 added decider policies and budgets, version 3 model
-/// providers, version 4 workflows and schedules.
+/// providers, version 4 workflows and schedules, version 5 connections and
+/// tool exposures.
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 4;
-    const READS: &'static [u16] = &[1, 2, 3, 4];
+    const VERSION: u16 = 5;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        if version == 4 {
+            let v4: ReleaseBodyV4 = postcard::from_bytes(payload)?;
+            return Ok(ReleaseBody {
+                agents: v4.agents,
+                eval_suites: v4.eval_suites,
+                operations: v4.operations,
+                ledger: v4.ledger,
+                decider_policies: v4.decider_policies,
+                budgets: v4.budgets,
+                model_providers: v4.model_providers,
+                workflows: v4.workflows,
+                schedules: v4.schedules,
+                connections: Vec::new(),
+                tool_exposures: Vec::new(),
+            });
+        }
         if version == 3 {
             let v3: ReleaseBodyV3 = postcard::from_bytes(payload)?;
             return Ok(ReleaseBody {
@@ -176,6 +214,8 @@ impl Versioned for ReleaseBody {
                 model_providers: v3.model_providers,
                 workflows: Vec::new(),
                 schedules: Vec::new(),
+                connections: Vec::new(),
+                tool_exposures: Vec::new(),
             });
         }
         if version == 1 {
@@ -190,6 +230,8 @@ impl Versioned for ReleaseBody {
                 model_providers: Vec::new(),
                 workflows: Vec::new(),
                 schedules: Vec::new(),
+                connections: Vec::new(),
+                tool_exposures: Vec::new(),
             });
         }
         let v2: ReleaseBodyV2 = postcard::from_bytes(payload)?;
@@ -203,6 +245,8 @@ impl Versioned for ReleaseBody {
             model_providers: Vec::new(),
             workflows: Vec::new(),
             schedules: Vec::new(),
+            connections: Vec::new(),
+            tool_exposures: Vec::new(),
         })
     }
 }
@@ -322,6 +366,8 @@ pub struct LoadedRelease {
     pub providers: BTreeMap<String, Arc<LoadedProvider>>,
     /// Its Schedules by name; only `hane serve` starts their runs.
     pub schedules: BTreeMap<String, ScheduleManifest>,
+    /// Its Connections by name.
+    pub connections: BTreeMap<String, Arc<LoadedConnection>>,
 }
 
 impl LoadedRelease {
@@ -437,6 +483,8 @@ async fn build(
     let mut budgets = Vec::new();
     let mut model_providers = Vec::new();
     let mut schedules = Vec::new();
+    let mut connections = Vec::new();
+    let mut tool_exposures = Vec::new();
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
     let ledger = if ledger_dir.is_dir() {
@@ -492,6 +540,23 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            Definition::ToolExposure(manifest) => tool_exposures.push(SourceFile {
+                file,
+                text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+            }),
+            Definition::Connection(manifest) => {
+                let folder = sourced.file.parent().unwrap_or(Path::new("."));
+                match integrations::read_openapi(&file, &manifest, folder) {
+                    Ok(openapi) => connections.push(ReleasedConnection {
+                        source: SourceFile {
+                            file,
+                            text: serde_json::to_string(&manifest).expect("a manifest serializes"),
+                        },
+                        openapi,
+                    }),
+                    Err(e) => errors.push(e),
+                }
+            }
             Definition::ModelProvider(manifest) => {
                 let folder = sourced.file.parent().unwrap_or(Path::new("."));
                 match provider_recording(&file, &manifest, folder) {
@@ -530,6 +595,8 @@ async fn build(
         model_providers,
         workflows,
         schedules,
+        connections,
+        tool_exposures,
     };
     if errors.is_empty() {
         Ok((body, components))
@@ -731,7 +798,23 @@ use checks::{check_schedule, check_suite};
 
 fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<ManifestError>> {
     let mut errors = Vec::new();
-    let mut registry = ToolRegistry::new(&body.operations, &mut errors);
+    let mut connections = BTreeMap::new();
+    for released in &body.connections {
+        match integrations::load_connection(released) {
+            Ok(loaded) => {
+                connections.insert(loaded.name().to_owned(), Arc::new(loaded));
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    let mut exposures = Vec::new();
+    for source in &body.tool_exposures {
+        match ToolExposureManifest::from_yaml(&source.file, &source.text) {
+            Ok(exposure) => exposures.push((source.file.clone(), exposure)),
+            Err(e) => errors.push(e),
+        }
+    }
+    let registry = ToolRegistry::new(&body.operations, &connections, &exposures, &mut errors);
     let mut providers = BTreeMap::new();
     for released in &body.model_providers {
         let source = &released.source;
@@ -751,7 +834,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
     let manifests: Vec<&ModelProviderManifest> = providers.values().map(|p| &p.manifest).collect();
     let mut agents = BTreeMap::new();
     for source in &body.agents {
-        if let Some(agent) = load_agent(source, &mut registry, &manifests, &mut errors) {
+        if let Some(agent) = load_agent(source, &registry, &manifests, &mut errors) {
             agents.insert(agent.manifest.metadata.name.clone(), Arc::new(agent));
         }
     }
@@ -832,6 +915,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
         budgets,
         providers,
         schedules,
+        connections,
     })
 }
 
@@ -839,7 +923,7 @@ fn load_body(info: ReleaseInfo, body: ReleaseBody) -> Result<LoadedRelease, Vec<
 /// tools in `registry`; `None` after pushing what is wrong to `errors`.
 fn load_agent(
     source: &SourceFile,
-    registry: &mut ToolRegistry<'_>,
+    registry: &ToolRegistry<'_>,
     providers: &[&ModelProviderManifest],
     errors: &mut Vec<ManifestError>,
 ) -> Option<LoadedAgent> {

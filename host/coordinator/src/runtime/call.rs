@@ -178,6 +178,7 @@ impl<'a> ToolCalls<'a> {
                     .control(&live, *control, input)
                     .await
             }
+            (_, ToolKind::Api(api)) => Controls::of(self.kernel).api(&live, api, input).await,
             (_, ToolKind::Operation(_)) => {
                 let mut ending = None;
                 for op in &operations {

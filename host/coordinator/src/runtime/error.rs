@@ -50,6 +50,21 @@ pub enum RunError {
         /// Why, such as a credential missing from the environment.
         message: String,
     },
+    /// A connection the agent uses names a credential this host does not
+    /// hold.
+    #[error(
+        "agent `{agent}` uses connection `{connection}`, whose credential `{credential}` is not set on this host: set {var}"
+    )]
+    ConnectionUnavailable {
+        /// The agent.
+        agent: String,
+        /// The connection.
+        connection: String,
+        /// The credential's name.
+        credential: String,
+        /// The environment variable that holds it.
+        var: String,
+    },
     /// The day's budget does not allow the run.
     #[error(transparent)]
     Budget(#[from] BudgetExceeded),
@@ -114,7 +129,8 @@ impl RunError {
             | RunError::Finished { .. }
             | RunError::NotHere { .. }
             | RunError::EndedAtStart { .. }
-            | RunError::ModelUnavailable { .. } => ErrorKind::Conflict,
+            | RunError::ModelUnavailable { .. }
+            | RunError::ConnectionUnavailable { .. } => ErrorKind::Conflict,
             RunError::Budget(_) => ErrorKind::LimitExceeded,
             RunError::Store(_)
             | RunError::Coordinator(_)

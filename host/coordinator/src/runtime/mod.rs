@@ -598,6 +598,7 @@ impl AgentRuntime {
                 message: describe_violations(&list),
             });
         }
+        crate::integrations::check_credentials(&agent, &release, self.actions().delivery())?;
         let driver = agent.manifest.spec.driver;
         let model = match &agent.model {
             Some(agent_model) if driver.uses_model() => Some(Arc::new(

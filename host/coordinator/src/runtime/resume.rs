@@ -473,6 +473,7 @@ impl<'a> Replaying<'a> {
                     .control(&live, *control, input)
                     .await
             }
+            (_, ToolKind::Api(api)) => Controls::of(self.kernel).api(&live, api, input).await,
             (_, ToolKind::Operation(op)) => {
                 let mut ending = None;
                 for operation in &had.operations {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use hane_core::AgentRun;
 
 use super::{ControlTool, ToolResult};
+use crate::integrations::ApiTool;
 use crate::release::{LoadedAgent, LoadedRelease};
 use crate::runtime::{AgentRuntime, LiveRun, Task, lock, now_ms, task_row};
 use hane_core::BoxFuture;
@@ -40,6 +41,9 @@ pub(crate) struct ControlCall<'a> {
     pub(crate) agent: &'a LoadedAgent,
     /// The release the run started in.
     pub(crate) release: &'a Arc<LoadedRelease>,
+    /// The exposed tool the call came through, for a tool an exposure
+    /// makes of a connection's operation.
+    pub(crate) exposure: Option<&'a ApiTool>,
 }
 
 /// A task a control tool asks for: a handover or a task for a group.
@@ -172,8 +176,11 @@ impl<'a> Controls<'a> {
                     .propose(live, control, input)
                     .await
             }
-            ControlTool::WorkflowStart | ControlTool::WorkflowGetCase => {
-                self.answer_elsewhere(live, control, input).await
+            ControlTool::WorkflowStart
+            | ControlTool::WorkflowGetCase
+            | ControlTool::IntegrationDescribe
+            | ControlTool::IntegrationRead => {
+                self.answer_elsewhere(live, control, input, None).await
             }
             ControlTool::RequestHumanHelp | ControlTool::CreateTask => {
                 match task_request(live, control, input) {
@@ -184,12 +191,28 @@ impl<'a> Controls<'a> {
         }
     }
 
+    /// Runs a call of a tool an exposure makes of a connection's
+    /// operation: a read as `integration.read` of that operation, anything
+    /// else as `integration.execute` of it, an outbound action.
+    pub(crate) async fn api(&self, live: &LiveRun, tool: &ApiTool, input: &Value) -> ToolResult {
+        let generic = tool.generic_input(input);
+        if tool.impact == hane_core::Impact::Read {
+            self.answer_elsewhere(live, ControlTool::IntegrationRead, &generic, Some(tool))
+                .await
+        } else {
+            Proposals::of(self.kernel)
+                .propose(live, ControlTool::IntegrationExecute, &generic)
+                .await
+        }
+    }
+
     /// Has the service registered for `control` answer it.
     async fn answer_elsewhere(
         &self,
         live: &LiveRun,
         control: ControlTool,
         input: &Value,
+        exposure: Option<&ApiTool>,
     ) -> ToolResult {
         let Some(service) = self.control_service(control) else {
             return ToolResult::error(
@@ -207,6 +230,7 @@ impl<'a> Controls<'a> {
                 run: live.snapshot(),
                 agent: &live.agent,
                 release: &live.release,
+                exposure,
             })
             .await
     }

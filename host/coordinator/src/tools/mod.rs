@@ -51,6 +51,9 @@ pub enum ToolKind {
     Operation(Arc<OperationTool>),
     /// A control tool, run by the host.
     Control(ControlTool),
+    /// An operation of a customer API, exposed by a `ToolExposure`: a read
+    /// runs at once, anything else is an outbound action.
+    Api(Arc<crate::integrations::ApiTool>),
 }
 
 /// An operation-backed tool, with its input schema compiled once.

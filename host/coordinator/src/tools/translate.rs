@@ -64,6 +64,7 @@ pub fn translate(
     let schema = match &tool.kind {
         ToolKind::Operation(op) => &op.input,
         ToolKind::Control(control) => &CONTROL_SCHEMAS[*control as usize],
+        ToolKind::Api(api) => &api.allowed().input,
     };
     if let Err(list) = schema.check(input) {
         let message = format!(
@@ -93,7 +94,7 @@ pub fn translate(
             (status, vec![operation])
         }
         // The host runs it: no operation.
-        ToolKind::Control(_) => (
+        ToolKind::Control(_) | ToolKind::Api(_) => (
             ToolCallStatus::Submitted {
                 operations: Vec::new(),
             },

@@ -92,6 +92,7 @@ enum Outbound {
 fn outbound_kind(tool: &Tool) -> Option<Outbound> {
     match &tool.kind {
         ToolKind::Control(control) if control.is_outbound() => Some(Outbound::Tool),
+        ToolKind::Api(api) if api.impact != Impact::Read => Some(Outbound::Tool),
         ToolKind::Operation(op) if op.operation.impact == Impact::Outbound => {
             Some(Outbound::Operation)
         }
