@@ -90,6 +90,7 @@ async fn the_seed_agent_activates_and_its_driver_is_refused_at_run_start() {
             "driver-text",
             "inspection-reminder",
             "lease-qa",
+            "service-booker",
             "sms-review",
             "vehicle-check",
             "vehicle-check-llm",

@@ -68,7 +68,9 @@ fn release_run_and_runs_end_to_end() {
 
     let activated = ok(&hane(&store, &["release", "activate", examples]));
     assert!(
-        activated.contains("activated release 1: 7 agents, 5 operations, 1 model provider"),
+        activated.contains(
+            "activated release 1: 8 agents, 5 operations, 1 model provider, 1 connection, 2 tool exposures"
+        ),
         "{activated}"
     );
 
@@ -221,7 +223,9 @@ fn demo_runs_a_found_and_a_missing_vehicle() {
         "{out}"
     );
     assert!(
-        out.contains("  shortlist     vehicle-check-llm (7.62), vehicle-check-scripted (7.44)"),
+        out.contains(
+            "  shortlist     vehicle-check-llm (8.83), vehicle-check-scripted (8.65), inspection-reminder (2.96)"
+        ),
         "{out}"
     );
     assert!(out.contains("  declined  -  (release 1)"), "{out}");

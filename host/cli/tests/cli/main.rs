@@ -18,6 +18,7 @@ mod chat;
 mod common;
 mod docs;
 mod eval;
+mod integrations;
 mod mcp;
 mod op;
 mod processes;

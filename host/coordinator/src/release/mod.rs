@@ -432,8 +432,16 @@ pub(crate) async fn prepare_dir(
         0 => String::new(),
         n => format!(", {n} schedule{}", plural(n)),
     };
+    let connections = match (body.connections.len(), body.tool_exposures.len()) {
+        (0, 0) => String::new(),
+        (c, e) => format!(
+            ", {c} connection{}, {e} tool exposure{}",
+            plural(c),
+            plural(e)
+        ),
+    };
     let summary = format!(
-        "{} agent{}, {} operation{}{providers}, {} eval suite{}{workflows}{schedules}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}{connections}, {} eval suite{}{workflows}{schedules}, {} collection{}, {} document set{}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
