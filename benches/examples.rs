@@ -38,4 +38,8 @@ pub const UNBUDGETED: &[&str] = &[
     "ledger/records",
     "ledger/documents/leases",
     "documents",
+    // service-booker's connection and exposures, and the document the
+    // connection names.
+    "integrations",
+    "services/fleet-maintenance",
 ];
