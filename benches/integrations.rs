@@ -11,7 +11,10 @@
 //!   schema, the request built, the read through hane-delivery (capped,
 //!   no redirects), the answer parsed and checked against the documented
 //!   output schema;
-//! - `generic`: the same read as `integration.read`.
+//! - `generic`: the same read as `integration.read`;
+//! - `delivery`: `hane_delivery::read_api` alone, the request as hane
+//!   sends it (the credential looked up, capped, redirects refused),
+//!   without the tool call around it.
 //!
 //! The rows alternate in blocks, so the service's own drift falls on all
 //! of them alike. Target: hane adds at most 200 µs at p50 (`exposed` −
@@ -140,18 +143,45 @@ fn main() {
         );
     };
 
+    let delivery_config = {
+        let mut delivery = DeliveryConfig::new();
+        delivery.credential("fleet-maintenance", TOKEN);
+        delivery
+    };
+    let path = format!("/vehicles/{}/services", path_segment(VEHICLE));
+    let base = service.url();
+    let delivery = || async {
+        let answer = hane_delivery::read_api(
+            &delivery_config,
+            hane_delivery::ApiRead {
+                connection: "fleet-maintenance",
+                base_url: &base,
+                credential: Some("fleet-maintenance"),
+                method: "GET",
+                path: &path,
+                headers: &[],
+                timeout: Duration::from_secs(5),
+                cap: 256 << 10,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status, 200);
+    };
+
     let measuring = std::env::args().any(|a| a == "--bench");
     let (calls, warmup, blocks) = if measuring {
         (CALLS, WARMUP, BLOCKS)
     } else {
         (BLOCKS, 1, BLOCKS)
     };
-    let mut times: [Vec<Duration>; 3] = Default::default();
+    let mut times: [Vec<Duration>; 4] = Default::default();
     runtime.block_on(async {
         for _ in 0..warmup {
             raw().await;
             exposed().await;
             generic().await;
+            delivery().await;
         }
         for _ in 0..blocks {
             for _ in 0..calls / blocks {
@@ -169,6 +199,11 @@ fn main() {
                 generic().await;
                 times[2].push(at.elapsed());
             }
+            for _ in 0..calls / blocks {
+                let at = Instant::now();
+                delivery().await;
+                times[3].push(at.elapsed());
+            }
         }
     });
     let percentile = |times: &mut Vec<Duration>, p: f64| {
@@ -177,8 +212,8 @@ fn main() {
     };
     println!("integrations: {calls} calls per row in {blocks} alternating blocks");
     println!("{:10} {:>12} {:>12}", "row", "p50", "p99");
-    let mut p50 = [Duration::ZERO; 3];
-    for (i, name) in ["raw", "exposed", "generic"].iter().enumerate() {
+    let mut p50 = [Duration::ZERO; 4];
+    for (i, name) in ["raw", "exposed", "generic", "delivery"].iter().enumerate() {
         p50[i] = percentile(&mut times[i], 0.50);
         let p99 = percentile(&mut times[i], 0.99);
         println!(
@@ -195,7 +230,8 @@ fn main() {
         if added <= TARGET { "met" } else { "not met" }
     );
     println!(
-        "integration.read adds {:.1} µs at p50",
-        p50[2].saturating_sub(p50[0]).as_secs_f64() * 1e6
+        "integration.read adds {:.1} µs at p50; read_api alone {:.1} µs",
+        p50[2].saturating_sub(p50[0]).as_secs_f64() * 1e6,
+        p50[3].saturating_sub(p50[0]).as_secs_f64() * 1e6
     );
 }

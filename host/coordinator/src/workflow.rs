@@ -641,9 +641,8 @@ impl Workflows {
                 ),
             );
         }
-        let run = &call.run;
         let case_input = input.get("input").cloned().unwrap_or_else(|| json!({}));
-        if run.shadow {
+        if call.shadow {
             return ToolResult::Output(json!({
                 "case": null,
                 "status": null,
@@ -652,7 +651,7 @@ impl Workflows {
             }));
         }
         match self
-            .start_case_in(call.release, name, case_input, Some(run.id.clone()))
+            .start_case_in(call.release, name, case_input, Some(call.run.clone()))
             .await
         {
             Ok(case) => ToolResult::Output(json!({

@@ -233,6 +233,17 @@ impl LiveRun {
         lock(&self.run).clone()
     }
 
+    /// The run's id, without a copy of the whole run (whose summaries grow
+    /// with every call).
+    pub(crate) fn run_id(&self) -> RunId {
+        lock(&self.run).id.clone()
+    }
+
+    /// Whether it is a shadow run.
+    pub(crate) fn is_shadow(&self) -> bool {
+        lock(&self.run).shadow
+    }
+
     /// Tells the run's followers of `event`, when it has any.
     pub(crate) fn tell(&self, event: impl FnOnce() -> RunEvent) {
         if let Some(events) = &self.events {

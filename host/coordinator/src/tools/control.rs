@@ -3,14 +3,12 @@
 
 use crate::approvals::Proposals;
 use crate::runtime::Replaying;
-use hane_core::{JsonText, TaskId};
+use hane_core::{JsonText, RunId, TaskId};
 use hane_sandbox::describe_violations;
 use serde_json::{Value, json};
 use std::sync::Weak;
 
 use std::sync::Arc;
-
-use hane_core::AgentRun;
 
 use super::{ControlTool, ToolResult};
 use crate::integrations::ApiTool;
@@ -36,7 +34,10 @@ pub(crate) struct ControlCall<'a> {
     /// Its input, valid against the tool's schema.
     pub(crate) input: &'a Value,
     /// The run calling it.
-    pub(crate) run: AgentRun,
+    pub(crate) run: RunId,
+    /// Whether that run is a shadow run, which records what it would do
+    /// and sends nothing.
+    pub(crate) shadow: bool,
     /// The run's agent.
     pub(crate) agent: &'a LoadedAgent,
     /// The release the run started in.
@@ -227,7 +228,8 @@ impl<'a> Controls<'a> {
             .answer(ControlCall {
                 tool: control,
                 input,
-                run: live.snapshot(),
+                run: live.run_id(),
+                shadow: live.is_shadow(),
                 agent: &live.agent,
                 release: &live.release,
                 exposure,
