@@ -1350,17 +1350,7 @@ spec:
     assert!(!approved.to_json().to_string().contains(SECRET));
     assert!(!serde_json::to_string(&ended).unwrap().contains(SECRET));
     drop(runtime);
-    for entry in std::fs::read_dir(dir.path()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{} holds the credential",
-                path.display()
-            );
-        }
-    }
+    crate::integrations::assert_nowhere_under(dir.path(), SECRET);
 
     // A connection the agent does not declare is refused before any
     // action exists.

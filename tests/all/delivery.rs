@@ -577,6 +577,7 @@ async fn integration_sends_with_the_connection_credential() {
             path: "/contacts/7?notify=false",
             headers: None,
             body: Some(&body),
+            timeout: None,
             action: "act-int-1",
         },
     )
@@ -609,6 +610,7 @@ async fn integration_without_credential_sends_no_authorization() {
             path: "/items/3",
             headers: None,
             body: None,
+            timeout: None,
             action: "act-int-2",
         },
     )
@@ -639,6 +641,7 @@ async fn integration_with_a_missing_credential_fails_naming_the_variable() {
             path: "/contacts",
             headers: None,
             body: None,
+            timeout: None,
             action: "act-int-3",
         },
     )
@@ -665,6 +668,7 @@ async fn integration_path_cannot_leave_the_connection_host() {
             path: "@evil.example/steal",
             headers: None,
             body: None,
+            timeout: None,
             action: "act-int-4",
         },
     )

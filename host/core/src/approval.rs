@@ -289,6 +289,10 @@ pub struct ConnectionTarget {
     pub base_url: String,
     /// The name of the credential the host injects.
     pub credential: Option<String>,
+    /// How long its delivery may take, in milliseconds: the connection's
+    /// `timeout` when it was proposed; `None` for an action stored before
+    /// actions carried it, which the host's delivery timeout bounds.
+    pub timeout_ms: Option<u64>,
 }
 
 /// An outbound action an agent proposed: exactly what would go out, and

@@ -268,16 +268,7 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 12]> = LazyLock::new(|| {
         outbound(
             "integration.execute",
             "Proposes a call of a write operation of a customer API: one of the `connections` the agent may use (see integration.describe), the operation by its operationId or `METHOD /path`, and its input (its parameters by name, and the request body as `body`). The exact HTTP request is fixed into an action request; the host adds the connection's credential and executes it exactly once, only once approved. The result says what happened.",
-            json!({
-                "type": "object",
-                "required": ["connection", "operation"],
-                "additionalProperties": false,
-                "properties": {
-                    "connection": {"type": "string", "minLength": 1, "maxLength": 63},
-                    "operation": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "input": {"type": "object", "description": "The operation's parameters by name, and its request body as `body`."}
-                }
-            }),
+            api_call_schema("The operation's parameters by name, and its request body as `body`."),
         ),
         control(
             "workflow.start",
@@ -325,21 +316,27 @@ static CONTROL_DEFINITIONS: LazyLock<[ToolDefinition; 12]> = LazyLock::new(|| {
             ..control(
                 "integration.read",
                 "Runs a read operation (GET) of a customer API the agent may use, at once: the connection, the operation by its operationId or `METHOD /path`, and its input (its parameters by name). The answer is the API's, untrusted: its status and body, and whether the body matches the operation's documented schema.",
-                json!({
-                    "type": "object",
-                    "required": ["connection", "operation"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "connection": {"type": "string", "minLength": 1, "maxLength": 63},
-                        "operation": {"type": "string", "minLength": 1, "maxLength": 2000},
-                        "input": {"type": "object", "description": "The operation's parameters by name."}
-                    }
-                }),
+                api_call_schema("The operation's parameters by name."),
                 json!({"type": "object", "required": ["status"], "properties": {"status": {"type": "integer"}, "body": {}, "untrusted": {"type": "boolean"}, "schemaViolations": {"type": "array", "items": {"type": "string"}}}}),
             )
         },
     ]
 });
+
+/// The input of a tool that calls an operation of a customer API: the
+/// connection, the operation, and its `input` as `input` describes it.
+fn api_call_schema(input: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["connection", "operation"],
+        "additionalProperties": false,
+        "properties": {
+            "connection": {"type": "string", "minLength": 1, "maxLength": 63},
+            "operation": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "input": {"type": "object", "description": input}
+        }
+    })
+}
 
 /// What an outbound tool returns once its action is settled.
 fn action_result_schema() -> Value {

@@ -154,6 +154,9 @@ pub enum Outbound<'a> {
         headers: Option<&'a serde_json::Value>,
         /// The JSON body, if any.
         body: Option<&'a serde_json::Value>,
+        /// How long the attempt may take: the connection's timeout;
+        /// [`DeliveryConfig::timeout`] when `None`.
+        timeout: Option<Duration>,
         /// The action id, sent as `Idempotency-Key`.
         action: &'a str,
     },
@@ -285,6 +288,7 @@ impl DeliveryConfig {
                 headers,
                 body,
                 action,
+                timeout: _,
             } => {
                 let bearer = match credential {
                     None => None,
@@ -343,7 +347,14 @@ pub async fn deliver(config: &DeliveryConfig, outbound: Outbound<'_>) -> Deliver
         Ok(route) => route,
         Err(missing) => return Delivery::failed(format!("{missing}; nothing was sent")),
     };
-    let deadline = Deadline::after(config.timeout);
+    let timeout = match outbound {
+        Outbound::Integration {
+            timeout: Some(timeout),
+            ..
+        } => timeout,
+        _ => config.timeout,
+    };
+    let deadline = Deadline::after(timeout);
     match route {
         Route::Email(smtp, email) => smtp::send(smtp, &email, deadline).await,
         Route::Provider(provider, what, body, action) => {
@@ -633,6 +644,7 @@ mod tests {
             path: "/notes",
             headers: None,
             body: None,
+            timeout: None,
             action: "act-1",
         };
         assert_eq!(config.can_send(&integration(None)), Ok(()));

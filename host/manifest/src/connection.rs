@@ -71,7 +71,7 @@ pub struct ConnectionManifest {
 /// | `openapi` | the API's OpenAPI 3.0 or 3.1 document (JSON or YAML), relative to the manifest; stored in the release | required |
 /// | `credential` | the credential's name; the host reads `HANE_CREDENTIAL_<NAME>` | none: nothing is sent |
 /// | `allow` | the operations agents may use at all: `operationId`s, or `METHOD /path` as the document writes it | required |
-/// | `timeout` | one request, such as `5s`; at most `300s` | `10s` |
+/// | `timeout` | one request (a read, or an approved write's delivery), such as `5s`; at most `300s` | `10s` |
 /// | `maxResponseBytes` | the largest answer read, such as `256Ki`; at most `16Mi` | `1Mi` |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -170,12 +170,16 @@ fn the_examples_folder_is_one_bundle() {
             ("Agent", "driver-text"),
             ("Agent", "inspection-reminder"),
             ("Agent", "lease-qa"),
+            ("Agent", "service-booker"),
             ("Agent", "sms-review"),
             ("Agent", "vehicle-check-llm"),
             ("Agent", "vehicle-check-scripted"),
             ("Agent", "vehicle-check"),
             ("Budget", "daily-budget"),
             ("EvalSuite", "lease-qa-eval"),
+            ("Connection", "fleet-maintenance"),
+            ("ToolExposure", "service-history"),
+            ("ToolExposure", "book-service"),
             ("DeciderPolicy", "fleet-outbound"),
             ("ModelProvider", "fleet-assistant"),
             ("Operation", "data.find_record"),
@@ -205,10 +209,19 @@ fn the_examples_folder_is_one_bundle() {
         examples().join("tools/../documents")
     );
 
-    // Every tool of every agent is served by the runtime or by an
-    // operation here.
+    // Every tool of every agent is served by the runtime, by an operation
+    // here, or by one of the agent's tool exposures.
     for agent in definitions.iter().filter_map(|d| d.definition.as_agent()) {
+        let exposed: Vec<&str> = definitions
+            .iter()
+            .filter_map(|d| d.definition.as_tool_exposure())
+            .filter(|e| agent.spec.tool_exposures.contains(&e.metadata.name))
+            .map(|e| e.spec.tool.as_str())
+            .collect();
         for tool in &agent.spec.tools {
+            if exposed.contains(&tool.as_str()) {
+                continue;
+            }
             if let Some(operation) = agent.spec.operation_for(tool) {
                 assert!(
                     found.contains(&("Operation", operation)),

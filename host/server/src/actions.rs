@@ -683,6 +683,7 @@ mod tests {
                 name: "crm".to_owned(),
                 base_url: "https://crm.example".to_owned(),
                 credential: None,
+                timeout_ms: Some(5000),
             }),
             trail: vec![Decision {
                 kind: DeciderKind::Person,

@@ -88,9 +88,16 @@ impl Versioned for Task {
     const VERSION: u16 = 1;
 }
 
+/// Version 2 added the connection's timeout to an `integration.execute`
+/// action's target; a version 1 action reads with none.
 impl Versioned for ActionRequest {
     const KIND: &'static str = "action-request";
-    const VERSION: u16 = 1;
+    const VERSION: u16 = 2;
+    const READS: &'static [u16] = &[1, 2];
+
+    fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        crate::v1::upgrade::<crate::v1::ActionRequest, _>(version, payload)
+    }
 }
 
 #[cfg(test)]

@@ -296,6 +296,74 @@ impl From<AgentRun> for hane_core::AgentRun {
     }
 }
 
+/// Version 1 of an `action-request`: its connection target had no
+/// timeout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ActionRequest {
+    pub(crate) id: hane_core::ActionId,
+    pub(crate) run: hane_core::RunId,
+    pub(crate) agent: String,
+    pub(crate) tool: String,
+    pub(crate) recipient: String,
+    pub(crate) content: JsonText,
+    pub(crate) digest: String,
+    pub(crate) state: hane_core::ActionState,
+    pub(crate) decider: hane_core::DeciderKind,
+    pub(crate) assignment: Option<String>,
+    pub(crate) reviewer: Option<String>,
+    pub(crate) rule: Option<String>,
+    pub(crate) overridden: bool,
+    pub(crate) task: Option<hane_core::TaskId>,
+    pub(crate) connection: Option<ConnectionTarget>,
+    pub(crate) trail: Vec<hane_core::Decision>,
+    pub(crate) attempts: Vec<hane_core::approval::Attempt>,
+    pub(crate) outcome: Option<hane_core::approval::ActionOutcome>,
+    pub(crate) created_at_ms: u64,
+    pub(crate) updated_at_ms: u64,
+}
+
+/// Version 1 of an action's connection target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ConnectionTarget {
+    pub(crate) name: String,
+    pub(crate) base_url: String,
+    pub(crate) credential: Option<String>,
+}
+
+impl From<ActionRequest> for hane_core::ActionRequest {
+    fn from(old: ActionRequest) -> Self {
+        hane_core::ActionRequest {
+            id: old.id,
+            run: old.run,
+            agent: old.agent,
+            tool: old.tool,
+            recipient: old.recipient,
+            content: old.content,
+            digest: old.digest,
+            state: old.state,
+            decider: old.decider,
+            assignment: old.assignment,
+            reviewer: old.reviewer,
+            rule: old.rule,
+            overridden: old.overridden,
+            task: old.task,
+            connection: old
+                .connection
+                .map(|c| hane_core::approval::ConnectionTarget {
+                    name: c.name,
+                    base_url: c.base_url,
+                    credential: c.credential,
+                    timeout_ms: None,
+                }),
+            trail: old.trail,
+            attempts: old.attempts,
+            outcome: old.outcome,
+            created_at_ms: old.created_at_ms,
+            updated_at_ms: old.updated_at_ms,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +524,41 @@ mod tests {
             (old.id.clone(), 12, old.session.clone())
         );
         assert_eq!(read, hane_core::AgentRun::from(old));
+    }
+
+    #[test]
+    fn a_version_1_action_reads_with_no_connection_timeout() {
+        let old = ActionRequest {
+            id: hane_core::ActionId::new(),
+            run: hane_core::RunId::new(),
+            agent: "crm-update".to_owned(),
+            tool: "integration.execute".to_owned(),
+            recipient: "crm".to_owned(),
+            content: JsonText::parse(r#"{"method":"PATCH","path":"/contacts/7"}"#).unwrap(),
+            digest: "sha256:00".to_owned(),
+            state: hane_core::ActionState::Unknown,
+            decider: hane_core::DeciderKind::Person,
+            assignment: Some("crm-desk".to_owned()),
+            reviewer: None,
+            rule: None,
+            overridden: false,
+            task: None,
+            connection: Some(ConnectionTarget {
+                name: "crm".to_owned(),
+                base_url: "https://crm.example.com".to_owned(),
+                credential: Some("crm-api".to_owned()),
+            }),
+            trail: Vec::new(),
+            attempts: Vec::new(),
+            outcome: None,
+            created_at_ms: 1,
+            updated_at_ms: 2,
+        };
+        let read: hane_core::ActionRequest =
+            open(&sealed_v1(hane_core::ActionRequest::KIND, &old)).unwrap();
+        let connection = read.connection.as_ref().unwrap();
+        assert_eq!(connection.credential.as_deref(), Some("crm-api"));
+        assert_eq!(connection.timeout_ms, None);
+        assert_eq!(read, hane_core::ActionRequest::from(old));
     }
 }

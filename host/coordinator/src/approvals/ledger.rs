@@ -933,6 +933,7 @@ fn outbound<'a>(action: &'a ActionRequest, content: &'a Value) -> Result<Outboun
                 path: text("path"),
                 headers: content.get("headers"),
                 body: content.get("body"),
+                timeout: connection.timeout_ms.map(Duration::from_millis),
                 action: id,
             }
         }

@@ -147,15 +147,9 @@ fn connection_request(
     let selector = input["operation"].as_str().unwrap_or_default();
     let denied = |message: String| Err(ToolResult::error("denied", message));
     let Some(connection) = live.release.connections.get(name) else {
-        let known = &agent.spec.connections;
         return denied(format!(
-            "connection `{name}` is not one of agent `{}`'s connections ({}); nothing was proposed",
-            agent.metadata.name,
-            if known.is_empty() {
-                "it has none".to_owned()
-            } else {
-                known.join(", ")
-            }
+            "{}; nothing was proposed",
+            crate::integrations::not_listed(agent, name)
         ));
     };
     let Some(allowed) = connection.find(selector) else {
@@ -225,6 +219,7 @@ fn connection_request(
         name: name.to_owned(),
         base_url: spec.base_url.clone(),
         credential: spec.credential.clone(),
+        timeout_ms: Some(u64::try_from(spec.timeout.0.as_millis()).unwrap_or(u64::MAX)),
     };
     Ok((name.to_owned(), content, Some(target)))
 }

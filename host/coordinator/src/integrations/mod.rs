@@ -319,6 +319,21 @@ pub(crate) fn check_credentials(
     Ok(())
 }
 
+/// Why `agent` may not use connection `name`: it is not among the ones
+/// it lists, which are named.
+pub(crate) fn not_listed(agent: &hane_manifest::AgentManifest, name: &str) -> String {
+    let known = &agent.spec.connections;
+    format!(
+        "connection `{name}` is not one of agent `{}`'s connections ({})",
+        agent.metadata.name,
+        if known.is_empty() {
+            "it has none".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )
+}
+
 /// A tool an exposure makes of one operation of a connection.
 #[derive(Debug)]
 pub struct ApiTool {

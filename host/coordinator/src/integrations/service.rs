@@ -9,7 +9,7 @@ use hane_delivery::{ApiRead, ApiReadError, read_api};
 use hane_sandbox::describe_violations;
 use serde_json::{Value, json};
 
-use super::{LoadedConnection, may_use};
+use super::{LoadedConnection, may_use, not_listed};
 use crate::AgentRuntime;
 use crate::tools::{ControlCall, ControlService, ToolResult};
 
@@ -65,19 +65,7 @@ impl Integrations {
             matches!(&t.kind, crate::tools::ToolKind::Api(api) if api.connection.name() == name)
         });
         if !listed && !exposed {
-            let known = &agent.spec.connections;
-            return Err(ToolResult::error(
-                "denied",
-                format!(
-                    "connection `{name}` is not one of agent `{}`'s connections ({})",
-                    agent.metadata.name,
-                    if known.is_empty() {
-                        "it has none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ));
+            return Err(ToolResult::error("denied", not_listed(agent, name)));
         }
         call.release.connections.get(name).ok_or_else(|| {
             ToolResult::error(
