@@ -1,5 +1,6 @@
 //! `hane demo`: the examples activated and run end to end on the embedded
-//! store: a run, a reception, an outbound action, the model budget.
+//! store: a run, a reception, an outbound action, the model budget, and a
+//! customer API when its service is up and its token given.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +66,7 @@ pub fn main(args: DemoArgs) -> ExitCode {
         failed |= !demo_reception(&services).await?;
         print_model_budget(&services.budgets).await?;
         failed |= !demo_outbound(&runtime).await?;
+        failed |= !demo_connection(&runtime).await?;
         println!(
             "store: {}\nsee them again with `hane runs list`, `hane runs show RUN` and `hane approvals list`",
             runtime.registry().path().display()
@@ -131,21 +133,12 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
             shadow: false,
         })
         .await?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let action = loop {
-        let pending = runtime
-            .actions()
-            .list(Some(ActionState::Pending), Some(&run.id))
-            .await?;
-        if let Some(action) = pending.items.into_iter().next() {
-            break action;
-        }
-        let now = runtime.get(&run.id).await?;
-        if now.status.is_final() || std::time::Instant::now() > deadline {
-            print_run(runtime, &now, false).await?;
+    let action = match pending_action(runtime, &run.id).await? {
+        Ok(action) => action,
+        Err(ended) => {
+            print_run(runtime, &ended, false).await?;
             return Ok(false);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let content = action.content.to_value()?;
     println!(
@@ -176,6 +169,96 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
             &action.digest,
             Person::anyone("cli:demo"),
             Some("the demo sends nothing".to_owned()),
+        )
+        .await?;
+    let ended = runtime.wait(&run.id).await?;
+    print_run(runtime, &ended, false).await?;
+    println!();
+    Ok(ended.status == RunStatus::Succeeded)
+}
+
+/// The pending action of run `run`, or the run as it ended without one
+/// (or still is, after 30 s).
+async fn pending_action(
+    runtime: &AgentRuntime,
+    run: &hane_core::RunId,
+) -> anyhow::Result<Result<hane_core::ActionRequest, hane_core::AgentRun>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pending = runtime
+            .actions()
+            .list(Some(ActionState::Pending), Some(run))
+            .await?;
+        if let Some(action) = pending.items.into_iter().next() {
+            return Ok(Ok(action));
+        }
+        let now = runtime.get(run).await?;
+        if now.status.is_final() || std::time::Instant::now() > deadline {
+            return Ok(Err(now));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The demo's customer API: `service-booker` reads a vehicle's service
+/// history and a depot's open slots from the fleet-maintenance company's
+/// API (the release's connection), at once, and proposes a booking, which
+/// the demo shows and rejects. The API is a program of its own
+/// (`examples/services/fleet-maintenance`); when the host does not hold
+/// its token, the demo says how to start it and give it, and goes on.
+/// True when the run ended as expected, or was not started.
+async fn demo_connection(runtime: &AgentRuntime) -> anyhow::Result<bool> {
+    let start = runtime
+        .start(StartRun {
+            agent: "service-booker".to_owned(),
+            input: serde_json::json!({"vehicle": "架空 300 あ 10-02", "depot": "Shinagawa"}),
+            shadow: false,
+        })
+        .await;
+    let run = match start {
+        Ok(run) => run,
+        Err(hane_coordinator::RunError::ConnectionUnavailable { var, .. }) => {
+            println!(
+                "service-booker reads the fleet-maintenance company's API through a connection and proposes a booking; to see it, start the API (Python with FastAPI and uvicorn) and give hane its token:\n  python3 examples/services/fleet-maintenance/app.py --port 8765 --token TOKEN\n  {var}=TOKEN hane demo\n"
+            );
+            return Ok(true);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    println!(
+        "service-booker reads the fleet-maintenance company's API through its connection, at once, and proposes a booking, which a person of fleet-desk decides:"
+    );
+    let action = match pending_action(runtime, &run.id).await? {
+        Ok(action) => action,
+        Err(ended) => {
+            print_run(runtime, &ended, false).await?;
+            println!();
+            return Ok(false);
+        }
+    };
+    let content = action.content.to_value()?;
+    println!(
+        "  action  {} {} {} {} {} ({})",
+        action.id,
+        action.tool,
+        terminal_line(&action.recipient),
+        terminal_line(content["method"].as_str().unwrap_or_default()),
+        terminal_line(content["path"].as_str().unwrap_or_default()),
+        terminal_line(content["operation"].as_str().unwrap_or_default()),
+    );
+    println!("  body    {}", terminal_line(&content["body"].to_string()));
+    println!("  digest  {}", action.digest);
+    println!(
+        "the demo rejects it, so nothing is booked; approved, it would be sent once with Idempotency-Key: {}\n",
+        action.id
+    );
+    runtime
+        .actions()
+        .reject(
+            action.id.as_str(),
+            &action.digest,
+            Person::anyone("cli:demo"),
+            Some("the demo books nothing".to_owned()),
         )
         .await?;
     let ended = runtime.wait(&run.id).await?;

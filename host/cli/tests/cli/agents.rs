@@ -204,6 +204,12 @@ fn demo_runs_a_found_and_a_missing_vehicle() {
         2,
         "{out}"
     );
+    // Without the fleet-maintenance API's token, the demo says how to see
+    // service-booker use it.
+    assert!(
+        out.contains("HANE_CREDENTIAL_FLEET_MAINTENANCE=TOKEN hane demo"),
+        "{out}"
+    );
     assert!(out.contains(r#""model": "Toyota Hiace Van""#), "{out}");
     assert!(out.contains(r#""status": "handed_over""#), "{out}");
     assert!(out.contains("handover for fleet-desk"), "{out}");

@@ -229,3 +229,43 @@ fn a_booking_approved_over_http_is_sent_once_and_a_killed_server_leaves_it_unkno
         }
     }
 }
+
+#[test]
+fn the_demo_reads_through_the_connection_and_shows_the_booking_it_rejects() {
+    let service = FleetService::start(TOKEN);
+    let examples = hane_test_support::examples_copy();
+    let connection = examples.path().join("integrations/fleet-maintenance.yaml");
+    let text = std::fs::read_to_string(&connection).unwrap();
+    std::fs::write(
+        &connection,
+        text.replace("http://127.0.0.1:8765", &service.url()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["demo", "--examples", examples.path().to_str().unwrap()])
+        .arg("--store")
+        .arg(dir.path().join("hane.db"))
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("HANE_CREDENTIAL_FLEET_MAINTENANCE", TOKEN)
+        .output()
+        .unwrap();
+    let out = ok(&out);
+    assert!(
+        out.contains("service-booker reads the fleet-maintenance company's API"),
+        "{out}"
+    );
+    assert!(
+        out.contains("integration.execute fleet-maintenance POST /bookings (bookServiceSlot)"),
+        "{out}"
+    );
+    assert!(out.contains("fleet.service_history"), "{out}");
+    assert!(out.contains("service-booker  succeeded"), "{out}");
+    assert!(out.contains(r#""status": "rejected""#), "{out}");
+    assert!(!out.contains(TOKEN));
+    let seen = service.requests();
+    assert_eq!(seen.count("getServiceHistory"), 1, "{seen:?}");
+    assert_eq!(seen.count("listServiceSlots"), 1, "{seen:?}");
+    assert_eq!(seen.count("bookServiceSlot"), 0, "{seen:?}");
+    assert!(seen.requests.iter().all(|r| r.authorized), "{seen:?}");
+}
