@@ -133,7 +133,11 @@ fn runs() -> Vec<Route> {
         )
         .describe(
             "Every tool an agent of the active release may be allowed, with its input and output \
-             schemas. Which of them an agent may call is in its definition's `tools`.",
+             schemas: its operations, the control and outbound tools, and the tools its \
+             `ToolExposure`s make of its operations and of its connections' API operations \
+             (`operation` is then `CONNECTION: OPERATION`, the schemas the API document's, \
+             `impact` the exposure's). Which of them an agent may call is in its definition's \
+             `tools`.",
         )
         .answer(200, "The tools", of::<ToolList>())
         .error(409, "No release is active"),
