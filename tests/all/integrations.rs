@@ -598,6 +598,16 @@ async fn documents_and_exposures_that_cannot_be_tools_are_refused_at_activation(
         ),
         (
             vec![(
+                "fleet-maintenance.openapi.json",
+                openapi.replace(
+                    "\"$ref\": \"#/components/schemas/BookingRequest\"",
+                    "\"$ref\": \"booking.json#/BookingRequest\"",
+                ),
+            )],
+            "spec.allow[2]: operation `bookServiceSlot` of fleet-maintenance.openapi.json cannot be a tool: the external `$ref` `booking.json#/BookingRequest` is not supported",
+        ),
+        (
+            vec![(
                 "connection.yaml",
                 CONNECTION
                     .replace("BASE_URL", &service.url())

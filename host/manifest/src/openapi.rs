@@ -84,7 +84,9 @@ pub struct ApiDocument {
     /// method in OpenAPI's order (get, put, post, delete, options, head,
     /// patch).
     pub operations: Vec<ApiOperation>,
-    /// Well-formed operations hane cannot call, in the same order.
+    /// Well-formed operations hane cannot call, in the same order: among
+    /// them those whose schemas refer to another document or to themselves
+    /// (a recursive schema cannot be inlined into a tool's).
     pub unusable: Vec<ApiUnusable>,
 }
 
@@ -247,7 +249,7 @@ impl ApiDocument {
     /// Text over [`MAX_OPENAPI_BYTES`]; text that is neither JSON nor YAML;
     /// a document whose `openapi` is not 3.0.x or 3.1.x (a Swagger 2 one
     /// included); a malformed operation, parameter, request body or
-    /// response; a `$ref` that is external, dangling or part of a cycle; a
+    /// response; a dangling `$ref`; a
     /// schema over [`MAX_RESOLVED_SCHEMA_BYTES`] or [`MAX_SCHEMA_DEPTH`]
     /// once resolved, or all of them over [`MAX_RESOLVED_DOCUMENT_BYTES`];
     /// two operations with one `operationId`; two parameters of an
@@ -687,12 +689,25 @@ fn yaml_to_json(value: serde_yaml_ng::Value) -> Result<Value, String> {
 struct Fault {
     pointer: String,
     message: String,
+    /// The document is sound there, but hane cannot make a tool's schema of
+    /// it (a recursive schema, a reference to another document): the
+    /// operation is unusable, the rest of the document is not at fault.
+    unsupported: bool,
 }
 
 fn fault(pointer: impl Into<String>, message: impl Into<String>) -> Fault {
     Fault {
         pointer: pointer.into(),
         message: message.into(),
+        unsupported: false,
+    }
+}
+
+/// A [`Fault`] in a sound document that only makes its operation unusable.
+fn unsupported(pointer: impl Into<String>, message: impl Into<String>) -> Fault {
+    Fault {
+        unsupported: true,
+        ..fault(pointer, message)
     }
 }
 
@@ -989,9 +1004,14 @@ impl<'a> Reader<'a> {
                     document.unusable.push(unusable(reason));
                     continue;
                 }
-                let checked = self
-                    .operation(path, &variables, &shared, method, operation, &at)
-                    .map_err(|fault| (Some(name.clone()), fault))?;
+                let checked =
+                    match self.operation(path, &variables, &shared, method, operation, &at) {
+                        Ok(checked) => checked,
+                        Err(fault) if fault.unsupported => {
+                            Err(format!("{} (at {})", fault.message, fault.pointer))
+                        }
+                        Err(fault) => return Err((Some(name.clone()), fault)),
+                    };
                 match checked {
                     Ok(mut checked) => {
                         checked.operation_id = operation_id.map(str::to_owned);
@@ -1374,7 +1394,7 @@ impl<'a> Reader<'a> {
             let message = format!(
                 "the external `$ref` `{reference}` is not supported: only references inside the document (`#/...`)"
             );
-            return Err(fault(at, message));
+            return Err(unsupported(at, message));
         };
         let pointer = percent_decode(fragment)
             .filter(|p| p.is_empty() || p.starts_with('/'))
@@ -1388,7 +1408,8 @@ impl<'a> Reader<'a> {
         if let Some(start) = chain.iter().position(|k| *k == key) {
             let mut cycle = chain[start..].to_vec();
             cycle.push(key);
-            return Err(fault(at, format!("`$ref` cycle: {}", cycle.join(" -> "))));
+            let message = format!("`$ref` cycle: {}", cycle.join(" -> "));
+            return Err(unsupported(at, message));
         }
         let target = self.root.pointer(&pointer).ok_or_else(|| {
             fault(
@@ -2210,27 +2231,33 @@ mod tests {
         );
     }
 
+    /// The reason `document` gives for its unusable operation `name`.
+    fn why_unusable(document: &ApiDocument, name: &str) -> String {
+        document
+            .find_unusable(name)
+            .unwrap_or_else(|| panic!("{name} is not unusable: {document:#?}"))
+            .reason
+            .clone()
+    }
+
     #[test]
-    fn ref_cycle_is_refused_naming_the_chain() {
-        let paths = "  /nodes:\n    get:\n      operationId: listNodes\n      responses:\n        '200':\n          description: Nodes\n          content:\n            application/json:\n              schema: {$ref: '#/components/schemas/Node'}\n";
+    fn a_recursive_schema_makes_its_operation_unusable_naming_the_chain() {
+        let paths = "  /nodes:\n    get:\n      operationId: listNodes\n      responses:\n        '200':\n          description: Nodes\n          content:\n            application/json:\n              schema: {$ref: '#/components/schemas/Node'}\n  /health:\n    get:\n      operationId: health\n      responses: {'200': {description: OK}}\n";
         let components = "  schemas:\n    Node:\n      type: object\n      properties:\n        children:\n          type: array\n          items: {$ref: '#/components/schemas/Node'}\n";
-        let error = refused(&document(paths, components));
-        assert_eq!(error.operation.as_deref(), Some("listNodes"));
+        let read = ApiDocument::parse("api.yaml", &document(paths, components)).unwrap();
         assert_eq!(
-            error.pointer,
-            "/components/schemas/Node/properties/children/items"
+            why_unusable(&read, "listNodes"),
+            "`$ref` cycle: #/components/schemas/Node -> #/components/schemas/Node (at /components/schemas/Node/properties/children/items)"
         );
-        assert_eq!(
-            error.to_string(),
-            "api.yaml: operation `listNodes` at /components/schemas/Node/properties/children/items: `$ref` cycle: #/components/schemas/Node -> #/components/schemas/Node"
-        );
+        // The document's other operations are not at fault.
+        assert!(read.find("health").is_some());
+        assert!(read.find("listNodes").is_none());
 
         let components = "  schemas:\n    Node: {$ref: '#/components/schemas/Tree'}\n    Tree:\n      properties:\n        first: {$ref: '#/components/schemas/Node'}\n";
-        let error = refused(&document(paths, components));
-        assert_eq!(error.pointer, "/components/schemas/Tree/properties/first");
+        let read = ApiDocument::parse("api.yaml", &document(paths, components)).unwrap();
         assert_eq!(
-            error.message,
-            "`$ref` cycle: #/components/schemas/Node -> #/components/schemas/Tree -> #/components/schemas/Node"
+            why_unusable(&read, "GET /nodes"),
+            "`$ref` cycle: #/components/schemas/Node -> #/components/schemas/Tree -> #/components/schemas/Node (at /components/schemas/Tree/properties/first)"
         );
     }
 
@@ -2265,13 +2292,14 @@ mod tests {
     }
 
     #[test]
-    fn external_ref_is_refused() {
+    fn an_external_ref_makes_its_operation_unusable() {
         let paths = "  /vehicles:\n    post:\n      operationId: addVehicle\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: 'vehicle.yaml#/Vehicle'}\n      responses: {'201': {description: Added}}\n";
-        let error = refused(&document(paths, "  {}"));
+        let read = ApiDocument::parse("api.yaml", &document(paths, "  {}")).unwrap();
         assert_eq!(
-            error.to_string(),
-            "api.yaml: operation `addVehicle` at /paths/~1vehicles/post/requestBody/content/application~1json/schema: the external `$ref` `vehicle.yaml#/Vehicle` is not supported: only references inside the document (`#/...`)"
+            why_unusable(&read, "addVehicle"),
+            "the external `$ref` `vehicle.yaml#/Vehicle` is not supported: only references inside the document (`#/...`) (at /paths/~1vehicles/post/requestBody/content/application~1json/schema)"
         );
+        assert!(read.operations.is_empty());
     }
 
     #[test]
