@@ -49,7 +49,7 @@ impl<'a> Drive<'a> {
     /// [`AgentRuntime::finish`] when it had not begun, else in memory, so
     /// waiters hear of it.
     pub(super) async fn end_after_panic(&self, live: &Arc<LiveRun>, message: String) {
-        tracing::error!(run = %live.snapshot().id, "the run's driver panicked: {message}");
+        tracing::error!(run = %live.run_id(), "the run's driver panicked: {message}");
         let ended = Err(RunEnd::Failed(format!(
             "the run's driver panicked: {message}"
         )));
@@ -77,7 +77,7 @@ impl<'a> Drive<'a> {
         if live.ending.swap(true, Ordering::SeqCst) {
             return;
         }
-        let id = live.snapshot().id;
+        let id = live.run_id();
         let (status, error) = match ended {
             Ok(()) => (RunStatus::Succeeded, None),
             Err(RunEnd::Gateway(GatewayError::Cancelled(_))) => {
@@ -245,7 +245,7 @@ impl<'a> Drive<'a> {
         token: &RunToken,
         input: Value,
     ) -> Result<(), RunEnd> {
-        let run = live.snapshot().id;
+        let run = live.run_id();
         let max = Duration::from_secs(live.agent.manifest.spec.limits.max_seconds);
         let attached = lock(&live.attached).take();
         if let Some(sender) = attached {

@@ -244,6 +244,11 @@ impl LiveRun {
         lock(&self.run).shadow
     }
 
+    /// The model tokens it has used so far.
+    pub(crate) fn tokens_used(&self) -> u64 {
+        lock(&self.run).tokens_used
+    }
+
     /// Tells the run's followers of `event`, when it has any.
     pub(crate) fn tell(&self, event: impl FnOnce() -> RunEvent) {
         if let Some(events) = &self.events {

@@ -349,7 +349,7 @@ impl AgentRuntime {
             .inner
             .gateway
             .model_tokens_used(&run)
-            .unwrap_or(live.snapshot().tokens_used);
+            .unwrap_or_else(|| live.tokens_used());
         live.amend(|r| r.tokens_used = used);
         record_turn(&live, turn);
         Ok(response)

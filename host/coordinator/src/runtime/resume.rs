@@ -528,7 +528,7 @@ impl<'a> Replaying<'a> {
         live: &LiveRun,
         action: &ActionRequest,
     ) -> Result<Option<ActionRequest>, ToolResult> {
-        let run = live.snapshot().id;
+        let run = live.run_id();
         let had = match live.replayed(|r| r.action(&action.tool, &action.digest)) {
             Next::Live => return Ok(None),
             Next::Diverged(message) => {
@@ -579,7 +579,7 @@ impl<'a> Replaying<'a> {
             Next::Live => Ok(None),
             Next::Had(task) => Ok(task),
             Next::Diverged(message) => {
-                let e = self.diverged(&live.snapshot().id, &message);
+                let e = self.diverged(&live.run_id(), &message);
                 Err(ToolResult::error("failed", e.to_string()))
             }
         }
