@@ -162,19 +162,7 @@ async fn demo_outbound(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         "the demo rejects it, so nothing is sent; a person would approve it with\n  hane approvals approve {} --digest {}\n",
         action.id, action.digest
     );
-    runtime
-        .actions()
-        .reject(
-            action.id.as_str(),
-            &action.digest,
-            Person::anyone("cli:demo"),
-            Some("the demo sends nothing".to_owned()),
-        )
-        .await?;
-    let ended = runtime.wait(&run.id).await?;
-    print_run(runtime, &ended, false).await?;
-    println!();
-    Ok(ended.status == RunStatus::Succeeded)
+    reject_and_show(runtime, &action, "the demo sends nothing").await
 }
 
 /// The pending action of run `run`, or the run as it ended without one
@@ -252,16 +240,26 @@ async fn demo_connection(runtime: &AgentRuntime) -> anyhow::Result<bool> {
         "the demo rejects it, so nothing is booked; approved, it would be sent once with Idempotency-Key: {}\n",
         action.id
     );
+    reject_and_show(runtime, &action, "the demo books nothing").await
+}
+
+/// Rejects `action` as the demo, saying `why`, and prints its run once it
+/// has ended; true when the run succeeded.
+async fn reject_and_show(
+    runtime: &AgentRuntime,
+    action: &hane_core::ActionRequest,
+    why: &str,
+) -> anyhow::Result<bool> {
     runtime
         .actions()
         .reject(
             action.id.as_str(),
             &action.digest,
             Person::anyone("cli:demo"),
-            Some("the demo books nothing".to_owned()),
+            Some(why.to_owned()),
         )
         .await?;
-    let ended = runtime.wait(&run.id).await?;
+    let ended = runtime.wait(&action.run).await?;
     print_run(runtime, &ended, false).await?;
     println!();
     Ok(ended.status == RunStatus::Succeeded)

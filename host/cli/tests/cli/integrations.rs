@@ -19,6 +19,19 @@ use crate::common::{hane_on, ok, operator_key, request};
 
 const TOKEN: &str = "fleet-token-e2a94d17";
 
+/// A copy of `examples/` whose connection is to `service`.
+fn examples_for(service: &FleetService) -> tempfile::TempDir {
+    let examples = hane_test_support::examples_copy();
+    let connection = examples.path().join("integrations/fleet-maintenance.yaml");
+    let text = std::fs::read_to_string(&connection).unwrap();
+    std::fs::write(
+        &connection,
+        text.replace("http://127.0.0.1:8765", &service.url()),
+    )
+    .unwrap();
+    examples
+}
+
 /// `hane serve` on `store` with the connection's credential, every line
 /// it writes to stderr kept in `log`; its address.
 fn serve_logged(store: &Path, log: &Arc<Mutex<String>>) -> (Child, String) {
@@ -88,14 +101,7 @@ fn action_in(addr: &str, key: &str, run: &str, state: &str) -> Value {
 #[test]
 fn a_booking_approved_over_http_is_sent_once_and_a_killed_server_leaves_it_unknown() {
     let service = FleetService::start(TOKEN);
-    let examples = hane_test_support::examples_copy();
-    let connection = examples.path().join("integrations/fleet-maintenance.yaml");
-    let text = std::fs::read_to_string(&connection).unwrap();
-    std::fs::write(
-        &connection,
-        text.replace("http://127.0.0.1:8765", &service.url()),
-    )
-    .unwrap();
+    let examples = examples_for(&service);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("hane.db");
     let activated = ok(&hane_on(
@@ -233,14 +239,7 @@ fn a_booking_approved_over_http_is_sent_once_and_a_killed_server_leaves_it_unkno
 #[test]
 fn the_demo_reads_through_the_connection_and_shows_the_booking_it_rejects() {
     let service = FleetService::start(TOKEN);
-    let examples = hane_test_support::examples_copy();
-    let connection = examples.path().join("integrations/fleet-maintenance.yaml");
-    let text = std::fs::read_to_string(&connection).unwrap();
-    std::fs::write(
-        &connection,
-        text.replace("http://127.0.0.1:8765", &service.url()),
-    )
-    .unwrap();
+    let examples = examples_for(&service);
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_hane"))
         .args(["demo", "--examples", examples.path().to_str().unwrap()])
