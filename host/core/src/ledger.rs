@@ -30,6 +30,11 @@ use serde_json::Value;
 
 use crate::JsonText;
 use crate::file::{FileCap, ReadProblem, read_capped_text};
+use crate::ontology::Ontology;
+
+mod query;
+
+pub use query::{Comparison, Condition, MAX_CONDITIONS, QueryPage, RecordQuery};
 
 /// Longest collection or document set name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
@@ -82,6 +87,9 @@ pub struct Ledger {
     pub collections: BTreeMap<String, Collection>,
     /// Sets of documents, by name.
     pub document_sets: BTreeMap<String, DocumentSet>,
+    /// The object types over the collections, when the release defines
+    /// them; checked against this ledger ([`Ontology::check`]).
+    pub ontology: Option<Ontology>,
 }
 
 /// Records in the order of their file.
@@ -89,6 +97,20 @@ pub struct Ledger {
 pub struct Collection {
     /// The records; ids are unique.
     pub records: Vec<Record>,
+    /// The fields [`Ledger::query`] has read so far; built on demand, never
+    /// stored.
+    #[serde(skip)]
+    columns: query::Columns,
+}
+
+impl Collection {
+    /// A collection of `records`, whose ids must be unique.
+    pub fn new(records: Vec<Record>) -> Self {
+        Self {
+            records,
+            columns: query::Columns::default(),
+        }
+    }
 }
 
 /// One record: a JSON object with a string `id`.
@@ -837,9 +859,7 @@ impl<'a> Records<'a> {
     }
 
     fn finish(self) -> Collection {
-        Collection {
-            records: self.records,
-        }
+        Collection::new(self.records)
     }
 }
 

@@ -37,6 +37,7 @@ pub mod input;
 mod json;
 pub mod ledger;
 pub mod lifecycle;
+pub mod ontology;
 pub mod operation;
 pub mod policy;
 pub mod quantity;
