@@ -10,8 +10,8 @@ use crate::manifest::{Header, Source};
 use crate::{
     AGENTS_API_VERSION, AgentManifest, BudgetManifest, ConnectionManifest, Decider,
     DeciderPolicyManifest, EvalSuiteManifest, ManifestError, ModelProviderManifest,
-    OPERATION_API_VERSION, OperationManifest, PLATFORM_API_VERSION, ScheduleManifest,
-    ScheduleTarget, ToolExposureManifest, WorkflowManifest,
+    OPERATION_API_VERSION, OntologyManifest, OperationManifest, PLATFORM_API_VERSION,
+    ScheduleManifest, ScheduleTarget, ToolExposureManifest, WorkflowManifest,
 };
 use hane_core::file::{FileCap, read_capped_text};
 use hane_core::tool::SUBMIT_REVIEW;
@@ -21,7 +21,7 @@ use hane_core::tool::SUBMIT_REVIEW;
 pub const MAX_BUNDLE_DEPTH: usize = 32;
 
 /// The kinds this build reads, with their `apiVersion`.
-const KINDS: [(&str, &str); 10] = [
+const KINDS: [(&str, &str); 11] = [
     (AGENTS_API_VERSION, "Agent"),
     (AGENTS_API_VERSION, "EvalSuite"),
     (AGENTS_API_VERSION, "Workflow"),
@@ -32,6 +32,7 @@ const KINDS: [(&str, &str); 10] = [
     (PLATFORM_API_VERSION, "Budget"),
     (PLATFORM_API_VERSION, "ModelProvider"),
     (PLATFORM_API_VERSION, "Connection"),
+    (PLATFORM_API_VERSION, "Ontology"),
 ];
 
 /// One definition of a bundle.
@@ -60,6 +61,8 @@ pub enum Definition {
     Connection(ConnectionManifest),
     /// A `ToolExposure` manifest.
     ToolExposure(ToolExposureManifest),
+    /// An `Ontology` manifest.
+    Ontology(OntologyManifest),
 }
 
 impl Definition {
@@ -76,6 +79,7 @@ impl Definition {
             Definition::Schedule(_) => "Schedule",
             Definition::Connection(_) => "Connection",
             Definition::ToolExposure(_) => "ToolExposure",
+            Definition::Ontology(_) => "Ontology",
         }
     }
 
@@ -92,6 +96,7 @@ impl Definition {
             Definition::Schedule(m) => &m.metadata.name,
             Definition::Connection(m) => &m.metadata.name,
             Definition::ToolExposure(m) => &m.metadata.name,
+            Definition::Ontology(m) => &m.metadata.name,
         }
     }
 
@@ -377,6 +382,9 @@ impl Document {
             }
             (AGENTS_API_VERSION, "ToolExposure") => {
                 Definition::ToolExposure(ToolExposureManifest::from_yaml(file, text)?)
+            }
+            (PLATFORM_API_VERSION, "Ontology") => {
+                Definition::Ontology(OntologyManifest::from_yaml(file, text)?)
             }
             (api_version, kind) => {
                 return Err(match KINDS.iter().find(|(_, k)| *k == kind) {
@@ -937,8 +945,8 @@ mod tests {
         assert_eq!(
             known_kinds(),
             "`Agent`, `EvalSuite`, `Workflow`, `DeciderPolicy`, `Schedule` and `ToolExposure` in \
-             agents/v1alpha1; `Operation` in operations/v1alpha1; `Budget`, `ModelProvider` and \
-             `Connection` in platform/v1alpha1"
+             agents/v1alpha1; `Operation` in operations/v1alpha1; `Budget`, `ModelProvider`, \
+             `Connection` and `Ontology` in platform/v1alpha1"
         );
     }
 

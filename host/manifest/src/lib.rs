@@ -40,6 +40,7 @@ pub mod bundle;
 pub mod connection;
 pub mod decider;
 mod manifest;
+pub mod ontology;
 pub mod openapi;
 pub mod provider;
 pub mod schedule;
@@ -62,6 +63,7 @@ pub use decider::{
 pub use manifest::{
     ManifestError, Metadata, OPERATION_API_VERSION, OperationManifest, OperationSpec,
 };
+pub use ontology::OntologyManifest;
 pub use provider::{
     DEFAULT_MODEL_TIMEOUT, ModelApi, ModelProviderManifest, ModelProviderSpec, ProviderModel,
 };

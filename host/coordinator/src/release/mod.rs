@@ -13,8 +13,9 @@ use hane_core::{
 use hane_manager::Components;
 use hane_manifest::{
     AgentManifest, BudgetManifest, DeciderPolicyManifest, DeciderPolicySpec, Definition,
-    EvalSuiteManifest, ManifestError, ModelApi, ModelProviderManifest, OperationManifest,
-    ProviderModel, ScheduleManifest, ScheduleTarget, ToolExposureManifest, WorkflowManifest,
+    EvalSuiteManifest, ManifestError, ModelApi, ModelProviderManifest, OntologyManifest,
+    OperationManifest, ProviderModel, ScheduleManifest, ScheduleTarget, ToolExposureManifest,
+    WorkflowManifest,
 };
 use hane_sandbox::{Sandbox, Schema, describe_violations};
 use hane_store::{NewRelease, Registry, ReleaseInfo, StoreError};
@@ -65,6 +66,46 @@ pub struct ReleaseBody {
     pub tool_exposures: Vec<SourceFile>,
 }
 
+/// A release body as version 5 stored it: its ledger without an ontology.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleaseBodyV5 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: LedgerV1,
+    decider_policies: Vec<SourceFile>,
+    budgets: Vec<SourceFile>,
+    model_providers: Vec<ReleasedProvider>,
+    workflows: Vec<SourceFile>,
+    schedules: Vec<SourceFile>,
+    connections: Vec<ReleasedConnection>,
+    tool_exposures: Vec<SourceFile>,
+}
+
+/// A ledger as release versions 1 to 5 stored it: collections and document
+/// sets, without an ontology.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct LedgerV1 {
+    collections: BTreeMap<String, Vec<hane_core::ledger::Record>>,
+    document_sets: BTreeMap<String, hane_core::ledger::DocumentSet>,
+}
+
+impl From<LedgerV1> for Ledger {
+    fn from(old: LedgerV1) -> Self {
+        Ledger {
+            collections: old
+                .collections
+                .into_iter()
+                .map(|(name, records)| (name, hane_core::ledger::Collection::new(records)))
+                .collect(),
+            document_sets: old.document_sets,
+            ontology: None,
+        }
+    }
+}
+
 /// A release body as version 4 stored it: without connections and tool
 /// exposures.
 #[derive(Deserialize)]
@@ -73,7 +114,7 @@ struct ReleaseBodyV4 {
     agents: Vec<SourceFile>,
     eval_suites: Vec<SourceFile>,
     operations: Vec<ReleasedOperation>,
-    ledger: Ledger,
+    ledger: LedgerV1,
     decider_policies: Vec<SourceFile>,
     budgets: Vec<SourceFile>,
     model_providers: Vec<ReleasedProvider>,
@@ -100,7 +141,7 @@ struct ReleaseBodyV3 {
     agents: Vec<SourceFile>,
     eval_suites: Vec<SourceFile>,
     operations: Vec<ReleasedOperation>,
-    ledger: Ledger,
+    ledger: LedgerV1,
     decider_policies: Vec<SourceFile>,
     budgets: Vec<SourceFile>,
     model_providers: Vec<ReleasedProvider>,
@@ -113,7 +154,7 @@ struct ReleaseBodyV2 {
     agents: Vec<SourceFile>,
     eval_suites: Vec<SourceFile>,
     operations: Vec<ReleasedOperation>,
-    ledger: Ledger,
+    ledger: LedgerV1,
     decider_policies: Vec<SourceFile>,
     budgets: Vec<SourceFile>,
 }
@@ -126,7 +167,7 @@ struct ReleaseBodyV1 {
     agents: Vec<SourceFile>,
     eval_suites: Vec<SourceFile>,
     operations: Vec<ReleasedOperationV1>,
-    ledger: Ledger,
+    ledger: LedgerV1,
 }
 
 #[derive(Deserialize)]
@@ -179,20 +220,36 @@ impl From<ReleasedOperationV1> for ReleasedOperation {
 
 /// Version 2 added decider policies and budgets, version 3 model
 /// providers, version 4 workflows and schedules, version 5 connections and
-/// tool exposures.
+/// tool exposures, version 6 the ledger's ontology.
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 5;
-    const READS: &'static [u16] = &[1, 2, 3, 4, 5];
+    const VERSION: u16 = 6;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        if version == 5 {
+            let v5: ReleaseBodyV5 = postcard::from_bytes(payload)?;
+            return Ok(ReleaseBody {
+                agents: v5.agents,
+                eval_suites: v5.eval_suites,
+                operations: v5.operations,
+                ledger: v5.ledger.into(),
+                decider_policies: v5.decider_policies,
+                budgets: v5.budgets,
+                model_providers: v5.model_providers,
+                workflows: v5.workflows,
+                schedules: v5.schedules,
+                connections: v5.connections,
+                tool_exposures: v5.tool_exposures,
+            });
+        }
         if version == 4 {
             let v4: ReleaseBodyV4 = postcard::from_bytes(payload)?;
             return Ok(ReleaseBody {
                 agents: v4.agents,
                 eval_suites: v4.eval_suites,
                 operations: v4.operations,
-                ledger: v4.ledger,
+                ledger: v4.ledger.into(),
                 decider_policies: v4.decider_policies,
                 budgets: v4.budgets,
                 model_providers: v4.model_providers,
@@ -208,7 +265,7 @@ impl Versioned for ReleaseBody {
                 agents: v3.agents,
                 eval_suites: v3.eval_suites,
                 operations: v3.operations,
-                ledger: v3.ledger,
+                ledger: v3.ledger.into(),
                 decider_policies: v3.decider_policies,
                 budgets: v3.budgets,
                 model_providers: v3.model_providers,
@@ -224,7 +281,7 @@ impl Versioned for ReleaseBody {
                 agents: v1.agents,
                 eval_suites: v1.eval_suites,
                 operations: v1.operations.into_iter().map(Into::into).collect(),
-                ledger: v1.ledger,
+                ledger: v1.ledger.into(),
                 decider_policies: Vec::new(),
                 budgets: Vec::new(),
                 model_providers: Vec::new(),
@@ -239,7 +296,7 @@ impl Versioned for ReleaseBody {
             agents: v2.agents,
             eval_suites: v2.eval_suites,
             operations: v2.operations,
-            ledger: v2.ledger,
+            ledger: v2.ledger.into(),
             decider_policies: v2.decider_policies,
             budgets: v2.budgets,
             model_providers: Vec::new(),
@@ -493,9 +550,10 @@ async fn build(
     let mut schedules = Vec::new();
     let mut connections = Vec::new();
     let mut tool_exposures = Vec::new();
+    let mut ontology: Option<(String, OntologyManifest)> = None;
     let mut components: Vec<(String, Vec<u8>)> = Vec::new();
     let ledger_dir = dir.join("ledger");
-    let ledger = if ledger_dir.is_dir() {
+    let mut ledger = if ledger_dir.is_dir() {
         match Ledger::load_dir(&ledger_dir) {
             Ok(ledger) => ledger,
             Err(e) => {
@@ -552,6 +610,17 @@ async fn build(
                 file,
                 text: serde_json::to_string(&manifest).expect("a manifest serializes"),
             }),
+            // A release has one ontology: the ledger's.
+            Definition::Ontology(manifest) => match &ontology {
+                Some((first, _)) => errors.push(ManifestError::new(
+                    &file,
+                    "kind",
+                    format!(
+                        "a release has one Ontology, and `{first}` defines it already; put every object type in one"
+                    ),
+                )),
+                None => ontology = Some((file, manifest)),
+            },
             Definition::Connection(manifest) => {
                 let folder = sourced.file.parent().unwrap_or(Path::new("."));
                 match integrations::read_openapi(&file, &manifest, folder) {
@@ -592,6 +661,18 @@ async fn build(
                 }
             }
         }
+    }
+    if let Some((file, manifest)) = ontology {
+        let checked = manifest.ontology();
+        let problems = checked.check(&ledger);
+        if problems.is_empty() {
+            ledger.ontology = Some(checked);
+        }
+        errors.extend(
+            problems
+                .into_iter()
+                .map(|p| ManifestError::new(&file, format!("spec.{}", p.field), p.message)),
+        );
     }
     let body = ReleaseBody {
         agents,

@@ -25,7 +25,10 @@ fn a_release_stored_by_version_1_still_reads() {
             output_schema: "{}".to_owned(),
             impact: Impact::Read,
         }],
-        ledger: Ledger::default(),
+        ledger: LedgerV1 {
+            collections: BTreeMap::new(),
+            document_sets: BTreeMap::new(),
+        },
     };
     // The envelope a version 1 build wrote.
     let payload = postcard::to_allocvec(&old).unwrap();
@@ -43,4 +46,37 @@ fn a_release_stored_by_version_1_still_reads() {
     // And the current version round-trips.
     let again: ReleaseBody = hane_stored::open(&hane_stored::seal(&body)).unwrap();
     assert_eq!(again, body);
+}
+
+#[test]
+fn a_ledger_stored_by_version_5_reads_without_an_ontology() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ledger");
+    let ledger = Ledger::load_dir(&dir).unwrap();
+    let old = ReleaseBodyV5 {
+        agents: Vec::new(),
+        eval_suites: Vec::new(),
+        operations: Vec::new(),
+        ledger: LedgerV1 {
+            collections: ledger
+                .collections
+                .iter()
+                .map(|(name, c)| (name.clone(), c.records.clone()))
+                .collect(),
+            document_sets: ledger.document_sets.clone(),
+        },
+        decider_policies: Vec::new(),
+        budgets: Vec::new(),
+        model_providers: Vec::new(),
+        workflows: Vec::new(),
+        schedules: Vec::new(),
+        connections: Vec::new(),
+        tool_exposures: Vec::new(),
+    };
+    let payload = postcard::to_allocvec(&old).unwrap();
+    let mut sealed = b"HANE".to_vec();
+    sealed.extend(postcard::to_allocvec(&("release", 5u16, payload.as_slice())).unwrap());
+    let body: ReleaseBody = hane_stored::open(&sealed).unwrap();
+    assert_eq!(body.ledger, ledger);
+    assert!(body.ledger.ontology.is_none());
+    assert_eq!(body.ledger.collections["vehicles"].records.len(), 5);
 }
