@@ -7,7 +7,11 @@
 //! comes back as [`Error::Denied`], which the host also records in the
 //! call's receipt, and a granted collection the ledger does not have as
 //! [`Error::NotFound`]. The host caps how much one call returns; [`Found`]
-//! says when there was more.
+//! says when there was more, and [`query`] reads on page by page.
+//!
+//! When the release defines an ontology (object types over the collections,
+//! their typed properties, links and knowledge documents), [`ontology`]
+//! returns it as JSON.
 //!
 //! # Examples
 //!
@@ -22,6 +26,28 @@
 //! }
 //! let lease = records::get("leases", "L-01")?.ok_or_else(|| Error::NotFound("lease L-01".into()))?;
 //! assert_eq!(lease["id"], "L-01");
+//!
+//! let mut query = records::Query {
+//!     collection: "vehicles".into(),
+//!     conditions: vec![records::Condition {
+//!         field: "mileage_km".into(),
+//!         comparison: records::Comparison::GreaterOrEqual,
+//!         value: json!(50000),
+//!     }],
+//!     order_by: Some("mileage_km".into()),
+//!     descending: true,
+//!     after: None,
+//!     limit: 20,
+//! };
+//! loop {
+//!     let page = records::query(&query)?;
+//!     hane_guest::log::info(&format!("{} vehicles", page.records.len()));
+//!     let Some(next) = page.next else { break };
+//!     query.after = Some(next);
+//! }
+//! if let Some(ontology) = records::ontology()? {
+//!     hane_guest::log::info(&format!("ontology {}", ontology["name"]));
+//! }
 //! # Ok(())
 //! # }
 //! ```
@@ -87,6 +113,110 @@ pub fn get(collection: &str, id: &str) -> Result<Option<Value>, Error> {
         .transpose()
 }
 
+/// How a [`Condition`] compares a record's field with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Comparison {
+    /// Equal, by the rules of [`find`]: a number also equals its text.
+    Equal,
+    /// Less than the value.
+    Less,
+    /// Less than or equal to the value.
+    LessOrEqual,
+    /// Greater than the value.
+    Greater,
+    /// Greater than or equal to the value.
+    GreaterOrEqual,
+    /// A string field that starts with the value, which must be a string.
+    Prefix,
+}
+
+/// One condition of a [`Query`] on a top-level field of the records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// The field, such as `mileage_km`.
+    pub field: String,
+    /// How the field compares with `value`.
+    pub comparison: Comparison,
+    /// A string, a number, a boolean or null. A number compares with fields
+    /// holding numbers or numbers' text (CSV cells); a string compares with
+    /// string fields character by character, so ISO dates order as dates.
+    pub value: Value,
+}
+
+/// A query over one collection, answered one [`Page`] at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    /// The collection, such as `vehicles`.
+    pub collection: String,
+    /// Every condition must hold; none matches every record.
+    pub conditions: Vec<Condition>,
+    /// Order by this field (numbers by value, then strings, then records
+    /// without it), ties by the collection's order; `None` keeps the
+    /// collection's order.
+    pub order_by: Option<String>,
+    /// Reverse `order_by`; ties stay in the collection's order.
+    pub descending: bool,
+    /// The `next` of a previous page of this query: continue after it.
+    pub after: Option<String>,
+    /// Most records to return; the host caps it.
+    pub limit: u32,
+}
+
+/// One page of a [`query`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The records (JSON objects), in the query's order.
+    pub records: Vec<Value>,
+    /// When more records matched: pass it as the query's `after` to read
+    /// the next page. Opaque; valid only for the same query.
+    pub next: Option<String>,
+}
+
+/// The records of `q.collection` that meet every condition of `q`, one
+/// page at a time.
+///
+/// # Errors
+///
+/// - [`Error::Denied`] when the collection is not granted to this call;
+/// - [`Error::NotFound`] when the ledger has no such collection;
+/// - [`Error::InvalidInput`] when a value is not a scalar, the query is over
+///   the host's caps, or `after` is not a `next` of this query;
+/// - [`Error::Failed`] when the host returns a record that is not JSON, and
+///   outside a wasm32 component.
+pub fn query(q: &Query) -> Result<Page, Error> {
+    let values: Vec<String> = q.conditions.iter().map(|c| c.value.to_string()).collect();
+    let (records, next) = host::query(q, &values)?;
+    let records = records
+        .iter()
+        .map(|text| parse(&q.collection, text))
+        .collect::<Result<_, _>>()?;
+    Ok(Page { records, next })
+}
+
+/// The release's ontology, or `None` when it defines none: a JSON object
+/// with its `name` and its `objectTypes` by name, each with the
+/// `collection` it maps to, its `key` property, its typed `properties`, its
+/// `links` to other objects or documents and the `knowledge` documents
+/// about it.
+///
+/// # Errors
+///
+/// [`Error::Failed`] when the host's ontology is not JSON, and outside a
+/// wasm32 component.
+pub fn ontology() -> Result<Option<Value>, Error> {
+    host::ontology()?
+        .map(|text| parse_ontology(&text))
+        .transpose()
+}
+
+fn parse_ontology(text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| {
+        Error::Failed(format!(
+            "the host returned an ontology that is not JSON: {e}"
+        ))
+    })
+}
+
 fn parse(collection: &str, text: &str) -> Result<Value, Error> {
     serde_json::from_str(text).map_err(|e| {
         Error::Failed(format!(
@@ -112,6 +242,45 @@ mod host {
     pub(super) fn get(collection: &str, id: &str) -> Result<Option<String>, Error> {
         Ok(records::get(collection, id)?)
     }
+
+    /// `values` are the conditions' values as JSON text, in order.
+    pub(super) fn query(
+        q: &super::Query,
+        values: &[String],
+    ) -> Result<(Vec<String>, Option<String>), Error> {
+        use super::Comparison as C;
+        use records::Comparison as Wit;
+        let conditions = q
+            .conditions
+            .iter()
+            .zip(values)
+            .map(|(condition, value)| records::Condition {
+                field: condition.field.clone(),
+                comparison: match condition.comparison {
+                    C::Equal => Wit::Equal,
+                    C::Less => Wit::Less,
+                    C::LessOrEqual => Wit::LessOrEqual,
+                    C::Greater => Wit::Greater,
+                    C::GreaterOrEqual => Wit::GreaterOrEqual,
+                    C::Prefix => Wit::Prefix,
+                },
+                value: value.clone(),
+            })
+            .collect();
+        let page = records::query(&records::RecordQuery {
+            collection: q.collection.clone(),
+            conditions,
+            order_by: q.order_by.clone(),
+            descending: q.descending,
+            after: q.after.clone(),
+            limit: q.limit,
+        })?;
+        Ok((page.records, page.next))
+    }
+
+    pub(super) fn ontology() -> Result<Option<String>, Error> {
+        Ok(records::ontology())
+    }
 }
 
 // The generated imports are `unreachable!()` stubs off wasm32.
@@ -134,6 +303,17 @@ mod host {
     pub(super) fn get(_collection: &str, _id: &str) -> Result<Option<String>, Error> {
         Err(unavailable())
     }
+
+    pub(super) fn query(
+        _q: &super::Query,
+        _values: &[String],
+    ) -> Result<(Vec<String>, Option<String>), Error> {
+        Err(unavailable())
+    }
+
+    pub(super) fn ontology() -> Result<Option<String>, Error> {
+        Err(unavailable())
+    }
 }
 
 #[cfg(test)]
@@ -149,11 +329,32 @@ mod tests {
         assert!(matches!(get("vehicles", "V-001"), Err(Error::Failed(_))));
         let map = json!({"depot": "Kawasaki"});
         assert!(find("vehicles", map.as_object().unwrap(), 1).is_err());
+        let q = Query {
+            collection: "vehicles".into(),
+            conditions: vec![Condition {
+                field: "depot".into(),
+                comparison: Comparison::Equal,
+                value: json!("Kawasaki"),
+            }],
+            order_by: None,
+            descending: false,
+            after: None,
+            limit: 5,
+        };
+        assert!(matches!(query(&q), Err(Error::Failed(m)) if m.contains("only available inside")));
+        assert!(matches!(ontology(), Err(Error::Failed(m)) if m.contains("only available inside")));
     }
 
     #[test]
     fn records_that_are_not_json_are_failures() {
         assert!(matches!(parse("c", "{nope"), Err(Error::Failed(m)) if m.contains("`c`")));
         assert_eq!(parse("c", r#"{"id":"a"}"#).unwrap(), json!({"id": "a"}));
+        assert!(
+            matches!(parse_ontology("{\"name\": "), Err(Error::Failed(m)) if m.starts_with("the host returned an ontology that is not JSON: "))
+        );
+        assert_eq!(
+            parse_ontology(r#"{"name": "fleet", "objectTypes": {}}"#).unwrap(),
+            json!({"name": "fleet", "objectTypes": {}})
+        );
     }
 }
