@@ -16,8 +16,9 @@
 //!   becomes a passage around the first of them.
 //!
 //! A passage's score is the number of distinct question words it contains
-//! (whole words, any case); passages are ranked by score, then by set,
-//! document and page.
+//! (whole words, any case). Passages from the asked object's own document
+//! come first (`aboutObject`), then by score, then by set, document and
+//! page.
 //!
 //! The logic is [`find_knowledge`], which reads through a [`Ledger`] so it
 //! is testable off wasm; the exported operation passes [`HostLedger`].
@@ -175,8 +176,13 @@ pub struct Passage {
     /// collapsed, `…` where text was left out.
     pub text: String,
     /// Distinct question words the passage's page contains (whole words,
-    /// any case).
+    /// any case); for a passage a search found, distinct question words
+    /// in its whole document.
     pub score: u32,
+    /// Whether the passage is from the asked object's own document; these
+    /// come first.
+    #[serde(rename = "aboutObject")]
+    pub about_object: bool,
 }
 
 /// Where a [`Passage`] is: a page of a document of a set.
@@ -341,14 +347,21 @@ pub fn find_knowledge<L: Ledger + ?Sized>(
                     title: hit.title,
                     text: hit.snippet,
                     score: hit.matched_words,
+                    about_object: false,
                 });
             }
         }
     }
-    // One passage per page, the best-scored when two sources found it.
-    passages.sort_by(|a, b| a.source.cmp(&b.source).then(b.score.cmp(&a.score)));
+    // One passage per page, the object's own when two sources found it,
+    // else the best-scored; the object's own first, then by score.
+    let rank = |a: &Passage, b: &Passage| {
+        b.about_object
+            .cmp(&a.about_object)
+            .then(b.score.cmp(&a.score))
+    };
+    passages.sort_by(|a, b| a.source.cmp(&b.source).then_with(|| rank(a, b)));
     passages.dedup_by(|later, kept| later.source == kept.source);
-    passages.sort_by(|a, b| b.score.cmp(&a.score).then_with(|| a.source.cmp(&b.source)));
+    passages.sort_by(|a, b| rank(a, b).then_with(|| a.source.cmp(&b.source)));
     passages.truncate(limit as usize);
 
     let def = object_type.def;
@@ -445,6 +458,7 @@ fn document_passages<L: Ledger + ?Sized>(
                 title: title.clone(),
                 text: text::passage(text, at),
                 score,
+                about_object: true,
             });
         }
         let returned = u32::try_from(read.pages.len()).unwrap_or(u32::MAX);

@@ -239,22 +239,25 @@ fn an_objects_contract_and_the_handbook_are_ranked_together() {
             "object": {"contract_no": "C-1001", "id": "L-01", "months": 36},
             "knowledge": [
                 {
-                    "source": {"set": "handbook", "document": "fleet-handbook.md", "page": 2},
-                    "title": "# Fleet handbook",
-                    "text": "Early termination of a lease needs the manager's approval; the fee is charged to the depot.",
-                    "score": 3
-                },
-                {
                     "source": {"set": "leases", "document": "c-1001.txt", "page": 2},
                     "title": "Lease contract C-1001",
                     "text": "Early termination: the lessee may end the lease early by paying a termination fee of three monthly payments.",
-                    "score": 3
+                    "score": 3,
+                    "aboutObject": true
                 },
                 {
                     "source": {"set": "leases", "document": "c-1001.txt", "page": 3},
                     "title": "Lease contract C-1001",
                     "text": "Maintenance is included. No fee applies to scheduled maintenance.",
-                    "score": 1
+                    "score": 1,
+                    "aboutObject": true
+                },
+                {
+                    "source": {"set": "handbook", "document": "fleet-handbook.md", "page": 2},
+                    "title": "# Fleet handbook",
+                    "text": "Early termination of a lease needs the manager's approval; the fee is charged to the depot.",
+                    "score": 3,
+                    "aboutObject": false
                 }
             ]
         })
@@ -393,13 +396,14 @@ fn the_same_page_from_two_sources_is_kept_once_with_its_best_score() {
             )
         })
         .collect();
-    // The search scores c-1002 by the words of the whole document.
+    // The object's own pages first; the search scores c-1002 by the words
+    // of the whole document.
     assert_eq!(
         pages,
         [
             ("c-1001.txt", 2, 3),
-            ("c-1002.txt", 17, 3),
-            ("c-1001.txt", 3, 1)
+            ("c-1001.txt", 3, 1),
+            ("c-1002.txt", 17, 3)
         ]
     );
 }
@@ -535,7 +539,7 @@ fn the_schemas_tell_a_model_what_to_send_and_what_comes_back() {
     let passage = &output_schema["$defs"]["Passage"];
     assert_eq!(
         passage["required"],
-        json!(["source", "title", "text", "score"])
+        json!(["source", "title", "text", "score", "aboutObject"])
     );
     let err = hane_guest::__private::run_json(r#"{"type": "lease"}"#, run).unwrap_err();
     assert!(
