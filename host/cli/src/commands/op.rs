@@ -9,10 +9,10 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use hane_core::{
     ByteSize, Duration, Ledger, Limits, LimitsSpec, Outcome, Policy, Receipt,
-    file::{FileCap, read_capped},
+    file::{FileCap, read_capped, read_capped_text},
     policy::{DirGrant, EnvGrant, HostPattern},
 };
-use hane_manifest::OperationManifest;
+use hane_manifest::{OntologyManifest, OperationManifest};
 use hane_sandbox::{Call, Grant, LoadError, Sandbox, SandboxConfig};
 
 use crate::exit;
@@ -60,6 +60,11 @@ pub struct RunArgs {
     /// `documents` capabilities read.
     #[arg(long, value_name = "DIR")]
     ledger: Option<PathBuf>,
+    /// An Ontology manifest over the `--ledger`, which `records` gives to
+    /// the operation (as a release does); checked against the ledger's
+    /// records first.
+    #[arg(long, value_name = "FILE", requires = "ledger")]
+    ontology: Option<PathBuf>,
     /// Grant reading the ledger collection NAME through `records`.
     #[arg(long = "allow-records", value_name = "NAME", value_parser = ledger_name)]
     allow_records: Vec<String>,
@@ -92,6 +97,26 @@ pub struct InspectArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// The ontology of the manifest `file`, checked against `ledger`.
+fn ontology(file: &Path, ledger: &Ledger) -> Result<hane_core::ontology::Ontology, Failure> {
+    let name = file.display().to_string();
+    let text = read_capped_text(file, FileCap::MANIFEST).map_err(Failure::usage)?;
+    let manifest = OntologyManifest::from_yaml(&name, &text).map_err(Failure::usage)?;
+    let ontology = manifest.ontology();
+    let problems = ontology.check(ledger);
+    if problems.is_empty() {
+        return Ok(ontology);
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("  {name}: spec.{}: {}", p.field, p.message))
+        .collect();
+    Err(Failure::usage(anyhow::anyhow!(
+        "the ledger does not meet the ontology:\n{}",
+        lines.join("\n")
+    )))
 }
 
 pub fn main(cmd: OpCommand) -> ExitCode {
@@ -277,7 +302,13 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     }
 
     let ledger = match &args.ledger {
-        Some(dir) => Some(Ledger::load_dir(dir).map_err(Failure::usage)?),
+        Some(dir) => {
+            let mut ledger = Ledger::load_dir(dir).map_err(Failure::usage)?;
+            if let Some(file) = &args.ontology {
+                ledger.ontology = Some(ontology(file, &ledger)?);
+            }
+            Some(ledger)
+        }
         None => None,
     };
 

@@ -631,3 +631,75 @@ fn operations_and_runs_work_under_a_small_address_space() {
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+#[test]
+fn an_ontology_is_given_to_the_operation_after_the_ledger_is_checked_against_it() {
+    let query = r#"{"type":"lease","where":{"months":{"gte":36}},"fields":["contract_no"],"follow":[{"link":"leased_vehicle","fields":["registration"]}]}"#;
+    let out = hane(&[
+        "op",
+        "run",
+        "ontology.query",
+        "--ledger",
+        "examples/ledger",
+        "--ontology",
+        "examples/ontology/fleet.yaml",
+        "--policy",
+        "examples/tools/ontology.query.yaml",
+        "--input",
+        query,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout_json(&out)["objects"],
+        serde_json::json!([
+            {"contract_no": "C-1001", "leased_vehicle": {"registration": "架空 300 あ 10-02"}},
+            {"contract_no": "C-1003", "leased_vehicle": {"registration": "架空 400 か 77-10"}}
+        ])
+    );
+
+    // A ledger that contradicts the ontology is refused before anything
+    // runs, naming the field and the record.
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = std::fs::read_to_string(repo().join("examples/ontology/fleet.yaml"))
+        .unwrap()
+        .replace(
+            "depot: { type: string, description: Where",
+            "depot: { type: date, description: Where",
+        );
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, wrong).unwrap();
+    let out = hane(&[
+        "op",
+        "run",
+        "ontology.query",
+        "--ledger",
+        "examples/ledger",
+        "--ontology",
+        file.to_str().unwrap(),
+        "--input",
+        query,
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the ledger does not meet the ontology"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.objectTypes.vehicle.properties.depot: 5 records of `vehicles` do not hold a date: record `V-001` has \"Shinagawa\""),
+        "{err}"
+    );
+
+    // Without a ledger there is nothing to check it against.
+    let out = hane(&[
+        "op",
+        "run",
+        "ontology.query",
+        "--ontology",
+        "examples/ontology/fleet.yaml",
+        "--input",
+        query,
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--ledger"), "{}", stderr(&out));
+}
