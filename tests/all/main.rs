@@ -17,6 +17,7 @@ mod ledger;
 mod manager;
 mod mcp;
 mod model;
+mod ontology;
 mod programs;
 mod reception;
 mod recovery;
