@@ -53,39 +53,71 @@ pub(super) async fn send(request: Request<'_>, deadline: Deadline) -> Delivery {
 /// without quoting the request.
 #[derive(Debug, thiserror::Error)]
 enum BuildError {
-    #[error("the credential cannot be sent in a header (it holds control characters)")]
-    Credential,
     #[error("the action id cannot be sent in a header")]
     IdempotencyKey,
-    #[error("header {0:?} cannot be sent (a bad name or value, or one hane sets itself)")]
-    Header(String),
+    #[error(transparent)]
+    Headers(#[from] HeaderError),
 }
+
+/// The header `Idempotency-Key`, which a delivery sets itself.
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 fn build(request: &Request<'_>, deadline: Deadline) -> Result<hane_http::Request, BuildError> {
     let key =
         HeaderValue::from_str(request.idempotency_key).map_err(|_| BuildError::IdempotencyKey)?;
-    let mut http = hane_http::Request::new(request.method.clone(), request.url.clone())
+    let http = hane_http::Request::new(request.method.clone(), request.url.clone())
         .named(request.what)
         .deadline(deadline.at, deadline.timeout)
-        .header(HeaderName::from_static("idempotency-key"), key);
-    for (name, value) in request.headers {
-        let bad = || BuildError::Header(name.clone());
-        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-        if header == AUTHORIZATION || header.as_str() == "idempotency-key" {
-            return Err(bad());
-        }
-        http = http.header(header, HeaderValue::from_str(value).map_err(|_| bad())?);
-    }
+        .header(IDEMPOTENCY_KEY, key);
+    let mut http = with_headers(http, request.headers, &[IDEMPOTENCY_KEY], request.bearer)?;
     if let Some(body) = &request.body {
         http = http.json(body.clone());
     }
-    if let Some(secret) = request.bearer {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
-            .map_err(|_| BuildError::Credential)?;
-        value.set_sensitive(true);
-        http = http.header(AUTHORIZATION, value);
-    }
     Ok(http)
+}
+
+/// Why a request's headers cannot be sent; names the header, never a
+/// value.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HeaderError {
+    #[error("{0:?} is not a header name")]
+    Name(String),
+    #[error("header {0} is set by hane itself")]
+    Reserved(String),
+    #[error("the value of header {0} cannot be sent")]
+    Value(String),
+    #[error("the credential cannot be sent in a header (it holds control characters)")]
+    Credential,
+}
+
+/// `request` with `headers` and then, when there is a credential, its
+/// `Authorization: Bearer` (marked sensitive): the one way reads and
+/// deliveries add them. `Authorization`, which is the credential's, and
+/// the `reserved` headers the caller sets itself are refused among
+/// `headers`.
+pub(super) fn with_headers(
+    mut request: hane_http::Request,
+    headers: &[(String, String)],
+    reserved: &[HeaderName],
+    bearer: Option<&Secret>,
+) -> Result<hane_http::Request, HeaderError> {
+    for (name, value) in headers {
+        let header =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| HeaderError::Name(name.clone()))?;
+        if header == AUTHORIZATION || reserved.contains(&header) {
+            return Err(HeaderError::Reserved(header.to_string()));
+        }
+        let value =
+            HeaderValue::from_str(value).map_err(|_| HeaderError::Value(header.to_string()))?;
+        request = request.header(header, value);
+    }
+    if let Some(secret) = bearer {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
+            .map_err(|_| HeaderError::Credential)?;
+        value.set_sensitive(true);
+        request = request.header(AUTHORIZATION, value);
+    }
+    Ok(request)
 }
 
 /// Up to [`BODY_EXCERPT_BYTES`] of the answer's body, as text. The status has

@@ -11,11 +11,11 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ::http::header::{AUTHORIZATION, LOCATION};
-use ::http::{HeaderName, HeaderValue, Method};
+use ::http::Method;
+use ::http::header::LOCATION;
 use hane_http::{Client, Request};
 
-use crate::http::excerpt;
+use crate::http::{excerpt, with_headers};
 use crate::{DeliveryConfig, NotConfigured, credential_env_var, integration_url};
 
 /// One read of a customer API.
@@ -146,28 +146,12 @@ pub async fn read_api(
         })?),
     };
     let url = integration_url(read.base_url, read.path).map_err(|e| invalid(e.to_string()))?;
-    let mut request = Request::new(method, url)
+    let request = Request::new(method, url)
         .named(format!("connection {:?}", read.connection))
         .timeout(read.timeout)
         .resend_if_stale();
-    for (name, value) in read.headers {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| invalid(format!("{name:?} is not a header name")))?;
-        if name == AUTHORIZATION {
-            return Err(invalid(
-                "the Authorization header is the connection's own".to_owned(),
-            ));
-        }
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| invalid(format!("the value of header {name} cannot be sent")))?;
-        request = request.header(name, value);
-    }
-    if let Some(secret) = secret {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
-            .map_err(|_| invalid("the credential cannot be sent in a header".to_owned()))?;
-        value.set_sensitive(true);
-        request = request.header(AUTHORIZATION, value);
-    }
+    let request =
+        with_headers(request, read.headers, &[], secret).map_err(|e| invalid(e.to_string()))?;
     let redact = |text: String| match secret {
         Some(secret) if !secret.expose().is_empty() => text.replace(secret.expose(), "***"),
         _ => text,
