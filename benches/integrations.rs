@@ -157,6 +157,7 @@ fn main() {
                 connection: "fleet-maintenance",
                 base_url: &base,
                 credential: Some("fleet-maintenance"),
+                ca_certificates: None,
                 method: "GET",
                 path: &path,
                 headers: &[],

@@ -2,9 +2,11 @@
 //! fleet-maintenance service (FastAPI, `examples/services/`), started on
 //! loopback for each test, its OpenAPI document the one it generates.
 //! Connections, `integration.describe` and `integration.read`, exposed read
-//! and write tools, approvals of writes delivered once, and what is
-//! refused: bad documents at activation, a missing credential at a run's
-//! start, a service that fails, hangs, answers too much or redirects.
+//! and write tools, approvals of writes delivered once, HTTPS with a
+//! connection's own CA, and what is refused: bad documents and CA files at
+//! activation, a missing credential at a run's start, a service that fails,
+//! hangs, answers too much, redirects or presents a certificate no trusted
+//! root signed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use hane_coordinator::{AgentRuntime, RunError, Services, StartRun};
 use hane_core::{ActionState, AgentRun, Person, RunStatus};
 use hane_delivery::DeliveryConfig;
-use hane_test_support::fleet::{self, FleetMode, FleetService};
+use hane_test_support::fleet::{self, FleetMode, FleetService, FleetTls};
 use serde_json::{Value, json};
 
 use crate::agents::release_with;
@@ -647,4 +649,230 @@ async fn documents_and_exposures_that_cannot_be_tools_are_refused_at_activation(
         error.contains("4 MiB") || error.contains("4194304"),
         "{error}"
     );
+}
+
+/// A CA of the API's owner and the certificate it signs for the service
+/// (`127.0.0.1` and `localhost`): what the service serves HTTPS with.
+fn private_ca() -> FleetTls {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "Hane Fleet Leasing private CA");
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+    FleetTls {
+        certificate: server.pem(),
+        private_key: key.serialize_pem(),
+        ca_certificates: ca.pem(),
+    }
+}
+
+/// The connection to `service`, trusting the CA file `ca_file` when given.
+fn https_connection(service: &FleetService, ca_file: Option<&str>) -> String {
+    let mut connection = CONNECTION.replace("BASE_URL", &service.url());
+    if let Some(file) = ca_file {
+        connection.push_str(&format!("  tls: {{ caFile: {file} }}\n"));
+    }
+    connection
+}
+
+#[tokio::test]
+async fn an_https_connection_trusts_its_ca_file_for_reads_and_an_approved_booking() {
+    let tls = private_ca();
+    let service = FleetService::start_tls(TOKEN, &tls);
+    assert!(service.url().starts_with("https://"), "{}", service.url());
+    let dir = tempfile::tempdir().unwrap();
+    let connection = https_connection(&service, Some("fleet-ca.pem"));
+    let release = release(
+        dir.path(),
+        &service,
+        &[
+            ("connection.yaml", &connection),
+            ("fleet-ca.pem", &tls.ca_certificates),
+        ],
+    );
+    let runtime = runtime(dir.path(), delivery());
+    let _services = Services::new(runtime.clone());
+    runtime.activate(&release).await.unwrap();
+    // The release keeps the certificates: the file is not read again.
+    std::fs::remove_file(release.join("fleet-ca.pem")).unwrap();
+
+    let run = runtime.start(booking("Shinagawa")).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    let seen = service.requests();
+    assert_eq!(seen.count("getServiceHistory"), 1, "{seen:?}");
+    assert_eq!(seen.count("listServiceSlots"), 1, "{seen:?}");
+    assert!(seen.requests.iter().all(|r| r.authorized), "{seen:?}");
+    // The action keeps the roots its delivery trusts, as it keeps the URL.
+    let target = action.connection.as_ref().unwrap();
+    assert_eq!(target.base_url, service.url());
+    assert_eq!(
+        target.ca_certificates.as_deref(),
+        Some(tls.ca_certificates.as_str())
+    );
+
+    let approved = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, person(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        approved.state,
+        ActionState::Delivered,
+        "{:?}",
+        approved.outcome
+    );
+    assert!(
+        approved.outcome.as_ref().unwrap().detail.contains("201"),
+        "{:?}",
+        approved.outcome
+    );
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(result(&ended)["status"], "delivered");
+    let seen = service.requests();
+    assert_eq!(seen.count("bookServiceSlot"), 1, "{seen:?}");
+    assert_eq!(seen.bookings.len(), 1, "{seen:?}");
+}
+
+#[tokio::test]
+async fn an_https_connection_without_its_ca_file_refuses_the_certificate_and_sends_nothing() {
+    let service = FleetService::start_tls(TOKEN, &private_ca());
+    let dir = tempfile::tempdir().unwrap();
+    let reader = one_call(
+        "reader",
+        "integration.read",
+        &format!(
+            r#"{{ connection: fleet-maintenance, operation: getServiceHistory, input: {{ registration: "{VEHICLE}" }} }}"#
+        ),
+        "",
+    );
+    let booker = one_call(
+        "direct-booker",
+        "integration.execute",
+        &format!(
+            r#"{{ connection: fleet-maintenance, operation: bookServiceSlot, input: {{ body: {{ registration: "{VEHICLE}", slot: SHI-20990101-0900 }} }} }}"#
+        ),
+        "",
+    );
+    let connection = https_connection(&service, None);
+    let release = release(
+        dir.path(),
+        &service,
+        &[
+            ("connection.yaml", &connection),
+            ("reader.yaml", &reader),
+            ("booker.yaml", &booker),
+        ],
+    );
+    let runtime = runtime(dir.path(), delivery());
+    let _services = Services::new(runtime.clone());
+    runtime.activate(&release).await.unwrap();
+
+    // A read: a typed error naming the connection and the untrusted
+    // certificate.
+    let run = run_one(&runtime, "reader").await;
+    assert_eq!(run.status, RunStatus::Failed, "{run:#?}");
+    let error = run.error.as_deref().unwrap();
+    assert!(
+        error.contains("connection \"fleet-maintenance\""),
+        "{error}"
+    );
+    assert!(
+        error.contains("is not trusted: it is not signed by a trusted root"),
+        "{error}"
+    );
+    assert!(error.contains("tls.caFile"), "{error}");
+
+    // An approved write: failed (nothing was sent), and never sent again.
+    let run = runtime
+        .start(StartRun {
+            agent: "direct-booker".to_owned(),
+            input: json!({}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    let decided = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, person(), None)
+        .await
+        .unwrap();
+    assert_eq!(decided.state, ActionState::Failed, "{:?}", decided.outcome);
+    let detail = &decided.outcome.as_ref().unwrap().detail;
+    assert!(
+        detail.contains("connection \"fleet-maintenance\""),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("is not trusted: it is not signed by a trusted root"),
+        "{detail}"
+    );
+    assert!(detail.contains("nothing was sent"), "{detail}");
+    runtime.wait(&run.id).await.unwrap();
+    assert!(
+        runtime
+            .actions()
+            .approve(action.id.as_str(), &action.digest, person(), None)
+            .await
+            .is_err()
+    );
+    // No request reached the service: the handshake stopped each.
+    let seen = service.requests();
+    assert_eq!(seen.total, 0, "{seen:?}");
+    assert_eq!(seen.count("bookServiceSlot"), 0, "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_ca_file_that_is_missing_or_holds_no_certificate_is_refused_at_activation() {
+    let tls = private_ca();
+    let service = FleetService::start_tls(TOKEN, &tls);
+    let connection = https_connection(&service, Some("fleet-ca.pem"));
+    let cases: Vec<(Option<&str>, &str)> = vec![
+        (None, "fleet-ca.pem"),
+        (
+            Some("not a certificate\n"),
+            "fleet-ca.pem holds no PEM certificate",
+        ),
+        (
+            Some(tls.private_key.as_str()),
+            "fleet-ca.pem holds no PEM certificate",
+        ),
+        (
+            Some(
+                "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+            ),
+            "a certificate in fleet-ca.pem cannot be a root",
+        ),
+    ];
+    for (pem, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = vec![("connection.yaml", connection.as_str())];
+        if let Some(pem) = pem {
+            files.push(("fleet-ca.pem", pem));
+        }
+        let release = release(dir.path(), &service, &files);
+        let runtime = runtime(dir.path(), delivery());
+        let _services = Services::new(runtime.clone());
+        let error = runtime.activate(&release).await.unwrap_err().to_string();
+        assert!(
+            error.contains("connection.yaml: spec.tls.caFile:"),
+            "{pem:?}: {error}"
+        );
+        assert!(
+            error.contains(says),
+            "{pem:?}: expected {says:?} in:\n{error}"
+        );
+    }
+    assert_eq!(service.requests().total, 0);
 }

@@ -16,6 +16,7 @@ Usage:
 
     app.py --port 0 --token TOKEN [--host 127.0.0.1] [--port-file PATH]
            [--today YYYY-MM-DD] [--exit-with-stdin]
+           [--ssl-certfile PATH --ssl-keyfile PATH]
     app.py --print-openapi
 
 The first line on stdout is the port the service listens on (useful with
@@ -30,6 +31,9 @@ same moment. Everything else goes to stderr.
                    11:00 and 14:00 Japan time, two hours each
 --exit-with-stdin  exit when stdin reaches end of file, so the service dies
                    with the test process that holds the other end
+--ssl-certfile PATH, --ssl-keyfile PATH
+                   serve HTTPS (test controls included) with this
+                   certificate chain and private key, both PEM
 --print-openapi    print the generated OpenAPI document (JSON, sorted keys,
                    indent 2) and exit
 
@@ -598,7 +602,14 @@ async def serve(args):
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     listener.bind((args.host, args.port))
     server = uvicorn.Server(
-        uvicorn.Config(app, log_config=None, timeout_graceful_shutdown=1, lifespan="off")
+        uvicorn.Config(
+            app,
+            log_config=None,
+            timeout_graceful_shutdown=1,
+            lifespan="off",
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+        )
     )
     serving = asyncio.ensure_future(server.serve(sockets=[listener]))
     while not server.started:
@@ -623,12 +634,16 @@ def main():
     parser.add_argument("--today", type=dt.date.fromisoformat)
     parser.add_argument("--exit-with-stdin", action="store_true")
     parser.add_argument("--print-openapi", action="store_true")
+    parser.add_argument("--ssl-certfile")
+    parser.add_argument("--ssl-keyfile")
     args = parser.parse_args()
     if args.print_openapi:
         sys.stdout.buffer.write(openapi_json().encode())
         return
     if args.port is None or not args.token:
         parser.error("--port and --token are required (or --print-openapi)")
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        parser.error("--ssl-certfile and --ssl-keyfile go together")
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(name)s: %(message)s"
     )

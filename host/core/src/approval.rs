@@ -293,6 +293,11 @@ pub struct ConnectionTarget {
     /// `timeout` when it was proposed; `None` for an action stored before
     /// actions carried it, which the host's delivery timeout bounds.
     pub timeout_ms: Option<u64>,
+    /// The connection's own CA certificates (PEM, from its `tls.caFile`)
+    /// when it was proposed, trusted for its delivery besides the
+    /// platform's and Mozilla's roots; `None` when it had none, or for an
+    /// action stored before actions carried them.
+    pub ca_certificates: Option<String>,
 }
 
 /// An outbound action an agent proposed: exactly what would go out, and

@@ -12,6 +12,11 @@ use super::{BODY_EXCERPT_BYTES, Deadline, Delivery, Secret};
 pub(super) struct Request<'a> {
     /// Who it goes to, for details: "SMS provider", "connection \"crm\"".
     pub what: &'a str,
+    /// A client that keeps no connections, trusting the roots the
+    /// destination needs.
+    pub client: &'a Client,
+    /// What a person does about a certificate no trusted root signed.
+    pub untrusted: &'a str,
     pub method: Method,
     pub url: Uri,
     pub bearer: Option<&'a Secret>,
@@ -30,8 +35,11 @@ pub(super) async fn send(request: Request<'_>, deadline: Deadline) -> Delivery {
     };
     // An outbound action is sent once, on a connection of its own: never on
     // one the server may be closing.
-    let mut reply = match Client::single_use().send(http).await {
+    let mut reply = match request.client.send(http).await {
         Ok(reply) => reply,
+        Err(error @ Error::Untrusted { .. }) => {
+            return Delivery::failed(format!("{error}; nothing was sent ({})", request.untrusted));
+        }
         Err(error) if error.nothing_sent() => {
             return Delivery::failed(format!("{error}; nothing was sent"));
         }

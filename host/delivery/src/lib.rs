@@ -51,7 +51,10 @@
 //!   relay's logs.
 //! - SMS and calls: `POST` to the provider's URL with the JSON body
 //!   `{"to": ..., "text": ...}` or `{"to": ..., "message": ...}`.
-//! - Integrations: `METHOD base_url + path` with the JSON body if any.
+//! - Integrations: `METHOD base_url + path` with the JSON body if any,
+//!   trusting the connection's own CA certificates besides the platform's
+//!   and Mozilla's roots; a certificate none of them signed fails the
+//!   delivery before anything is sent, saying it is not trusted.
 //!
 //! Every HTTP request carries `Idempotency-Key: ACTION`, so a provider that
 //! honours it will not act twice even if a person resends by hand, and
@@ -78,6 +81,7 @@ mod config;
 mod http;
 mod read;
 mod smtp;
+mod trust;
 
 use std::time::Duration;
 
@@ -91,7 +95,9 @@ pub use config::{
     SMTP_PASSWORD_ENV, SMTP_URL_ENV, Secret, SmtpConfig, SmtpTls, TIMEOUT_ENV, credential_env_var,
 };
 
+pub use hane_http::RootsError;
 pub use read::{ApiAnswer, ApiRead, ApiReadError, read_api};
+pub use trust::check_roots;
 
 /// How much of an HTTP provider's answer a detail quotes.
 pub const BODY_EXCERPT_BYTES: usize = 500;
@@ -144,6 +150,9 @@ pub enum Outbound<'a> {
         /// The name of the credential the connection uses, looked up in
         /// [`DeliveryConfig::credential`]; `None` sends no `Authorization`.
         credential: Option<&'a str>,
+        /// The connection's own CA certificates (PEM), trusted besides the
+        /// platform's and Mozilla's roots; `None` trusts those only.
+        ca_certificates: Option<&'a str>,
         /// The HTTP method, e.g. `POST`.
         method: &'a str,
         /// Appended to `base_url`; must start with `/` (or `?`).
@@ -283,6 +292,7 @@ impl DeliveryConfig {
                 connection,
                 base_url,
                 credential,
+                ca_certificates,
                 method,
                 path,
                 headers,
@@ -303,6 +313,7 @@ impl DeliveryConfig {
                     connection,
                     base_url,
                     bearer,
+                    ca_certificates,
                     method,
                     path,
                     headers,
@@ -328,6 +339,7 @@ struct IntegrationCall<'c, 'a> {
     connection: &'a str,
     base_url: &'a str,
     bearer: Option<&'c Secret>,
+    ca_certificates: Option<&'a str>,
     method: &'a str,
     path: &'a str,
     headers: Option<&'a serde_json::Value>,
@@ -371,6 +383,7 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         connection,
         base_url,
         bearer,
+        ca_certificates,
         method,
         path,
         headers,
@@ -378,6 +391,12 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         action,
     } = call;
     let what = format!("connection {connection:?}");
+    let clients = match trust::clients(ca_certificates, &format!("the tls.caFile of {what}")) {
+        Ok(clients) => clients,
+        Err(problem) => {
+            return Delivery::failed(format!("{what}: {problem}; nothing was sent"));
+        }
+    };
     let url = match integration_url(base_url, path) {
         Ok(url) => url,
         Err(problem) => {
@@ -419,6 +438,8 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
     };
     let request = http::Request {
         what: &what,
+        client: &clients.writes,
+        untrusted: "a private CA's certificate goes in the connection's tls.caFile",
         method,
         url,
         bearer,
@@ -444,6 +465,10 @@ async fn send_to_provider(
     };
     let request = http::Request {
         what,
+        client: &trust::clients(None, what)
+            .expect("no roots of its own")
+            .writes,
+        untrusted: "its CA must be among the platform's roots",
         method: Method::POST,
         url,
         bearer: provider.token.as_ref(),
@@ -640,6 +665,7 @@ mod tests {
             connection: "crm",
             base_url: "https://crm.example.com",
             credential,
+            ca_certificates: None,
             method: "POST",
             path: "/notes",
             headers: None,

@@ -8,15 +8,14 @@
 //! naming the connection, never an answer cut short. The credential never
 //! appears in an answer or an error.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use ::http::Method;
 use ::http::header::LOCATION;
-use hane_http::{Client, Request};
+use hane_http::Request;
 
 use crate::http::{excerpt, with_headers};
-use crate::{DeliveryConfig, NotConfigured, credential_env_var, integration_url};
+use crate::{DeliveryConfig, NotConfigured, credential_env_var, integration_url, trust};
 
 /// One read of a customer API.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +27,9 @@ pub struct ApiRead<'a> {
     pub base_url: &'a str,
     /// The credential's name, sent as a bearer token; `None` sends none.
     pub credential: Option<&'a str>,
+    /// The connection's own CA certificates (PEM), trusted besides the
+    /// platform's and Mozilla's roots; `None` trusts those only.
+    pub ca_certificates: Option<&'a str>,
     /// `GET` or `HEAD`.
     pub method: &'a str,
     /// The path and query, appended to `base_url`.
@@ -100,6 +102,17 @@ pub enum ApiReadError {
         /// The cap.
         cap: usize,
     },
+    /// The API's TLS certificate is not signed by a trusted root: the
+    /// platform's, Mozilla's or the connection's own. Nothing was sent.
+    #[error(
+        "connection {connection:?}: {detail}; nothing was sent (a private CA's certificate goes in the connection's tls.caFile)"
+    )]
+    Untrusted {
+        /// The connection.
+        connection: String,
+        /// Which server, and why its certificate was refused.
+        detail: String,
+    },
     /// No answer in time, or none at all.
     #[error("connection {connection:?}: {detail}")]
     Unreachable {
@@ -110,20 +123,13 @@ pub enum ApiReadError {
     },
 }
 
-/// The pooled client of reads: one per process, so repeated reads of a
-/// connection reuse their connections.
-fn client() -> &'static Client {
-    static CLIENT: OnceLock<Client> = OnceLock::new();
-    CLIENT.get_or_init(Client::new)
-}
-
 /// Reads `read` from its connection.
 ///
 /// # Errors
 ///
 /// [`ApiReadError`]: the credential is not held, the request cannot be
-/// made, or the API redirected, failed, answered past the cap or did not
-/// answer in time.
+/// made, the API's certificate is not trusted, or the API redirected,
+/// failed, answered past the cap or did not answer in time.
 pub async fn read_api(
     config: &DeliveryConfig,
     read: ApiRead<'_>,
@@ -160,7 +166,22 @@ pub async fn read_api(
         connection: connection.clone(),
         detail: redact(e.to_string()),
     };
-    let mut reply = client().send(request).await.map_err(unreachable)?;
+    // Reads of a connection share the pooled client of its roots.
+    let clients = trust::clients(
+        read.ca_certificates,
+        &format!("the tls.caFile of connection {:?}", read.connection),
+    )
+    .map_err(|e| invalid(e.to_string()))?;
+    let mut reply = match clients.reads.send(request).await {
+        Ok(reply) => reply,
+        Err(e @ hane_http::Error::Untrusted { .. }) => {
+            return Err(ApiReadError::Untrusted {
+                connection: connection.clone(),
+                detail: e.to_string(),
+            });
+        }
+        Err(e) => return Err(unreachable(e)),
+    };
     let status = reply.status.as_u16();
     if reply.status.is_redirection() {
         let location = reply

@@ -20,8 +20,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{self, ClientConfig};
 
 use crate::error::{Error, Step, error_chain};
 use crate::{Deadline, Target};
@@ -160,10 +160,7 @@ pub(crate) async fn connect(
         let stream = deadline
             .within(Step::Tls, &target.server, handshake)
             .await?
-            .map_err(|e| Error::Tls {
-                server: server(),
-                detail: error_chain(&e),
-            })?;
+            .map_err(|e| handshake_error(server(), &e))?;
         Box::new(stream)
     } else {
         Box::new(tcp)
@@ -182,6 +179,21 @@ pub(crate) async fn connect(
         connection: Box::pin(connection),
         ended: false,
     })
+}
+
+/// A failed TLS handshake: [`Error::Untrusted`] when the server's
+/// certificate chains to no trusted root, else [`Error::Tls`].
+fn handshake_error(server: String, error: &std::io::Error) -> Error {
+    let detail = error_chain(error);
+    let rustls = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match rustls {
+        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
+            Error::Untrusted { server, detail }
+        }
+        _ => Error::Tls { server, detail },
+    }
 }
 
 /// Why an exchange failed, with the request back when it never left.

@@ -41,8 +41,18 @@ pub enum Error {
         /// The system's reason.
         detail: String,
     },
-    /// The TLS handshake failed (no TLS there, an untrusted certificate).
+    /// The TLS handshake failed (no TLS there, a certificate for another
+    /// name, an expired one).
     Tls {
+        /// Who it was for.
+        server: String,
+        /// rustls' reason.
+        detail: String,
+    },
+    /// The server's certificate is not signed by a root the client
+    /// trusts: the platform's, Mozilla's, or the client's own
+    /// ([`Client::with_roots`](crate::Client::with_roots)).
+    Untrusted {
         /// Who it was for.
         server: String,
         /// rustls' reason.
@@ -97,6 +107,7 @@ impl Error {
             Error::Request { .. }
             | Error::Connect { .. }
             | Error::Tls { .. }
+            | Error::Untrusted { .. }
             | Error::NotSent { .. } => true,
             Error::TimedOut { step, .. } => matches!(step, Step::Connect | Step::Tls | Step::Ready),
             Error::Unanswered { .. } | Error::CutOff { .. } | Error::TooLarge { .. } => false,
@@ -114,6 +125,11 @@ impl fmt::Display for Error {
             Error::Tls { server, detail } => {
                 write!(f, "TLS handshake with {server} failed: {detail}")
             }
+            Error::Untrusted { server, detail } => write!(
+                f,
+                "the certificate of {server} is not trusted: it is not signed by a trusted root \
+                 ({detail})"
+            ),
             Error::NotSent { server, detail } => write!(
                 f,
                 "the connection to {server} closed before the request was sent: {detail}"

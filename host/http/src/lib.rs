@@ -14,7 +14,9 @@
 //!   failed; otherwise it is unknown, never sent again.
 //! - **TLS** is rustls on ring, HTTP/1.1 by ALPN, trusting the platform's
 //!   roots (and those named by `SSL_CERT_FILE`/`SSL_CERT_DIR`) and
-//!   Mozilla's; a client may add its own ([`Client::with_roots`]).
+//!   Mozilla's; a client may add its own ([`Client::with_roots`],
+//!   [`Client::with_root_pem`]). A certificate that chains to none of them
+//!   is [`Error::Untrusted`].
 //! - **Bodies** are read in chunks or whole under a cap ([`Reply::body`]).
 //! - **No proxy** is used: every request, to loopback or not, goes straight
 //!   to the host its URL names.
@@ -38,7 +40,7 @@ use tokio_rustls::rustls::ClientConfig;
 
 pub use conn::IDLE_FOR;
 pub use error::{Error, Step, error_chain, seconds_or_millis};
-pub use tls::{RootsError, read_pem};
+pub use tls::{RootsError, parse_pem, read_pem};
 
 use conn::{Conn, Failure, Origin, Pool};
 
@@ -95,6 +97,21 @@ impl Client {
     pub fn with_roots(mut self, path: &std::path::Path) -> Result<Self, RootsError> {
         let extra = read_pem(path)?;
         self.tls = tls::config_with(extra, &path.display().to_string())?;
+        Ok(self)
+    }
+
+    /// This client, trusting the certificates of the PEM text `pem`
+    /// besides the platform's and Mozilla's roots; `origin` names the text
+    /// in errors. Each call builds a TLS configuration: a caller that
+    /// trusts the same roots often keeps the client.
+    ///
+    /// # Errors
+    ///
+    /// [`RootsError`] naming `origin` when `pem` holds no certificate, or
+    /// one that cannot be a root.
+    pub fn with_root_pem(mut self, pem: &[u8], origin: &str) -> Result<Self, RootsError> {
+        let extra = parse_pem(pem, origin)?;
+        self.tls = tls::config_with(extra, origin)?;
         Ok(self)
     }
 

@@ -56,15 +56,26 @@ pub fn read_pem(path: &Path) -> Result<Vec<CertificateDer<'static>>, RootsError>
         path: shown.clone(),
         source,
     })?;
-    let certificates = CertificateDer::pem_slice_iter(&bytes)
+    parse_pem(&bytes, &shown)
+}
+
+/// The certificates of the PEM text `pem`; `origin` names it in errors
+/// (a file, or what the text came from).
+///
+/// # Errors
+///
+/// [`RootsError::NoCertificate`] when `pem` holds no certificate or a
+/// broken one.
+pub fn parse_pem(pem: &[u8], origin: &str) -> Result<Vec<CertificateDer<'static>>, RootsError> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| RootsError::NoCertificate {
-            path: shown.clone(),
+            path: origin.to_owned(),
             detail: format!(": {e}"),
         })?;
     if certificates.is_empty() {
         return Err(RootsError::NoCertificate {
-            path: shown,
+            path: origin.to_owned(),
             detail: String::new(),
         });
     }

@@ -323,13 +323,18 @@ async fn tls_trusts_added_roots_and_refuses_unknown_ones() {
         .send(Request::new(Method::GET, server.url("https")))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::Tls { .. }), "{error:?}");
+    assert!(matches!(error, Error::Untrusted { .. }), "{error:?}");
     assert!(error.nothing_sent());
-    assert!(error.to_string().contains("certificate"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("is not signed by a trusted root"),
+        "{error}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ca.pem");
-    std::fs::write(&path, pem).unwrap();
+    std::fs::write(&path, &pem).unwrap();
     let client = Client::new().with_roots(&path).unwrap();
     for _ in 0..2 {
         let mut reply = client
@@ -338,13 +343,33 @@ async fn tls_trusts_added_roots_and_refuses_unknown_ones() {
             .unwrap();
         assert_eq!(reply.body(100, false).await.unwrap(), b"secret");
     }
-    assert_eq!(server.connections(), 2, "one refused, then one kept alive");
+    // The same roots given as text.
+    let client = Client::new()
+        .with_root_pem(pem.as_bytes(), "the test CA")
+        .unwrap();
+    let mut reply = client
+        .send(Request::new(Method::GET, server.url("https")))
+        .await
+        .unwrap();
+    assert_eq!(reply.body(100, false).await.unwrap(), b"secret");
+    assert_eq!(
+        server.connections(),
+        3,
+        "one refused, then one kept alive, then one of the second client"
+    );
 
     // A file that is not PEM is named in the error.
     std::fs::write(&path, "not a certificate").unwrap();
     let error = Client::new().with_roots(&path).unwrap_err();
     assert!(error.to_string().contains("ca.pem"), "{error}");
     assert!(error.to_string().contains("no PEM certificate"), "{error}");
+    let error = Client::new()
+        .with_root_pem(b"not a certificate", "tls.caFile ca.pem")
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "tls.caFile ca.pem holds no PEM certificate"
+    );
 }
 
 /// The child half of [`the_platforms_roots_are_trusted`]: run with the

@@ -29,6 +29,10 @@ pub const MAX_RESPONSE_BYTES_LIMIT: ByteSize = ByteSize::mebibytes(16);
 /// The longest a connection's `timeout` may be.
 pub const MAX_CONNECTION_TIMEOUT: Duration = Duration::seconds(300);
 
+/// The most bytes a connection's `tls.caFile` may hold (256 KiB): a
+/// bundle of a few hundred certificates.
+pub const MAX_CONNECTION_CA_BYTES: u64 = 256 * 1024;
+
 /// A `Connection` manifest.
 ///
 /// # Examples
@@ -73,6 +77,7 @@ pub struct ConnectionManifest {
 /// | `allow` | the operations agents may use at all: `operationId`s, or `METHOD /path` as the document writes it | required |
 /// | `timeout` | one request (a read, or an approved write's delivery), such as `5s`; at most `300s` | `10s` |
 /// | `maxResponseBytes` | the largest answer read, such as `256Ki`; at most `16Mi` | `1Mi` |
+/// | `tls.caFile` | a PEM file of CA certificates trusted for this connection only, besides the platform's and Mozilla's roots, relative to the manifest, at most 256 KiB; stored in the release; only with an `https://` `baseUrl` | none: those roots only |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionSpec {
@@ -91,6 +96,19 @@ pub struct ConnectionSpec {
     /// The largest answer read.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: ByteSize,
+    /// How the API's TLS certificate is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ConnectionTls>,
+}
+
+/// `spec.tls` of a `Connection`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionTls {
+    /// A PEM file of CA certificates trusted for this connection besides
+    /// the platform's and Mozilla's roots (a customer's private CA),
+    /// relative to the manifest.
+    pub ca_file: String,
 }
 
 fn default_timeout() -> Duration {
@@ -111,7 +129,8 @@ impl ConnectionManifest {
     /// unknown or missing field, a name that is not a DNS label, a base URL
     /// that is not `http(s)://` with a host (or carries a query), a blank
     /// document or credential, an empty or repeated `allow` entry, a zero or too
-    /// long timeout, a response cap of zero or over 16 MiB.
+    /// long timeout, a response cap of zero or over 16 MiB, a blank
+    /// `tls.caFile` or one for an `http://` base URL.
     pub fn from_yaml(file: &str, text: &str) -> Result<Self, ManifestError> {
         let source = Source::new(file, text);
         let manifest: Self = source.parse_manifest(PLATFORM_API_VERSION, "Connection")?;
@@ -161,6 +180,18 @@ impl ConnectionManifest {
                     spec.max_response_bytes
                 ),
             ));
+        }
+        if let Some(tls) = &spec.tls {
+            not_blank(&tls.ca_file).map_err(|m| fail("spec.tls.caFile", m.to_string()))?;
+            if !spec.base_url.starts_with("https://") {
+                return Err(fail(
+                    "spec.tls",
+                    format!(
+                        "TLS settings need an https:// baseUrl, found `{}`",
+                        spec.base_url
+                    ),
+                ));
+            }
         }
         Ok(manifest)
     }
@@ -363,6 +394,17 @@ mod tests {
         .unwrap();
         assert_eq!(c.spec.credential.as_deref(), Some("fleet"));
         assert_eq!(c.spec.max_response_bytes, ByteSize::kibibytes(64));
+        assert_eq!(c.spec.tls, None);
+        let c = connection(
+            "  baseUrl: https://fleet.example\n  openapi: api.json\n  allow: [a]\n  tls: { caFile: certs/fleet-ca.pem }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.spec.tls,
+            Some(ConnectionTls {
+                ca_file: "certs/fleet-ca.pem".to_owned()
+            })
+        );
     }
 
     #[test]
@@ -397,6 +439,21 @@ mod tests {
                 "  baseUrl: http://x\n  openapi: a.json\n  allow: [a]\n  maxResponseBytes: 17Mi\n",
                 "spec.maxResponseBytes",
                 "at most 16Mi",
+            ),
+            (
+                "  baseUrl: http://x\n  openapi: a.json\n  allow: [a]\n  tls: { caFile: ca.pem }\n",
+                "spec.tls",
+                "need an https:// baseUrl",
+            ),
+            (
+                "  baseUrl: https://x\n  openapi: a.json\n  allow: [a]\n  tls: { caFile: ' ' }\n",
+                "spec.tls.caFile",
+                "",
+            ),
+            (
+                "  baseUrl: https://x\n  openapi: a.json\n  allow: [a]\n  tls: { caFile: a.pem, verify: false }\n",
+                "spec.tls.verify",
+                "unknown field `verify`",
             ),
             (
                 "  baseUrl: http://x\n  openapi: a.json\n  allow: [a]\n  password: hunter2\n",

@@ -684,6 +684,7 @@ mod tests {
                 base_url: "https://crm.example".to_owned(),
                 credential: None,
                 timeout_ms: Some(5000),
+                ca_certificates: None,
             }),
             trail: vec![Decision {
                 kind: DeciderKind::Person,

@@ -89,14 +89,18 @@ impl Versioned for Task {
 }
 
 /// Version 2 added the connection's timeout to an `integration.execute`
-/// action's target; a version 1 action reads with none.
+/// action's target, version 3 its CA certificates; older actions read
+/// with none.
 impl Versioned for ActionRequest {
     const KIND: &'static str = "action-request";
-    const VERSION: u16 = 2;
-    const READS: &'static [u16] = &[1, 2];
+    const VERSION: u16 = 3;
+    const READS: &'static [u16] = &[1, 2, 3];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
-        crate::v1::upgrade::<crate::v1::ActionRequest, _>(version, payload)
+        match version {
+            1 => crate::v1::upgrade::<crate::v1::ActionRequest, _>(version, payload),
+            _ => crate::v2::upgrade::<crate::v2::ActionRequest, _>(version, payload),
+        }
     }
 }
 

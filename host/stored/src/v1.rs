@@ -354,6 +354,7 @@ impl From<ActionRequest> for hane_core::ActionRequest {
                     base_url: c.base_url,
                     credential: c.credential,
                     timeout_ms: None,
+                    ca_certificates: None,
                 }),
             trail: old.trail,
             attempts: old.attempts,

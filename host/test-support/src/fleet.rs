@@ -14,18 +14,23 @@
 //! [`openapi_file`]. Its test controls are [`FleetService::requests`],
 //! [`FleetService::behave`] and [`FleetService::reset`].
 //!
-//! Requests go over plain HTTP/1.1, one connection each
-//! ([`FleetService::call`]).
+//! Requests go over HTTP/1.1, one connection each ([`FleetService::call`]):
+//! plain, or over TLS for a service started with [`FleetService::start_tls`],
+//! which serves HTTPS with the certificate a test gives it.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 use crate::python::{self, PROVISION};
 
@@ -243,6 +248,27 @@ impl FleetRequests {
     }
 }
 
+/// What a service started with [`FleetService::start_tls`] serves HTTPS
+/// with, all PEM.
+#[derive(Clone, Debug)]
+pub struct FleetTls {
+    /// The server's certificate, followed by any intermediates.
+    pub certificate: String,
+    /// Its private key.
+    pub private_key: String,
+    /// The CA certificates that sign it: what [`FleetService::call`] and
+    /// the test controls trust (and nothing else).
+    pub ca_certificates: String,
+}
+
+/// The TLS side of a service started with [`FleetService::start_tls`].
+struct Tls {
+    /// Trusts [`FleetTls::ca_certificates`] only.
+    client: Arc<ClientConfig>,
+    /// The certificate and key files uvicorn reads.
+    _files: tempfile::TempDir,
+}
+
 /// `examples/services/fleet-maintenance/app.py`, run as a child process
 /// for one test and killed when dropped (it also exits when our end of its
 /// stdin closes, so it ends with the test process).
@@ -252,6 +278,7 @@ pub struct FleetService {
     port: u16,
     token: String,
     log: tempfile::NamedTempFile,
+    tls: Option<Tls>,
 }
 
 impl FleetService {
@@ -275,20 +302,50 @@ impl FleetService {
     ///
     /// As [`FleetService::start`].
     pub fn start_with(token: &str, args: &[&str]) -> Self {
-        Self::try_start(token, args).unwrap_or_else(|e| panic!("{e:#}"))
+        Self::try_start(token, args, None).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    fn try_start(token: &str, args: &[&str]) -> Result<Self> {
+    /// As [`FleetService::start`], serving HTTPS (its test controls
+    /// included) with `tls`'s certificate and key; [`FleetService::url`]
+    /// is `https://`.
+    ///
+    /// # Panics
+    ///
+    /// As [`FleetService::start`], or `tls.ca_certificates` holds no
+    /// certificate.
+    pub fn start_tls(token: &str, tls: &FleetTls) -> Self {
+        Self::try_start(token, &[], Some(tls)).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    fn try_start(token: &str, args: &[&str], tls: Option<&FleetTls>) -> Result<Self> {
         let python = python::require("fastapi, uvicorn", "the connection tests")?;
         let log = tempfile::NamedTempFile::new()?;
-        let started = python::spawn(
-            Command::new(&python)
-                .arg(app())
-                .args(["--port", "0", "--exit-with-stdin", "--token", token])
-                .args(args)
-                .stderr(log.reopen()?),
-            START_TIMEOUT,
-        )?;
+        let mut command = Command::new(&python);
+        command
+            .arg(app())
+            .args(["--port", "0", "--exit-with-stdin", "--token", token])
+            .args(args)
+            .stderr(log.reopen()?);
+        let tls = match tls {
+            None => None,
+            Some(tls) => {
+                let files = tempfile::tempdir()?;
+                let certificate = files.path().join("server.pem");
+                let key = files.path().join("server-key.pem");
+                std::fs::write(&certificate, &tls.certificate)?;
+                std::fs::write(&key, &tls.private_key)?;
+                command
+                    .arg("--ssl-certfile")
+                    .arg(&certificate)
+                    .arg("--ssl-keyfile")
+                    .arg(&key);
+                Some(Tls {
+                    client: client_config(&tls.ca_certificates)?,
+                    _files: files,
+                })
+            }
+        };
+        let started = python::spawn(&mut command, START_TIMEOUT)?;
         let line = started.line;
         let mut service = Self {
             child: started.child,
@@ -296,6 +353,7 @@ impl FleetService {
             port: 0,
             token: token.to_owned(),
             log,
+            tls,
         };
         match line.trim().parse() {
             Ok(port) => service.port = port,
@@ -309,9 +367,11 @@ impl FleetService {
         Ok(service)
     }
 
-    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    /// `http://127.0.0.1:PORT`, or `https://` for a service started with
+    /// [`FleetService::start_tls`], without a trailing slash.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The port it listens on, on 127.0.0.1.
@@ -333,7 +393,8 @@ impl FleetService {
     /// One request to the service as it comes: `method` to `path` (with
     /// its query, percent-encoded: see [`path_segment`]) with exactly
     /// `headers` (no token unless given) and `body` as JSON, on its own
-    /// connection; an error when nothing comes back within `timeout`.
+    /// connection (over TLS when the service serves it); an error when
+    /// nothing comes back within `timeout`.
     ///
     /// # Errors
     ///
@@ -348,7 +409,7 @@ impl FleetService {
         timeout: Duration,
     ) -> std::io::Result<FleetResponse> {
         let addr = format!("127.0.0.1:{}", self.port);
-        let mut stream = TcpStream::connect(&addr)?;
+        let stream = TcpStream::connect(&addr)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         let body = body.map(Value::to_string).unwrap_or_default();
@@ -363,10 +424,26 @@ impl FleetService {
             ));
         }
         head.push_str("\r\n");
+        let mut stream: Box<dyn ReadWrite> = match &self.tls {
+            None => Box::new(stream),
+            Some(tls) => {
+                let name = ServerName::try_from("127.0.0.1").expect("an IP address");
+                let connection = ClientConnection::new(Arc::clone(&tls.client), name)
+                    .map_err(std::io::Error::other)?;
+                Box::new(StreamOwned::new(connection, stream))
+            }
+        };
         stream.write_all(head.as_bytes())?;
         stream.write_all(body.as_bytes())?;
+        stream.flush()?;
         let mut raw = Vec::new();
-        stream.read_to_end(&mut raw)?;
+        match stream.read_to_end(&mut raw) {
+            Ok(_) => {}
+            // A TLS peer that closes without close_notify after a whole
+            // answer (`Connection: close`) has still answered.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+            Err(e) => return Err(e),
+        }
         parse_response(&raw).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -453,6 +530,28 @@ impl Drop for FleetService {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A connection to the service: TCP, or TLS over it.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// A TLS client configuration that trusts the certificates of `pem` and
+/// nothing else.
+fn client_config(pem: &str) -> Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots.add(certificate.context("the service's CA certificates")?)?;
+    }
+    if roots.is_empty() {
+        bail!("the service's CA certificates hold no PEM certificate");
+    }
+    let config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// An HTTP/1.1 answer read to the end of its connection.

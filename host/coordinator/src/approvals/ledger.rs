@@ -929,6 +929,7 @@ fn outbound<'a>(action: &'a ActionRequest, content: &'a Value) -> Result<Outboun
                 connection: &connection.name,
                 base_url: &connection.base_url,
                 credential: connection.credential.as_deref(),
+                ca_certificates: connection.ca_certificates.as_deref(),
                 method: text("method"),
                 path: text("path"),
                 headers: content.get("headers"),

@@ -220,6 +220,7 @@ fn connection_request(
         base_url: spec.base_url.clone(),
         credential: spec.credential.clone(),
         timeout_ms: Some(u64::try_from(spec.timeout.0.as_millis()).unwrap_or(u64::MAX)),
+        ca_certificates: connection.ca_certificates.clone(),
     };
     Ok((name.to_owned(), content, Some(target)))
 }

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use hane_core::{Duration, Impact};
+use hane_manifest::connection::MAX_CONNECTION_CA_BYTES;
 use hane_manifest::openapi::{ApiDocument, ApiOperation, MAX_OPENAPI_BYTES};
 use hane_manifest::{ConnectionManifest, ManifestError};
 use hane_sandbox::Schema;
@@ -26,15 +27,17 @@ pub use service::Integrations;
 
 use crate::release::SourceFile;
 
-/// A `Connection` as a release stores it: the manifest and its OpenAPI
-/// document's text, so the release runs without the files it came from
-/// and a rollback brings the document back.
+/// A `Connection` as a release stores it: the manifest, its OpenAPI
+/// document's text and its CA certificates (`tls.caFile`), so the release
+/// runs without the files it came from and a rollback brings them back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReleasedConnection {
     /// The manifest.
     pub source: SourceFile,
     /// The OpenAPI document.
     pub openapi: String,
+    /// The PEM text of its `tls.caFile`, if it has one.
+    pub ca_certificates: Option<String>,
 }
 
 /// A connection of a loaded release: its document read, and each
@@ -42,6 +45,9 @@ pub struct ReleasedConnection {
 pub struct LoadedConnection {
     /// The manifest.
     pub manifest: ConnectionManifest,
+    /// Its own CA certificates (PEM), trusted for its requests besides the
+    /// platform's and Mozilla's roots.
+    pub ca_certificates: Option<String>,
     /// The operations it allows, by [`ApiOperation::name`].
     pub allowed: BTreeMap<String, AllowedOperation>,
 }
@@ -196,7 +202,11 @@ pub(crate) fn load_connection(
         );
     }
     if errors.is_empty() {
-        Ok(LoadedConnection { manifest, allowed })
+        Ok(LoadedConnection {
+            manifest,
+            ca_certificates: released.ca_certificates.clone(),
+            allowed,
+        })
     } else {
         Err(errors)
     }
@@ -262,6 +272,29 @@ pub(crate) fn read_openapi(
         hane_core::file::FileCap::new(MAX_OPENAPI_BYTES, "OpenAPI documents"),
     )
     .map_err(|e| ManifestError::new(file, "spec.openapi", e.to_string()))
+}
+
+/// The CA certificates a connection's `tls.caFile` names, read from beside
+/// its manifest in `folder`, capped at [`MAX_CONNECTION_CA_BYTES`], and
+/// checked to be PEM certificates that can be roots; `None` without
+/// `tls.caFile`.
+pub(crate) fn read_ca_file(
+    file: &str,
+    manifest: &ConnectionManifest,
+    folder: &std::path::Path,
+) -> Result<Option<String>, ManifestError> {
+    let Some(tls) = &manifest.spec.tls else {
+        return Ok(None);
+    };
+    let fail = |message: String| ManifestError::new(file, "spec.tls.caFile", message);
+    let at = folder.join(&tls.ca_file);
+    let pem = hane_core::file::read_capped_text(
+        &at,
+        hane_core::file::FileCap::new(MAX_CONNECTION_CA_BYTES, "CA certificate files"),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    hane_delivery::check_roots(&pem, &tls.ca_file).map_err(|e| fail(e.to_string()))?;
+    Ok(Some(pem))
 }
 
 /// Whether `agent` may use operation `operation` of connection

@@ -176,6 +176,7 @@ impl Integrations {
             connection: connection.name(),
             base_url: &spec.base_url,
             credential: spec.credential.as_deref(),
+            ca_certificates: connection.ca_certificates.as_deref(),
             method: &request.method,
             path: &request.path_and_query,
             headers: &request.headers,

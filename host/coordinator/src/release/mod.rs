@@ -66,6 +66,43 @@ pub struct ReleaseBody {
     pub tool_exposures: Vec<SourceFile>,
 }
 
+/// A release body as version 6 stored it: its connections without CA
+/// certificates.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleaseBodyV6 {
+    agents: Vec<SourceFile>,
+    eval_suites: Vec<SourceFile>,
+    operations: Vec<ReleasedOperation>,
+    ledger: Ledger,
+    decider_policies: Vec<SourceFile>,
+    budgets: Vec<SourceFile>,
+    model_providers: Vec<ReleasedProvider>,
+    workflows: Vec<SourceFile>,
+    schedules: Vec<SourceFile>,
+    connections: Vec<ReleasedConnectionV1>,
+    tool_exposures: Vec<SourceFile>,
+}
+
+/// A connection as release versions 5 and 6 stored it: the manifest and
+/// its OpenAPI document, without CA certificates.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ReleasedConnectionV1 {
+    source: SourceFile,
+    openapi: String,
+}
+
+impl From<ReleasedConnectionV1> for ReleasedConnection {
+    fn from(old: ReleasedConnectionV1) -> Self {
+        ReleasedConnection {
+            source: old.source,
+            openapi: old.openapi,
+            ca_certificates: None,
+        }
+    }
+}
+
 /// A release body as version 5 stored it: its ledger without an ontology.
 #[derive(Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
@@ -79,7 +116,7 @@ struct ReleaseBodyV5 {
     model_providers: Vec<ReleasedProvider>,
     workflows: Vec<SourceFile>,
     schedules: Vec<SourceFile>,
-    connections: Vec<ReleasedConnection>,
+    connections: Vec<ReleasedConnectionV1>,
     tool_exposures: Vec<SourceFile>,
 }
 
@@ -220,13 +257,30 @@ impl From<ReleasedOperationV1> for ReleasedOperation {
 
 /// Version 2 added decider policies and budgets, version 3 model
 /// providers, version 4 workflows and schedules, version 5 connections and
-/// tool exposures, version 6 the ledger's ontology.
+/// tool exposures, version 6 the ledger's ontology, version 7 the
+/// connections' CA certificates.
 impl Versioned for ReleaseBody {
     const KIND: &'static str = "release";
-    const VERSION: u16 = 6;
-    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6];
+    const VERSION: u16 = 7;
+    const READS: &'static [u16] = &[1, 2, 3, 4, 5, 6, 7];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
+        if version == 6 {
+            let v6: ReleaseBodyV6 = postcard::from_bytes(payload)?;
+            return Ok(ReleaseBody {
+                agents: v6.agents,
+                eval_suites: v6.eval_suites,
+                operations: v6.operations,
+                ledger: v6.ledger,
+                decider_policies: v6.decider_policies,
+                budgets: v6.budgets,
+                model_providers: v6.model_providers,
+                workflows: v6.workflows,
+                schedules: v6.schedules,
+                connections: v6.connections.into_iter().map(Into::into).collect(),
+                tool_exposures: v6.tool_exposures,
+            });
+        }
         if version == 5 {
             let v5: ReleaseBodyV5 = postcard::from_bytes(payload)?;
             return Ok(ReleaseBody {
@@ -239,7 +293,7 @@ impl Versioned for ReleaseBody {
                 model_providers: v5.model_providers,
                 workflows: v5.workflows,
                 schedules: v5.schedules,
-                connections: v5.connections,
+                connections: v5.connections.into_iter().map(Into::into).collect(),
                 tool_exposures: v5.tool_exposures,
             });
         }
@@ -623,15 +677,21 @@ async fn build(
             },
             Definition::Connection(manifest) => {
                 let folder = sourced.file.parent().unwrap_or(Path::new("."));
-                match integrations::read_openapi(&file, &manifest, folder) {
-                    Ok(openapi) => connections.push(ReleasedConnection {
+                let openapi = integrations::read_openapi(&file, &manifest, folder);
+                let ca_certificates = integrations::read_ca_file(&file, &manifest, folder);
+                match (openapi, ca_certificates) {
+                    (Ok(openapi), Ok(ca_certificates)) => connections.push(ReleasedConnection {
                         source: SourceFile {
                             file,
                             text: serde_json::to_string(&manifest).expect("a manifest serializes"),
                         },
                         openapi,
+                        ca_certificates,
                     }),
-                    Err(e) => errors.push(e),
+                    (openapi, ca_certificates) => {
+                        errors.extend(openapi.err());
+                        errors.extend(ca_certificates.err());
+                    }
                 }
             }
             Definition::ModelProvider(manifest) => {

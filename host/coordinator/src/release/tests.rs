@@ -80,3 +80,44 @@ fn a_ledger_stored_by_version_5_reads_without_an_ontology() {
     assert!(body.ledger.ontology.is_none());
     assert_eq!(body.ledger.collections["vehicles"].records.len(), 5);
 }
+
+#[test]
+fn a_connection_stored_by_version_6_reads_without_ca_certificates() {
+    let connection = ReleasedConnectionV1 {
+        source: SourceFile {
+            file: "connections/fleet.yaml".to_owned(),
+            text: r#"{"apiVersion":"platform/v1alpha1","kind":"Connection"}"#.to_owned(),
+        },
+        openapi: r#"{"openapi":"3.1.0"}"#.to_owned(),
+    };
+    let old = ReleaseBodyV6 {
+        agents: Vec::new(),
+        eval_suites: Vec::new(),
+        operations: Vec::new(),
+        ledger: Ledger::default(),
+        decider_policies: Vec::new(),
+        budgets: Vec::new(),
+        model_providers: Vec::new(),
+        workflows: Vec::new(),
+        schedules: Vec::new(),
+        connections: vec![connection],
+        tool_exposures: Vec::new(),
+    };
+    let payload = postcard::to_allocvec(&old).unwrap();
+    let mut sealed = b"HANE".to_vec();
+    sealed.extend(postcard::to_allocvec(&("release", 6u16, payload.as_slice())).unwrap());
+    let body: ReleaseBody = hane_stored::open(&sealed).unwrap();
+    assert_eq!(
+        body.connections,
+        [ReleasedConnection {
+            source: old.connections[0].source.clone(),
+            openapi: old.connections[0].openapi.clone(),
+            ca_certificates: None,
+        }]
+    );
+    // And the current version keeps a connection's certificates.
+    let mut body = body;
+    body.connections[0].ca_certificates = Some("-----BEGIN CERTIFICATE-----".to_owned());
+    let again: ReleaseBody = hane_stored::open(&hane_stored::seal(&body)).unwrap();
+    assert_eq!(again, body);
+}
