@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hane_core::ledger::{Collection, Comparison, Condition, Record, RecordQuery};
+use hane_core::ledger::{Collection, Comparison, FieldCondition, Record, RecordQuery};
 use hane_core::{JsonText, Ledger, Limits, Policy};
 use hane_manifest::OntologyManifest;
 use hane_sandbox::{LoadedOperation, Sandbox, SandboxConfig};
@@ -117,12 +117,12 @@ fn host_query(ledger: &Ledger) -> usize {
         .query(&RecordQuery {
             collection: "vehicles".to_owned(),
             conditions: vec![
-                Condition {
+                FieldCondition {
                     field: "depot".to_owned(),
                     comparison: Comparison::Equal,
                     value: json!("Depot-07"),
                 },
-                Condition {
+                FieldCondition {
                     field: "mileage_km".to_owned(),
                     comparison: Comparison::GreaterOrEqual,
                     value: json!(50_000),
@@ -140,7 +140,7 @@ fn host_query(ledger: &Ledger) -> usize {
         let leases = ledger
             .query(&RecordQuery {
                 collection: "leases".to_owned(),
-                conditions: vec![Condition {
+                conditions: vec![FieldCondition {
                     field: "vehicle".to_owned(),
                     comparison: Comparison::Equal,
                     value: json!(vehicle.id),

@@ -34,7 +34,7 @@ use crate::ontology::Ontology;
 
 mod query;
 
-pub use query::{Comparison, Condition, MAX_CONDITIONS, QueryPage, RecordQuery};
+pub use query::{Comparison, FieldCondition, MAX_CONDITIONS, QueryPage, RecordQuery};
 
 /// Longest collection or document set name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;

@@ -15,7 +15,7 @@ use hane_core::{Ledger, Policy};
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 
-use hane_core::ledger::{Comparison, Condition, RecordQuery};
+use hane_core::ledger::{Comparison, FieldCondition, RecordQuery};
 
 use crate::bindings::hane::operation::records::{self, Found, Page};
 use crate::bindings::hane::operation::types::Error;
@@ -200,7 +200,7 @@ fn parse_query(query: records::RecordQuery) -> Result<RecordQuery, String> {
         .conditions
         .iter()
         .zip(values)
-        .map(|(c, (field, value))| Condition {
+        .map(|(c, (field, value))| FieldCondition {
             field,
             comparison: match c.comparison {
                 records::Comparison::Equal => Comparison::Equal,
@@ -377,7 +377,11 @@ mod tests {
         assert_eq!(all.records.len(), 1);
     }
 
-    fn condition(field: &str, comparison: records::Comparison, value: &str) -> records::Condition {
+    fn condition(
+        field: &str,
+        comparison: records::Comparison,
+        value: &str,
+    ) -> records::Condition {
         records::Condition {
             field: field.to_owned(),
             comparison,

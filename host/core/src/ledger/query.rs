@@ -22,7 +22,7 @@ use super::{Collection, Ledger, QueryError, Record};
 /// Most conditions one query may have.
 pub const MAX_CONDITIONS: usize = 16;
 
-/// How a [`Condition`] compares a field with its value.
+/// How a [`FieldCondition`] compares a field with its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
     /// Equal, as [`Ledger::find`] compares.
@@ -41,7 +41,7 @@ pub enum Comparison {
 
 /// One condition on a top-level field.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Condition {
+pub struct FieldCondition {
     /// The field.
     pub field: String,
     /// How it compares.
@@ -56,7 +56,7 @@ pub struct RecordQuery {
     /// The collection.
     pub collection: String,
     /// Conditions that must all hold.
-    pub conditions: Vec<Condition>,
+    pub conditions: Vec<FieldCondition>,
     /// The field to order by; none keeps the collection's order.
     pub order_by: Option<String>,
     /// Whether `order_by` is reversed.
@@ -333,7 +333,7 @@ impl Collection {
     }
 }
 
-fn check_condition(condition: &Condition) -> Result<(), QueryError> {
+fn check_condition(condition: &FieldCondition) -> Result<(), QueryError> {
     let field = &condition.field;
     match (&condition.value, condition.comparison) {
         (Value::Array(_) | Value::Object(_), _) => Err(QueryError::Invalid(format!(
@@ -493,7 +493,7 @@ mod tests {
             collection: collection.to_owned(),
             conditions: conditions
                 .iter()
-                .map(|(f, c, v)| Condition {
+                .map(|(f, c, v)| FieldCondition {
                     field: (*f).to_owned(),
                     comparison: *c,
                     value: v.clone(),
