@@ -69,8 +69,12 @@ fn release_run_and_runs_end_to_end() {
     let activated = ok(&hane(&store, &["release", "activate", examples]));
     assert!(
         activated.contains(
-            "activated release 1: 8 agents, 5 operations, 1 model provider, 1 connection, 2 tool exposures"
+            "activated release 1: 8 agents, 7 operations, 1 model provider, 1 connection, 2 tool exposures"
         ),
+        "{activated}"
+    );
+    assert!(
+        activated.contains("3 collections, 1 document set, an ontology of 3 object types"),
         "{activated}"
     );
 
@@ -230,7 +234,7 @@ fn demo_runs_a_found_and_a_missing_vehicle() {
     );
     assert!(
         out.contains(
-            "  shortlist     vehicle-check-llm (8.83), vehicle-check-scripted (8.65), inspection-reminder (2.96)"
+            "  shortlist     vehicle-check-llm (8.95), vehicle-check-scripted (8.77), inspection-reminder (3.01)"
         ),
         "{out}"
     );

@@ -551,8 +551,16 @@ pub(crate) async fn prepare_dir(
             plural(e)
         ),
     };
+    let ontology = match &body.ledger.ontology {
+        None => String::new(),
+        Some(o) => format!(
+            ", an ontology of {} object type{}",
+            o.object_types.len(),
+            plural(o.object_types.len())
+        ),
+    };
     let summary = format!(
-        "{} agent{}, {} operation{}{providers}{connections}, {} eval suite{}{workflows}{schedules}, {} collection{}, {} document set{}",
+        "{} agent{}, {} operation{}{providers}{connections}, {} eval suite{}{workflows}{schedules}, {} collection{}, {} document set{}{ontology}",
         body.agents.len(),
         plural(body.agents.len()),
         body.operations.len(),
