@@ -77,7 +77,7 @@ fn smtp_config(smtp: SmtpConfig) -> DeliveryConfig {
 #[track_caller]
 fn assert_delivered(outcome: &Delivery, needle: &str) {
     assert!(
-        matches!(outcome, Delivery::Delivered { detail } if detail.contains(needle)),
+        matches!(outcome, Delivery::Delivered { detail, .. } if detail.contains(needle)),
         "expected Delivered mentioning {needle:?}, got {outcome:?}"
     );
 }
@@ -579,6 +579,7 @@ async fn integration_sends_with_the_connection_credential() {
             headers: None,
             body: Some(&body),
             timeout: None,
+            max_response_bytes: Some(64 << 10),
             action: "act-int-1",
         },
     )
@@ -586,6 +587,16 @@ async fn integration_sends_with_the_connection_credential() {
 
     assert_delivered(&outcome, "200 OK");
     assert!(!outcome.detail().contains("crm-secret"));
+    // The answer comes back whole, for the caller to check.
+    let Delivery::Delivered {
+        answer: Some(answer),
+        ..
+    } = &outcome
+    else {
+        panic!("no answer in {outcome:?}");
+    };
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body, br#"{"ok":true}"#);
     let request = &provider.seen()[0];
     assert_eq!(
         (request.method.as_str(), request.path.as_str()),
@@ -613,6 +624,7 @@ async fn integration_without_credential_sends_no_authorization() {
             headers: None,
             body: None,
             timeout: None,
+            max_response_bytes: None,
             action: "act-int-2",
         },
     )
@@ -645,6 +657,7 @@ async fn integration_with_a_missing_credential_fails_naming_the_variable() {
             headers: None,
             body: None,
             timeout: None,
+            max_response_bytes: None,
             action: "act-int-3",
         },
     )
@@ -673,6 +686,7 @@ async fn integration_path_cannot_leave_the_connection_host() {
             headers: None,
             body: None,
             timeout: None,
+            max_response_bytes: None,
             action: "act-int-4",
         },
     )

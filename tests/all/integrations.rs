@@ -281,6 +281,17 @@ async fn an_agent_reads_through_a_connection_and_its_booking_is_delivered_once_a
         "{:?}",
         approved.outcome
     );
+    // The booking the service answered is the one its document describes.
+    assert!(
+        approved
+            .outcome
+            .as_ref()
+            .unwrap()
+            .schema_violations
+            .is_empty(),
+        "{:?}",
+        approved.outcome
+    );
     let ended = runtime.wait(&run.id).await.unwrap();
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
     let result = result(&ended);
@@ -649,6 +660,111 @@ async fn documents_and_exposures_that_cannot_be_tools_are_refused_at_activation(
         error.contains("4 MiB") || error.contains("4194304"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_booking_answered_without_a_documented_field_is_delivered_with_its_schema_violations() {
+    let service = FleetService::start(TOKEN);
+    let slots = service
+        .api("GET", "/slots?depot=Kawasaki", None, None)
+        .json();
+    let slot = slots[0]["id"].as_str().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let direct = one_call(
+        "direct-booker",
+        "integration.execute",
+        &format!(
+            r#"{{ connection: fleet-maintenance, operation: bookServiceSlot, input: {{ body: {{ registration: "架空 400 か 77-10", slot: {slot} }} }} }}"#
+        ),
+        "",
+    );
+    let release = release(dir.path(), &service, &[("direct.yaml", &direct)]);
+    let runtime = runtime(dir.path(), delivery());
+    let _services = Services::new(runtime.clone());
+    runtime.activate(&release).await.unwrap();
+    // The service makes each booking, then answers it without its `id`,
+    // which the document's `Booking` requires.
+    service.behave("bookServiceSlot", FleetMode::Incomplete);
+
+    // Through the exposed write tool: delivered (the booking was made),
+    // with the violation in what the action keeps and the API shows.
+    let run = runtime.start(booking("Shinagawa")).await.unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    assert!(
+        action
+            .connection
+            .as_ref()
+            .unwrap()
+            .response_schema
+            .is_some(),
+        "{action:?}"
+    );
+    let approved = runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, person(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        approved.state,
+        ActionState::Delivered,
+        "{:?}",
+        approved.outcome
+    );
+    let outcome = approved.outcome.as_ref().unwrap();
+    assert_eq!(outcome.schema_violations.len(), 1, "{outcome:?}");
+    let violation = &outcome.schema_violations[0];
+    assert!(
+        violation.contains("\"id\"") && violation.contains("required"),
+        "{violation}"
+    );
+    assert!(
+        outcome.detail.contains(&format!(
+            "; the body does not match the documented schema: {violation}"
+        )),
+        "{}",
+        outcome.detail
+    );
+    assert_eq!(
+        approved.to_json()["outcome"]["schemaViolations"],
+        json!([violation])
+    );
+    let shown = runtime.actions().get(action.id.as_str()).await.unwrap();
+    assert_eq!(shown.outcome, approved.outcome);
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    assert_eq!(result(&ended)["status"], "delivered");
+    assert_eq!(service.requests().bookings.len(), 1);
+
+    // Through integration.execute: the agent sees them too.
+    let run = runtime
+        .start(StartRun {
+            agent: "direct-booker".to_owned(),
+            input: json!({}),
+            shadow: false,
+        })
+        .await
+        .unwrap();
+    let action = action_of(&runtime, &run.id, ActionState::Pending).await;
+    runtime
+        .actions()
+        .approve(action.id.as_str(), &action.digest, person(), None)
+        .await
+        .unwrap();
+    let ended = runtime.wait(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:#?}");
+    let answer = &result(&ended)["answer"];
+    assert_eq!(answer["state"], "delivered", "{answer}");
+    assert_eq!(answer["schemaViolations"], json!([violation]), "{answer}");
+    assert!(
+        answer["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the body does not match the documented schema"),
+        "{answer}"
+    );
+    let seen = service.requests();
+    assert_eq!(seen.count("bookServiceSlot"), 2, "{seen:?}");
+    assert_eq!(seen.bookings.len(), 2, "{seen:?}");
 }
 
 /// A CA of the API's owner and the certificate it signs for the service

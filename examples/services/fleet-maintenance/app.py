@@ -47,8 +47,10 @@ POST /_test/behavior  {"operationId": ..., "mode": ...} makes one operation
                       misbehave after counting the request (and checking its
                       token): "hang" sleeps 120 s before answering, "error"
                       answers 503, "large" answers a JSON body of 8 MiB,
-                      "redirect" answers 302 to http://127.0.0.1:9/elsewhere;
-                      "normal" undoes it
+                      "redirect" answers 302 to http://127.0.0.1:9/elsewhere,
+                      "incomplete" does the operation's work and answers its
+                      JSON without the first field of each object (a booking
+                      without its "id"); "normal" undoes it
 POST /_test/reset     forgets the requests, the bookings and the behaviors
 """
 
@@ -291,7 +293,7 @@ def slots_after(today):
 
 
 OPERATIONS = ("getServiceHistory", "listServiceSlots", "bookServiceSlot", "getBooking")
-MODES = ("normal", "hang", "error", "large", "redirect")
+MODES = ("normal", "hang", "error", "large", "redirect", "incomplete")
 
 
 class State:
@@ -383,6 +385,36 @@ app = FastAPI(
     ),
 )
 app.add_exception_handler(Misbehave, lambda request, exc: exc.response)
+
+
+@app.middleware("http")
+async def incomplete(request: Request, call_next):
+    """Answers an operation in "incomplete" mode, once it has done its work,
+    without the first field of each object of its JSON."""
+    response = await call_next(request)
+    route = request.scope.get("route")
+    operation = getattr(route, "operation_id", None)
+    if operation is None or state.behaviors.get(operation) != "incomplete":
+        return response
+    body = b"".join([chunk async for chunk in response.body_iterator])
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return Response(body, status_code=response.status_code, headers=headers)
+
+    def without_first(item):
+        if isinstance(item, dict) and item:
+            first = next(iter(item))
+            return {k: v for k, v in item.items() if k != first}
+        return item
+
+    value = [without_first(v) for v in value] if isinstance(value, list) else without_first(value)
+    return Response(
+        json.dumps(value, ensure_ascii=False).encode(),
+        status_code=response.status_code,
+        headers=headers,
+    )
 
 api = APIRouter(dependencies=[Depends(observe)], responses=UNAUTHORIZED)
 

@@ -234,6 +234,11 @@ pub struct ActionOutcome {
     pub reconciled_by: Option<String>,
     /// When.
     pub at_ms: u64,
+    /// For a delivered `integration.execute`: how the API's answer departs
+    /// from the schema its document gives the operation's success
+    /// response, one sentence each; empty when it matches, when the
+    /// document gives none, and for other actions.
+    pub schema_violations: Vec<String>,
 }
 
 /// A person deciding or reconciling outbound actions: how the trail names
@@ -298,6 +303,15 @@ pub struct ConnectionTarget {
     /// platform's and Mozilla's roots; `None` when it had none, or for an
     /// action stored before actions carried them.
     pub ca_certificates: Option<String>,
+    /// The most bytes of the API's answer read, to check it against
+    /// `response_schema`: the connection's `maxResponseBytes` when it was
+    /// proposed; `None` for an action stored before actions carried it.
+    pub max_response_bytes: Option<u64>,
+    /// The JSON Schema the connection's document gives the operation's
+    /// success response, when it was proposed; a delivered answer is
+    /// checked against it. `None` when the document gives none, or for an
+    /// action stored before actions carried it.
+    pub response_schema: Option<JsonText>,
 }
 
 /// An outbound action an agent proposed: exactly what would go out, and

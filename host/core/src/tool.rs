@@ -349,7 +349,12 @@ fn action_result_schema() -> Value {
             "digest": {"type": "string"},
             "detail": {"type": "string"},
             "decidedBy": {"enum": ["person", "agent", "policy", null]},
-            "humanApproved": {"type": "boolean"}
+            "humanApproved": {"type": "boolean"},
+            "schemaViolations": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "For a customer API's operation: how its answer departs from the documented schema."
+            }
         }
     })
 }

@@ -6,7 +6,7 @@ use hane_http::{Client, Error, Reply};
 use http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 
-use super::{BODY_EXCERPT_BYTES, Deadline, Delivery, Secret};
+use super::{ApiAnswer, BODY_EXCERPT_BYTES, Deadline, Delivery, Secret};
 
 /// One request, already checked.
 pub(super) struct Request<'a> {
@@ -25,6 +25,9 @@ pub(super) struct Request<'a> {
     /// JSON.
     pub body: Option<Vec<u8>>,
     pub idempotency_key: &'a str,
+    /// Reads a successful answer whole, up to this many bytes, into
+    /// [`Delivery::Delivered`]'s answer; `None` reads what details quote.
+    pub answer_cap: Option<usize>,
 }
 
 pub(super) async fn send(request: Request<'_>, deadline: Deadline) -> Delivery {
@@ -46,15 +49,53 @@ pub(super) async fn send(request: Request<'_>, deadline: Deadline) -> Delivery {
         Err(error) => return Delivery::unknown(format!("{error}; it may have been acted on")),
     };
     let status = reply.status;
-    let mut excerpt = read_excerpt(&mut reply).await;
+    let content_type = reply
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // A successful answer the caller checks is read whole, up to its cap;
+    // otherwise only what the detail quotes.
+    let answer_cap = request.answer_cap.filter(|_| status.is_success());
+    let read = read_body(&mut reply, answer_cap.unwrap_or(BODY_EXCERPT_BYTES)).await;
     // A provider that echoes the request must not carry the credential
     // into the outcome, which is stored and shown.
-    if let Some(secret) = request.bearer
-        && !secret.expose().is_empty()
-    {
-        excerpt = excerpt.replace(secret.expose(), "***");
+    let bytes = match request.bearer {
+        Some(secret) if !secret.expose().is_empty() => {
+            redact(&read.bytes, secret.expose().as_bytes())
+        }
+        _ => read.bytes,
+    };
+    let mut quoted = excerpt(&bytes);
+    quoted.push_str(read.note);
+    let mut outcome = classify(reply.server(), status, &quoted);
+    if let (Delivery::Delivered { detail, answer }, Some(cap)) = (&mut outcome, answer_cap) {
+        if read.whole && bytes.len() <= cap {
+            *answer = Some(ApiAnswer {
+                status: status.as_u16(),
+                content_type,
+                body: bytes,
+            });
+        } else if read.note.is_empty() {
+            detail.push_str(&format!(
+                " (the answer is longer than {cap} bytes, the connection's maxResponseBytes, and was not read whole)"
+            ));
+        }
     }
-    classify(reply.server(), status, &excerpt)
+    outcome
+}
+
+/// `bytes` with each `secret` in it replaced by `***`.
+fn redact(bytes: &[u8], secret: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(secret.len()).position(|w| w == secret) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(b"***");
+        rest = &rest[at + secret.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Why [`build`] could not make the request; says which part is bad
@@ -128,29 +169,47 @@ pub(super) fn with_headers(
     Ok(request)
 }
 
-/// Up to [`BODY_EXCERPT_BYTES`] of the answer's body, as text. The status has
+/// What [`read_body`] read of an answer's body.
+struct Body {
+    bytes: Vec<u8>,
+    /// It ended: `bytes` is the whole body.
+    whole: bool,
+    /// Why it stopped early, for the detail; empty otherwise.
+    note: &'static str,
+}
+
+/// The answer's body until it ends or passes `keep` bytes. The status has
 /// already decided the outcome, so a body that fails or runs past the
-/// deadline only shortens the excerpt.
-async fn read_excerpt(reply: &mut Reply) -> String {
+/// deadline only shortens what is read.
+async fn read_body(reply: &mut Reply, keep: usize) -> Body {
     let mut bytes = Vec::new();
-    let mut note = "";
-    while bytes.len() <= BODY_EXCERPT_BYTES {
-        match reply.chunk().await {
-            Ok(None) => break,
-            Ok(Some(data)) => bytes.extend_from_slice(&data),
-            Err(Error::TimedOut { .. }) => {
-                note = " (the rest of the body did not arrive in time)";
-                break;
+    while bytes.len() <= keep {
+        let note = match reply.chunk().await {
+            Ok(None) => {
+                return Body {
+                    bytes,
+                    whole: true,
+                    note: "",
+                };
             }
-            Err(_) => {
-                note = " (the rest of the body was lost)";
-                break;
+            Ok(Some(data)) => {
+                bytes.extend_from_slice(&data);
+                continue;
             }
-        }
+            Err(Error::TimedOut { .. }) => " (the rest of the body did not arrive in time)",
+            Err(_) => " (the rest of the body was lost)",
+        };
+        return Body {
+            bytes,
+            whole: false,
+            note,
+        };
     }
-    let mut text = excerpt(&bytes);
-    text.push_str(note);
-    text
+    Body {
+        bytes,
+        whole: false,
+        note: "",
+    }
 }
 
 /// `bytes` as text, cut to [`BODY_EXCERPT_BYTES`] on a character boundary,
@@ -180,7 +239,10 @@ fn classify(what: &str, status: StatusCode, excerpt: &str) -> Delivery {
         detail.push_str(excerpt);
     }
     match status.as_u16() {
-        200..=299 => Delivery::Delivered { detail },
+        200..=299 => Delivery::Delivered {
+            detail,
+            answer: None,
+        },
         // The provider refused the request itself: nothing was acted on.
         400..=499 => Delivery::failed(detail),
         // A server error may come after part of the work was done (a
@@ -207,6 +269,15 @@ mod tests {
         assert!(text.ends_with('…'));
         assert!(text.len() <= BODY_EXCERPT_BYTES + '…'.len_utf8());
         assert!(!text.contains('\u{FFFD}'));
+    }
+
+    #[test]
+    fn secrets_are_redacted_from_bodies() {
+        assert_eq!(
+            redact(b"{\"echo\":\"tok tok\"}", b"tok"),
+            b"{\"echo\":\"*** ***\"}"
+        );
+        assert_eq!(redact(b"nothing", b"tok"), b"nothing");
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //!   5xx: a server that failed part-way, or a gateway that may have passed
 //!   the request on). A person reconciles these; hane never resends them;
 //! - [`Delivery::Delivered`]: the SMTP server's final reply was 2xx, or the
-//!   provider answered 2xx.
+//!   provider answered 2xx (a customer API's answer comes with it, read
+//!   whole up to the connection's `maxResponseBytes`, for its caller to
+//!   check).
 //!
 //! Every detail is meant for the person reading the ledger: it names the
 //! server or provider, quotes its reply (HTTP bodies up to
@@ -166,6 +168,10 @@ pub enum Outbound<'a> {
         /// How long the attempt may take: the connection's timeout;
         /// [`DeliveryConfig::timeout`] when `None`.
         timeout: Option<Duration>,
+        /// The most bytes of a successful answer read whole into
+        /// [`Delivery::Delivered`]'s `answer` (the connection's
+        /// `maxResponseBytes`); `None` reads only what the detail quotes.
+        max_response_bytes: Option<usize>,
         /// The action id, sent as `Idempotency-Key`.
         action: &'a str,
     },
@@ -190,6 +196,10 @@ pub enum Delivery {
     Delivered {
         /// Its final answer, e.g. the SMTP reply or the HTTP status and body.
         detail: String,
+        /// The API's answer to an [`Outbound::Integration`] with a
+        /// `max_response_bytes`, read whole; `None` for other channels and
+        /// for a body longer than the cap or cut off (the detail says so).
+        answer: Option<ApiAnswer>,
     },
     /// Nothing can have gone out.
     Failed {
@@ -207,7 +217,7 @@ impl Delivery {
     /// The detail, whatever the outcome.
     pub fn detail(&self) -> &str {
         match self {
-            Self::Delivered { detail } | Self::Failed { detail } | Self::Unknown { detail } => {
+            Self::Delivered { detail, .. } | Self::Failed { detail } | Self::Unknown { detail } => {
                 detail
             }
         }
@@ -299,6 +309,7 @@ impl DeliveryConfig {
                 body,
                 action,
                 timeout: _,
+                max_response_bytes,
             } => {
                 let bearer = match credential {
                     None => None,
@@ -319,6 +330,7 @@ impl DeliveryConfig {
                     headers,
                     body,
                     action,
+                    max_response_bytes,
                 }))
             }
         }
@@ -345,6 +357,7 @@ struct IntegrationCall<'c, 'a> {
     headers: Option<&'a serde_json::Value>,
     body: Option<&'a serde_json::Value>,
     action: &'a str,
+    max_response_bytes: Option<usize>,
 }
 
 /// Makes one attempt to send `outbound` and says what happened. Never
@@ -389,6 +402,7 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         headers,
         body,
         action,
+        max_response_bytes,
     } = call;
     let what = format!("connection {connection:?}");
     let clients = match trust::clients(ca_certificates, &format!("the tls.caFile of {what}")) {
@@ -446,6 +460,7 @@ async fn send_to_integration(call: IntegrationCall<'_, '_>, deadline: Deadline) 
         headers: &headers,
         body,
         idempotency_key: action,
+        answer_cap: max_response_bytes,
     };
     http::send(request, deadline).await
 }
@@ -475,6 +490,7 @@ async fn send_to_provider(
         headers: &[],
         body: Some(body.to_string().into_bytes()),
         idempotency_key: action,
+        answer_cap: None,
     };
     http::send(request, deadline).await
 }
@@ -671,6 +687,7 @@ mod tests {
             headers: None,
             body: None,
             timeout: None,
+            max_response_bytes: None,
             action: "act-1",
         };
         assert_eq!(config.can_send(&integration(None)), Ok(()));

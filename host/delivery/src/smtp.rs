@@ -341,6 +341,7 @@ async fn send_data(
         Ok(Ok(reply)) => (
             Delivery::Delivered {
                 detail: format!("the {server} accepted the message: {}", reply_text(&reply)),
+                answer: None,
             },
             true,
         ),

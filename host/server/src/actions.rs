@@ -685,6 +685,8 @@ mod tests {
                 credential: None,
                 timeout_ms: Some(5000),
                 ca_certificates: None,
+                max_response_bytes: Some(1 << 20),
+                response_schema: Some(JsonText::from_value(&json!({"type": "object"}))),
             }),
             trail: vec![Decision {
                 kind: DeciderKind::Person,
@@ -703,6 +705,7 @@ mod tests {
                 detail: "202".to_owned(),
                 reconciled_by: None,
                 at_ms: 4,
+                schema_violations: vec!["\"id\" is a required property".to_owned()],
             }),
             created_at_ms: 1,
             updated_at_ms: 4,

@@ -89,17 +89,19 @@ impl Versioned for Task {
 }
 
 /// Version 2 added the connection's timeout to an `integration.execute`
-/// action's target, version 3 its CA certificates; older actions read
-/// with none.
+/// action's target, version 3 its CA certificates, version 4 its response
+/// cap and schema and the schema violations of a delivered answer; older
+/// actions read with none.
 impl Versioned for ActionRequest {
     const KIND: &'static str = "action-request";
-    const VERSION: u16 = 3;
-    const READS: &'static [u16] = &[1, 2, 3];
+    const VERSION: u16 = 4;
+    const READS: &'static [u16] = &[1, 2, 3, 4];
 
     fn upgrade(version: u16, payload: &[u8]) -> Result<Self, postcard::Error> {
         match version {
             1 => crate::v1::upgrade::<crate::v1::ActionRequest, _>(version, payload),
-            _ => crate::v2::upgrade::<crate::v2::ActionRequest, _>(version, payload),
+            2 => crate::v2::upgrade::<crate::v2::ActionRequest, _>(version, payload),
+            _ => crate::v3::upgrade::<crate::v3::ActionRequest, _>(version, payload),
         }
     }
 }

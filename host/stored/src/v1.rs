@@ -1,5 +1,6 @@
-//! Version 1 of the stored `operation`, `session-event` and `agent-run`
-//! items, kept so items stored by earlier builds still read.
+//! Version 1 of the stored `operation`, `session-event`, `agent-run` and
+//! `action-request` items, kept so items stored by earlier builds still
+//! read.
 //!
 //! Version 2 of `agent-run` added whether the run can be resumed and how
 //! often it was; a version 1 run reads as one that cannot be and never
@@ -317,9 +318,31 @@ pub(crate) struct ActionRequest {
     pub(crate) connection: Option<ConnectionTarget>,
     pub(crate) trail: Vec<hane_core::Decision>,
     pub(crate) attempts: Vec<hane_core::approval::Attempt>,
-    pub(crate) outcome: Option<hane_core::approval::ActionOutcome>,
+    pub(crate) outcome: Option<ActionOutcome>,
     pub(crate) created_at_ms: u64,
     pub(crate) updated_at_ms: u64,
+}
+
+/// An action's outcome as versions 1 to 3 of an `action-request` stored
+/// it: without the schema violations of a delivered answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ActionOutcome {
+    pub(crate) state: hane_core::ActionState,
+    pub(crate) detail: String,
+    pub(crate) reconciled_by: Option<String>,
+    pub(crate) at_ms: u64,
+}
+
+impl From<ActionOutcome> for hane_core::approval::ActionOutcome {
+    fn from(old: ActionOutcome) -> Self {
+        hane_core::approval::ActionOutcome {
+            state: old.state,
+            detail: old.detail,
+            reconciled_by: old.reconciled_by,
+            at_ms: old.at_ms,
+            schema_violations: Vec::new(),
+        }
+    }
 }
 
 /// Version 1 of an action's connection target.
@@ -355,10 +378,12 @@ impl From<ActionRequest> for hane_core::ActionRequest {
                     credential: c.credential,
                     timeout_ms: None,
                     ca_certificates: None,
+                    max_response_bytes: None,
+                    response_schema: None,
                 }),
             trail: old.trail,
             attempts: old.attempts,
-            outcome: old.outcome,
+            outcome: old.outcome.map(Into::into),
             created_at_ms: old.created_at_ms,
             updated_at_ms: old.updated_at_ms,
         }

@@ -227,7 +227,7 @@ pub(crate) struct ActionRequest {
     pub(crate) connection: Option<ConnectionTarget>,
     pub(crate) trail: Vec<hane_core::Decision>,
     pub(crate) attempts: Vec<hane_core::approval::Attempt>,
-    pub(crate) outcome: Option<hane_core::approval::ActionOutcome>,
+    pub(crate) outcome: Option<crate::v1::ActionOutcome>,
     pub(crate) created_at_ms: u64,
     pub(crate) updated_at_ms: u64,
 }
@@ -266,10 +266,12 @@ impl From<ActionRequest> for hane_core::ActionRequest {
                     credential: c.credential,
                     timeout_ms: c.timeout_ms,
                     ca_certificates: None,
+                    max_response_bytes: None,
+                    response_schema: None,
                 }),
             trail: old.trail,
             attempts: old.attempts,
-            outcome: old.outcome,
+            outcome: old.outcome.map(Into::into),
             created_at_ms: old.created_at_ms,
             updated_at_ms: old.updated_at_ms,
         }
@@ -314,7 +316,7 @@ mod tests {
             }),
             trail: Vec::new(),
             attempts: Vec::new(),
-            outcome: Some(hane_core::approval::ActionOutcome {
+            outcome: Some(crate::v1::ActionOutcome {
                 state: hane_core::ActionState::Delivered,
                 detail: "answered HTTP 201 Created".to_owned(),
                 reconciled_by: None,
@@ -328,6 +330,7 @@ mod tests {
         let connection = read.connection.as_ref().unwrap();
         assert_eq!(connection.timeout_ms, Some(5000));
         assert_eq!(connection.ca_certificates, None);
+        assert!(read.outcome.as_ref().unwrap().schema_violations.is_empty());
         assert_eq!(read, hane_core::ActionRequest::from(old));
     }
 }

@@ -110,6 +110,10 @@ pub enum FleetMode {
     /// Answers 302 to `http://127.0.0.1:9/elsewhere`, where nothing
     /// listens.
     Redirect,
+    /// Does the operation's work, then answers its JSON without the first
+    /// field of each object: a booking without its `id`, which the
+    /// documented schema requires.
+    Incomplete,
 }
 
 impl FleetMode {
@@ -121,6 +125,7 @@ impl FleetMode {
             Self::Error => "error",
             Self::Large => "large",
             Self::Redirect => "redirect",
+            Self::Incomplete => "incomplete",
         }
     }
 }

@@ -35,6 +35,7 @@ use hane_core::{
     digest,
 };
 use hane_delivery::{Delivery, DeliveryConfig, Outbound, deliver};
+use hane_manifest::connection::DEFAULT_MAX_RESPONSE_BYTES;
 
 /// How often a run waiting for a decision made in another process looks
 /// at the store.
@@ -138,6 +139,7 @@ fn end(action: &mut ActionRequest, state: ActionState, detail: String) {
         detail,
         reconciled_by: None,
         at_ms: now_ms(),
+        schema_violations: Vec::new(),
     });
 }
 
@@ -617,12 +619,23 @@ impl ExecutionLedger {
             return Ok(action);
         }
         let delivery = self.deliver(&action).await;
-        let (state, detail) = match delivery {
-            Delivery::Delivered { detail } => (ActionState::Delivered, detail),
-            Delivery::Failed { detail } => (ActionState::Failed, detail),
-            Delivery::Unknown { detail } => (ActionState::Unknown, detail),
+        let (state, detail, violations) = match delivery {
+            Delivery::Delivered { detail, answer } => {
+                // The API applied it whatever it answered: delivered, with
+                // how its answer departs from the documented one.
+                let violations = match (&action.connection, answer) {
+                    (Some(target), Some(answer)) => {
+                        crate::integrations::delivered_violations(target, &answer)
+                    }
+                    _ => Vec::new(),
+                };
+                let detail = detail + &crate::integrations::violations_note(&violations);
+                (ActionState::Delivered, detail, violations)
+            }
+            Delivery::Failed { detail } => (ActionState::Failed, detail, Vec::new()),
+            Delivery::Unknown { detail } => (ActionState::Unknown, detail, Vec::new()),
         };
-        self.settle(id, state, detail).await
+        self.settle(id, state, detail, violations).await
     }
 
     /// Hands a claimed action to its adapter, after checking that what
@@ -652,12 +665,14 @@ impl ExecutionLedger {
         }
     }
 
-    /// Records how an executing action ended.
+    /// Records how an executing action ended, with the schema violations
+    /// of a delivered answer.
     async fn settle(
         &self,
         id: &str,
         state: ActionState,
         detail: String,
+        violations: Vec<String>,
     ) -> Result<ActionRequest, ActionError> {
         match state {
             ActionState::Delivered => tracing::info!(action = id, "delivered: {detail}"),
@@ -668,6 +683,7 @@ impl ExecutionLedger {
         let mut tries = 0;
         loop {
             let detail = detail.clone();
+            let violations = violations.clone();
             let owner = self.inner.lease.holder().to_owned();
             let settled = self
                 .update(id, move |_, action| {
@@ -685,6 +701,9 @@ impl ExecutionLedger {
                     };
                     if ours && open {
                         end(action, state, detail);
+                        if let Some(outcome) = &mut action.outcome {
+                            outcome.schema_violations = violations;
+                        }
                     }
                     Ok(())
                 })
@@ -935,6 +954,14 @@ fn outbound<'a>(action: &'a ActionRequest, content: &'a Value) -> Result<Outboun
                 headers: content.get("headers"),
                 body: content.get("body"),
                 timeout: connection.timeout_ms.map(Duration::from_millis),
+                // The answer is read whole only to be checked.
+                max_response_bytes: connection.response_schema.as_ref().map(|_| {
+                    connection
+                        .max_response_bytes
+                        .map_or(DEFAULT_MAX_RESPONSE_BYTES.as_usize(), |b| {
+                            usize::try_from(b).unwrap_or(usize::MAX)
+                        })
+                }),
                 action: id,
             }
         }

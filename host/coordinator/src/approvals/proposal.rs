@@ -221,6 +221,8 @@ fn connection_request(
         credential: spec.credential.clone(),
         timeout_ms: Some(u64::try_from(spec.timeout.0.as_millis()).unwrap_or(u64::MAX)),
         ca_certificates: connection.ca_certificates.clone(),
+        max_response_bytes: Some(spec.max_response_bytes.bytes()),
+        response_schema: operation.output_schema.as_ref().map(JsonText::from_value),
     };
     Ok((name.to_owned(), content, Some(target)))
 }
@@ -286,7 +288,9 @@ fn approval_task(action: &ActionRequest, assignment: &str) -> TaskRow {
     task_row(&task)
 }
 
-/// What an outbound tool returns: the action's state and who decided.
+/// What an outbound tool returns: the action's state and who decided;
+/// for a customer API's operation, how its answer departs from the
+/// documented schema too.
 fn action_result(action: &ActionRequest) -> ToolResult {
     let decided_by = action
         .trail
@@ -294,15 +298,29 @@ fn action_result(action: &ActionRequest) -> ToolResult {
         .rev()
         .find(|d| d.verdict != Verdict::Escalate)
         .map(|d| d.kind.as_str());
-    ToolResult::Output(json!({
+    let violations: &[String] = action
+        .outcome
+        .as_ref()
+        .map_or(&[], |o| &o.schema_violations);
+    let mut result = json!({
         "action": action.id,
         "state": action.state,
         "digest": action.digest,
         "detail": action.outcome.as_ref().map(|o| o.detail.clone()).unwrap_or_default(),
         "decidedBy": decided_by,
         "humanApproved": action.human_approved(),
-        "summary": format!("{} to {}: {}", action.tool, action.recipient, action.state),
-    }))
+        "summary": format!(
+            "{} to {}: {}{}",
+            action.tool,
+            action.recipient,
+            action.state,
+            crate::integrations::violations_note(violations)
+        ),
+    });
+    if action.connection.is_some() {
+        result["schemaViolations"] = json!(violations);
+    }
+    ToolResult::Output(result)
 }
 
 /// Records in the run's session that it proposes `action`, so that the
@@ -432,6 +450,7 @@ impl<'a> Proposals<'a> {
                     .to_owned(),
             reconciled_by: None,
             at_ms: action.created_at_ms,
+            schema_violations: Vec::new(),
         });
         match self.kernel.inner.actions.propose(action, None).await {
             Ok(action) => action_result(&action),

@@ -15,7 +15,9 @@ mod service;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use hane_core::approval::ConnectionTarget;
 use hane_core::{Duration, Impact};
+use hane_delivery::ApiAnswer;
 use hane_manifest::connection::MAX_CONNECTION_CA_BYTES;
 use hane_manifest::openapi::{ApiDocument, ApiOperation, MAX_OPENAPI_BYTES};
 use hane_manifest::{ConnectionManifest, ManifestError};
@@ -295,6 +297,71 @@ pub(crate) fn read_ca_file(
     .map_err(|e| fail(e.to_string()))?;
     hane_delivery::check_roots(&pem, &tls.ca_file).map_err(|e| fail(e.to_string()))?;
     Ok(Some(pem))
+}
+
+/// A customer API's answer body as a tool's result carries it: the JSON
+/// its `Content-Type` declares, else its text; `null` when empty.
+///
+/// # Errors
+///
+/// The body is not the JSON its `Content-Type` declares.
+pub(crate) fn answer_body(answer: &ApiAnswer) -> Result<Value, serde_json::Error> {
+    let json = answer
+        .content_type
+        .as_deref()
+        .is_some_and(|t| t.starts_with("application/json") || t.contains("+json"));
+    Ok(if answer.body.is_empty() {
+        Value::Null
+    } else if json {
+        serde_json::from_slice(&answer.body)?
+    } else {
+        Value::String(String::from_utf8_lossy(&answer.body).into_owned())
+    })
+}
+
+/// How `body`, answered with `status`, departs from `schema`, the
+/// operation's documented success response: one sentence per violation;
+/// none for a status outside `2xx`, which that schema does not describe.
+pub(crate) fn schema_violations(schema: &Schema, status: u16, body: &Value) -> Vec<String> {
+    if !(200..300).contains(&status) {
+        return Vec::new();
+    }
+    match schema.check(body) {
+        Ok(()) => Vec::new(),
+        Err(list) => list.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// What a summary or detail adds for `violations`: nothing when there are
+/// none.
+pub(crate) fn violations_note(violations: &[String]) -> String {
+    if violations.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the body does not match the documented schema: {}",
+            violations.join("; ")
+        )
+    }
+}
+
+/// How the answer to a delivered `integration.execute` action departs
+/// from the success response its connection's document gave the
+/// operation when it was proposed (`target.response_schema`); none when
+/// the document gave none.
+pub(crate) fn delivered_violations(target: &ConnectionTarget, answer: &ApiAnswer) -> Vec<String> {
+    let Some(schema) = &target.response_schema else {
+        return Vec::new();
+    };
+    let schema = match schema.to_value().map(|v| Schema::from_value(&v)) {
+        Ok(Ok(schema)) => schema,
+        Ok(Err(e)) => return vec![format!("the documented schema cannot be used: {e}")],
+        Err(e) => return vec![format!("the documented schema is not JSON: {e}")],
+    };
+    match answer_body(answer) {
+        Ok(body) => schema_violations(&schema, answer.status, &body),
+        Err(e) => vec![format!("the body is not the JSON it declares: {e}")],
+    }
 }
 
 /// Whether `agent` may use operation `operation` of connection

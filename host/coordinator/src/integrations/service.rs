@@ -9,7 +9,9 @@ use hane_delivery::{ApiRead, ApiReadError, read_api};
 use hane_sandbox::describe_violations;
 use serde_json::{Value, json};
 
-use super::{LoadedConnection, may_use, not_listed};
+use super::{
+    LoadedConnection, answer_body, may_use, not_listed, schema_violations, violations_note,
+};
 use crate::AgentRuntime;
 use crate::tools::{ControlCall, ControlService, ToolResult};
 
@@ -197,49 +199,30 @@ impl Integrations {
                 return ToolResult::error(kind, error.to_string());
             }
         };
-        let json = answer
-            .content_type
-            .as_deref()
-            .is_some_and(|t| t.starts_with("application/json") || t.contains("+json"));
-        let body = if answer.body.is_empty() {
-            Value::Null
-        } else if json {
-            match serde_json::from_slice::<Value>(&answer.body) {
-                Ok(value) => value,
-                Err(e) => {
-                    return ToolResult::error(
-                        "failed",
-                        format!(
-                            "connection `{}` answered operation `{name}` with a body that is not the JSON it declares: {e}",
-                            connection.name()
-                        ),
-                    );
-                }
+        let body = match answer_body(&answer) {
+            Ok(body) => body,
+            Err(e) => {
+                return ToolResult::error(
+                    "failed",
+                    format!(
+                        "connection `{}` answered operation `{name}` with a body that is not the JSON it declares: {e}",
+                        connection.name()
+                    ),
+                );
             }
-        } else {
-            Value::String(String::from_utf8_lossy(&answer.body).into_owned())
         };
-        let mut violations: Vec<String> = Vec::new();
-        if (200..300).contains(&answer.status)
-            && let Some(output) = &allowed.output
-            && let Err(list) = output.check(&body)
-        {
-            violations = list.iter().map(ToString::to_string).collect();
-        }
+        let violations = allowed
+            .output
+            .as_ref()
+            .map(|output| schema_violations(output, answer.status, &body))
+            .unwrap_or_default();
         let summary = format!(
             "{} {} answered {} ({} bytes){}",
             request.method,
             request.path_and_query,
             answer.status,
             answer.body.len(),
-            if violations.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; the body does not match the documented schema: {}",
-                    violations.join("; ")
-                )
-            }
+            violations_note(&violations)
         );
         ToolResult::Output(json!({
             "status": answer.status,
