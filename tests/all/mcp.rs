@@ -515,7 +515,9 @@ async fn the_release_endpoint_runs_operations_for_an_operator_key() {
             "data-get_record",
             "documents-read_pages",
             "documents-read_summary",
-            "documents-search"
+            "documents-search",
+            "ontology-knowledge",
+            "ontology-query"
         ]
     );
     let found = result(&out, 1);

@@ -41,7 +41,7 @@ const MAX_PROPERTY_NAME_BYTES: usize = 256;
 ///       description: A vehicle the fleet leases out
 ///       collection: vehicles
 ///       properties:
-///         id: { type: string, description: The vehicle's id, such as V-001 }
+///         id: { type: string, description: "The vehicle's id, such as V-001" }
 ///         mileage_km: { type: integer }
 ///       links:
 ///         leases: { to: lease, via: vehicle }

@@ -180,6 +180,7 @@ fn the_examples_folder_is_one_bundle() {
             ("Connection", "fleet-maintenance"),
             ("ToolExposure", "service-history"),
             ("ToolExposure", "book-service"),
+            ("Ontology", "fleet"),
             ("DeciderPolicy", "fleet-outbound"),
             ("ModelProvider", "fleet-assistant"),
             ("Operation", "data.find_record"),
@@ -187,10 +188,12 @@ fn the_examples_folder_is_one_bundle() {
             ("Operation", "documents.read_pages"),
             ("Operation", "documents.read_summary"),
             ("Operation", "documents.search"),
+            ("Operation", "ontology.knowledge"),
+            ("Operation", "ontology.query"),
             ("Workflow", "lease-inquiry"),
         ]
     );
-    let search = &definitions[definitions.len() - 2];
+    let search = &definitions[definitions.len() - 4];
     assert_eq!(search.file, examples().join("tools/documents.search.yaml"));
     assert_eq!(search.line, 1);
     assert_eq!(search.folder(), examples().join("tools"));
