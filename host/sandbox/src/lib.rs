@@ -59,7 +59,8 @@ pub use error::{
 pub use imports::{Grant, Import};
 pub use operation::{Call, CancelToken, Descriptor, LoadedOperation};
 pub use sandbox::{
-    Inspection, Sandbox, SandboxConfig, StartError, component_digest, default_cache_dir,
+    Artifact, ArtifactFit, ENGINE_ENV, EngineKind, Inspection, Precompiler, Sandbox, SandboxConfig,
+    StartError, UnknownEngine, component_digest, default_cache_dir, is_compiled_artifact,
 };
 pub use schema::{Schema, SchemaError};
 pub use state::LogRecord;

@@ -3,7 +3,7 @@
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use hane_core::{
@@ -12,7 +12,7 @@ use hane_core::{
 };
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Precompiled};
 
 use crate::bindings;
 use crate::error::LoadError;
@@ -29,7 +29,89 @@ pub struct SandboxConfig {
     pub(crate) cache_dir: Option<PathBuf>,
     pub(crate) default_limits: Limits,
     pub(crate) keep_resident: ByteSize,
+    pub(crate) engine: EngineKind,
 }
+
+/// Which of wasmtime's code generators runs guests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Cranelift compiles guests to native code: the fastest, but it needs
+    /// memory that is written and then executed (a JIT).
+    #[default]
+    Cranelift,
+    /// Pulley: guests are compiled to portable bytecode that wasmtime's
+    /// interpreter runs, so no executable memory is mapped; about ten
+    /// times slower than native code. Fuel, epochs and every limit work
+    /// the same.
+    Pulley,
+}
+
+/// The environment variable that chooses the engine of the `hane` binary.
+pub const ENGINE_ENV: &str = "HANE_ENGINE";
+
+/// A name that is not an [`EngineKind`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown engine `{0}`: expected cranelift or pulley")]
+pub struct UnknownEngine(String);
+
+impl EngineKind {
+    /// Every engine, by name.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Cranelift, EngineKind::Pulley];
+
+    /// `cranelift` or `pulley`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Cranelift => "cranelift",
+            EngineKind::Pulley => "pulley",
+        }
+    }
+
+    /// The engine [`ENGINE_ENV`] names, `None` when it is unset or empty.
+    ///
+    /// # Errors
+    ///
+    /// It names no engine.
+    pub fn from_env() -> Result<Option<Self>, UnknownEngine> {
+        match std::env::var(ENGINE_ENV) {
+            Ok(value) if !value.trim().is_empty() => value.trim().parse().map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownEngine(s.to_owned()))
+    }
+}
+
+/// Pulley's target for this host: its pointer width and byte order.
+fn pulley_host_target() -> &'static str {
+    match (
+        cfg!(target_pointer_width = "64"),
+        cfg!(target_endian = "big"),
+    ) {
+        (true, false) => "pulley64",
+        (true, true) => "pulley64be",
+        (false, false) => "pulley32",
+        (false, true) => "pulley32be",
+    }
+}
+
+/// The triple this sandbox was built for, such as `x86_64-unknown-linux-gnu`.
+const HOST_TARGET: &str = env!("HANE_SANDBOX_TARGET");
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -41,6 +123,7 @@ impl Default for SandboxConfig {
             cache_dir: default_cache_dir(),
             default_limits: Limits::default(),
             keep_resident: ByteSize::mebibytes(1),
+            engine: EngineKind::default(),
         }
     }
 }
@@ -116,6 +199,13 @@ impl SandboxConfig {
         self
     }
 
+    /// The engine that runs guests. Default: [`EngineKind::Cranelift`].
+    /// Compiled components are cached per engine.
+    pub fn engine(&mut self, engine: EngineKind) -> &mut Self {
+        self.engine = engine;
+        self
+    }
+
     /// The limits of a call that sets none. Default: [`Limits::default`].
     pub fn default_limits(&mut self, limits: Limits) -> &mut Self {
         self.default_limits = limits;
@@ -128,6 +218,15 @@ pub(crate) struct SandboxInner {
     pub(crate) linker: Linker<CallState>,
     pub(crate) config: SandboxConfig,
     fingerprint: String,
+    /// Whether instances come from the pooling allocator; compilation
+    /// depends on it.
+    pooled: bool,
+    /// The fingerprint of this engine compiling for [`HOST_TARGET`] with no
+    /// CPU features inferred, which `hane op compile --target` gives
+    /// artifacts; worked out on the first cache miss.
+    portable: OnceLock<Option<String>>,
+    /// Components compiled (not loaded from the cache) so far.
+    compilations: AtomicU64,
     /// What the `records` and `documents` capabilities read; each call
     /// takes the one current when it starts.
     ledger: RwLock<Arc<Ledger>>,
@@ -231,15 +330,18 @@ impl Sandbox {
         let limit = address_space_limit();
         let reserved = pool_reservation(config);
         let pooled = limit.is_none_or(|limit| reserved <= limit / 2);
-        let engine = match Engine::new(&engine_config(config, keep_resident, pooled)) {
-            Ok(engine) => engine,
+        let (engine, pooled) = match Engine::new(&engine_config(config, keep_resident, pooled)?) {
+            Ok(engine) => (engine, pooled),
             Err(e) if pooled => {
                 warn_on_demand(&format!(
                     "reserving {} of address space for {} instances failed ({e}); memories are allocated per instance instead",
                     ByteSize(reserved),
                     config.max_instances
                 ));
-                Engine::new(&engine_config(config, keep_resident, false))?
+                (
+                    Engine::new(&engine_config(config, keep_resident, false)?)?,
+                    false,
+                )
             }
             Err(e) => return Err(e),
         };
@@ -268,11 +370,7 @@ impl Sandbox {
         crate::documents::add_to_linker(&mut linker, |s| &mut s.documents)?;
         crate::actions::add_to_linker(&mut linker, |s| &mut s.actions)?;
 
-        let fingerprint = {
-            let mut h = Sha256Hasher(Sha256::new());
-            std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
-            hex::encode(&h.0.finalize()[..8])
-        };
+        let fingerprint = fingerprint(&engine);
 
         let ticker = Arc::new(Ticker::default());
         let weak = engine.weak();
@@ -299,6 +397,9 @@ impl Sandbox {
                 linker,
                 config: config.clone(),
                 fingerprint,
+                pooled,
+                portable: OnceLock::new(),
+                compilations: AtomicU64::new(0),
                 ledger: RwLock::default(),
                 ticker,
             }),
@@ -396,21 +497,68 @@ impl Sandbox {
         })
     }
 
+    /// The engine that runs guests.
+    pub fn engine(&self) -> EngineKind {
+        self.inner.config.engine
+    }
+
+    /// Components this sandbox compiled rather than loaded from its cache.
+    #[doc(hidden)]
+    pub fn compilations(&self) -> u64 {
+        self.inner.compilations.load(Ordering::Relaxed)
+    }
+
     /// Where the compiled form of the component with `digest` (as
     /// [`LoadedOperation::digest`] returns it) is cached for this engine, if the
     /// sandbox has a cache.
     pub fn cached_path(&self, digest: &str) -> Option<PathBuf> {
         let dir = self.inner.config.cache_dir.as_ref()?;
-        Some(self.cache_file(dir, digest))
+        Some(dir.join(artifact_name(digest, &self.inner.fingerprint)))
     }
 
-    /// The cache file of the component with `digest` (`sha256:` and hex).
-    fn cache_file(&self, dir: &Path, digest: &str) -> PathBuf {
-        let hex_digest = digest.trim_start_matches("sha256:");
-        dir.join(format!("{hex_digest}-{}.cwasm", self.inner.fingerprint))
+    /// What the artifact at `path` (named as the cache names its files) is
+    /// for, as far as its name tells: for this sandbox's engine, for this
+    /// engine without inferred CPU features, or for another engine, version
+    /// or target.
+    pub fn artifact_fits(&self, path: &Path) -> ArtifactFit {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some((_, fingerprint)) = name
+            .strip_suffix(".cwasm")
+            .and_then(|stem| stem.split_once('-'))
+        else {
+            return ArtifactFit::Unnamed;
+        };
+        if fingerprint == self.inner.fingerprint || self.portable_fingerprint() == Some(fingerprint)
+        {
+            ArtifactFit::ThisEngine
+        } else {
+            ArtifactFit::Other
+        }
     }
 
-    /// The compiled component for `bytes`, from the disk cache when present.
+    /// The fingerprint of this engine's settings compiling for
+    /// [`HOST_TARGET`] with no CPU features inferred, when it differs from
+    /// the engine's own.
+    fn portable_fingerprint(&self) -> Option<&str> {
+        self.inner
+            .portable
+            .get_or_init(|| {
+                if self.inner.config.engine == EngineKind::Pulley {
+                    // Pulley infers nothing from the host.
+                    return None;
+                }
+                let mut wasm = compile_settings(&self.inner.config, self.inner.pooled).ok()?;
+                wasm.target(HOST_TARGET).ok()?;
+                let engine = Engine::new(&wasm).ok()?;
+                Some(fingerprint(&engine)).filter(|f| *f != self.inner.fingerprint)
+            })
+            .as_deref()
+    }
+
+    /// The compiled component for `bytes`: from the disk cache when it has
+    /// an artifact for `digest` and this engine (its own, or one compiled
+    /// for this target with no CPU features inferred); else compiled and
+    /// cached, or kept in memory when the cache cannot be written.
     fn compile(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
         let engine = &self.inner.engine;
         let compile_err = |e: wasmtime::Error| LoadError::Compile {
@@ -418,9 +566,10 @@ impl Sandbox {
             message: format!("{e:#}"),
         };
         let Some(dir) = &self.inner.config.cache_dir else {
+            self.inner.compilations.fetch_add(1, Ordering::Relaxed);
             return Component::new(engine, bytes).map_err(compile_err);
         };
-        let path = self.cache_file(dir, digest);
+        let path = dir.join(artifact_name(digest, &self.inner.fingerprint));
         if path.exists() {
             match load_precompiled(engine, &path) {
                 Ok(component) => return Ok(component),
@@ -430,23 +579,197 @@ impl Sandbox {
                 }
             }
         }
+        if let Some(portable) = self.portable_fingerprint() {
+            let path = dir.join(artifact_name(digest, portable));
+            if path.exists() {
+                match load_precompiled(engine, &path) {
+                    Ok(component) => return Ok(component),
+                    Err(e) => {
+                        tracing::warn!("ignoring the compiled component {}: {e:#}", path.display())
+                    }
+                }
+            }
+        }
+        self.inner.compilations.fetch_add(1, Ordering::Relaxed);
         let compiled = engine.precompile_component(bytes).map_err(compile_err)?;
-        let cache_err = |e: std::io::Error| LoadError::Cache {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
-        std::fs::create_dir_all(dir).map_err(cache_err)?;
-        let tmp = dir.join(format!(
-            ".{}.{}.{:?}.tmp",
-            digest.trim_start_matches("sha256:"),
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::write(&tmp, &compiled).map_err(cache_err)?;
-        std::fs::rename(&tmp, &path).map_err(cache_err)?;
+        if let Err(e) = write_artifact(dir, &path, &compiled) {
+            warn_unwritable(dir, &e);
+            return from_compiled(engine, &compiled).map_err(compile_err);
+        }
         load_precompiled(engine, &path).map_err(|e| LoadError::Cache {
             path: path.display().to_string(),
             message: format!("{e:#}"),
+        })
+    }
+}
+
+/// Whether `bytes` are a component compiled by wasmtime (a `.cwasm`), not
+/// a component.
+pub fn is_compiled_artifact(bytes: &[u8]) -> bool {
+    Engine::detect_precompiled(bytes).is_some()
+}
+
+/// What an artifact's file name says it is for; see [`Sandbox::artifact_fits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArtifactFit {
+    /// Named for this sandbox's engine, version and target.
+    ThisEngine,
+    /// Named for another engine, version, target or configuration.
+    Other,
+    /// Not named `DIGEST-FINGERPRINT.cwasm`.
+    Unnamed,
+}
+
+/// The cache's file name of the component with `digest` (`sha256:` and
+/// hex) compiled by an engine with `fingerprint`.
+fn artifact_name(digest: &str, fingerprint: &str) -> String {
+    let hex_digest = digest.trim_start_matches("sha256:");
+    format!("{hex_digest}-{fingerprint}.cwasm")
+}
+
+/// Writes `compiled` to `path` in `dir` through a temporary file, so a
+/// reader never sees part of it.
+fn write_artifact(dir: &Path, path: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{:?}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("artifact"),
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let written = std::fs::write(&tmp, compiled).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Says once per process that the cache cannot be written.
+fn warn_unwritable(dir: &Path, e: &std::io::Error) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            "cannot write compiled components to {} ({e}); compiling in memory instead",
+            dir.display()
+        );
+    });
+}
+
+/// The short fingerprint of what `engine` compiles for and how, which
+/// names its artifacts.
+fn fingerprint(engine: &Engine) -> String {
+    let mut h = Sha256Hasher(Sha256::new());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+    hex::encode(&h.0.finalize()[..8])
+}
+
+/// Compiles components ahead of time, for a sandbox with the same
+/// [`SandboxConfig`] on another (or this) target. Its artifacts are named as
+/// the cache names its files, so a directory of them serves as a cache.
+pub struct Precompiler {
+    engine: Engine,
+    fingerprint: String,
+    target: String,
+    kind: EngineKind,
+}
+
+impl std::fmt::Debug for Precompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Precompiler")
+            .field("engine", &self.kind)
+            .field("target", &self.target)
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One component compiled by a [`Precompiler`].
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    /// `sha256:` digest of the component's bytes.
+    pub digest: String,
+    /// `DIGEST-FINGERPRINT.cwasm`, the name a cache looks for.
+    pub file_name: String,
+    /// The compiled component.
+    pub bytes: Vec<u8>,
+}
+
+impl Precompiler {
+    /// A compiler for sandboxes configured as `config` (its engine, fuel
+    /// and pooling settings) running on `target`: `None` for this host, as
+    /// its own sandboxes compile (with this CPU's features), or a triple
+    /// such as `aarch64-unknown-linux-musl`, compiled with no CPU features
+    /// assumed, which a sandbox on that target loads. A Pulley target
+    /// (`pulley64`) or [`EngineKind::Pulley`] compiles for Pulley; Pulley
+    /// artifacts run on every host of the same pointer width and byte order.
+    ///
+    /// # Errors
+    ///
+    /// The target is unknown or its engine cannot be created.
+    pub fn new(config: &SandboxConfig, target: Option<&str>) -> Result<Self, StartError> {
+        let mut config = config.clone();
+        if target.is_some_and(|t| t.starts_with("pulley")) {
+            config.engine = EngineKind::Pulley;
+        }
+        let start = || -> wasmtime::Result<Self> {
+            // Pulley's settings name its host target; cranelift infers the
+            // host's CPU features unless a target is named.
+            let mut wasm = compile_settings(&config, true)?;
+            let target = match (config.engine, target) {
+                (EngineKind::Pulley, Some(t)) if t.starts_with("pulley") => Some(t),
+                (EngineKind::Pulley, _) => None,
+                (EngineKind::Cranelift, t) => t,
+            };
+            if let Some(t) = target {
+                wasm.target(t)?;
+            }
+            let engine = Engine::new(&wasm)?;
+            let target = match (target, config.engine) {
+                (Some(t), _) => t,
+                (None, EngineKind::Pulley) => pulley_host_target(),
+                (None, EngineKind::Cranelift) => HOST_TARGET,
+            };
+            Ok(Self {
+                fingerprint: fingerprint(&engine),
+                engine,
+                target: target.to_owned(),
+                kind: config.engine,
+            })
+        };
+        start().map_err(|e| StartError(format!("{e:#}")))
+    }
+
+    /// The engine it compiles for.
+    pub fn engine(&self) -> EngineKind {
+        self.kind
+    }
+
+    /// The target it compiles for, such as `x86_64-unknown-linux-gnu` or
+    /// `pulley64`.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// Compiles the component `bytes`; `name` is used in errors.
+    ///
+    /// # Errors
+    ///
+    /// The bytes are not a component wasmtime can compile.
+    pub fn precompile(&self, name: &str, bytes: &[u8]) -> Result<Artifact, LoadError> {
+        let digest = component_digest(bytes);
+        let compiled = self
+            .engine
+            .precompile_component(bytes)
+            .map_err(|e| LoadError::Compile {
+                name: name.to_owned(),
+                message: format!("{e:#}"),
+            })?;
+        Ok(Artifact {
+            file_name: artifact_name(&digest, &self.fingerprint),
+            digest,
+            bytes: compiled,
         })
     }
 }
@@ -477,17 +800,43 @@ pub struct Inspection {
     pub imports: Vec<crate::Import>,
 }
 
-/// Maps a precompiled component written by this process's engine.
+/// Maps a precompiled component from the cache, after checking that the
+/// file is a wasmtime component artifact; wasmtime then checks that it was
+/// compiled by a compatible engine (version, target, CPU features,
+/// settings).
 #[expect(
     unsafe_code,
-    reason = "deserializing trusts the file; only files this engine wrote under its own fingerprint are read"
+    reason = "deserializing trusts the file; only files named for the digest of the bytes being loaded and for this engine are read"
 )]
 fn load_precompiled(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-    // SAFETY: the cache file name carries the digest of the source bytes and
-    // the engine's compatibility fingerprint, and files are written by
-    // rename from a complete temporary file, so the file is an artifact this
-    // engine configuration produced for these bytes.
+    match Engine::detect_precompiled_file(path) {
+        Ok(Some(Precompiled::Component)) => {}
+        Ok(Some(Precompiled::Module)) => {
+            wasmtime::bail!(
+                "{} is a compiled core module, not a component",
+                path.display()
+            )
+        }
+        Ok(None) | Err(_) => {
+            wasmtime::bail!("{} is not a compiled component", path.display())
+        }
+    }
+    // SAFETY: the file name carries the digest of the source bytes being
+    // loaded and the fingerprint of an engine configuration compatible with
+    // this one (which wasmtime checks again), and the cache writes files by
+    // rename from a complete temporary file; a directory of artifacts made
+    // by `hane op compile` is trusted as the cache is.
     unsafe { Component::deserialize_file(engine, path) }
+}
+
+/// Maps a component `engine` compiled just now, in memory.
+#[expect(
+    unsafe_code,
+    reason = "deserializing trusts the bytes; these were produced by this engine a moment ago"
+)]
+fn from_compiled(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `compiled` is the output of `engine.precompile_component`.
+    unsafe { Component::deserialize(engine, compiled) }
 }
 
 /// Feeds `Hash` output into SHA-256, for a fingerprint stable across runs.
@@ -504,23 +853,40 @@ impl Hasher for Sha256Hasher {
     }
 }
 
-/// The engine's settings: with a pooling allocator sized by `config`, or
-/// (`pooled` false) allocating each instance's memories when it starts,
-/// reserving no more address space than they use.
-fn engine_config(config: &SandboxConfig, keep_resident: usize, pooled: bool) -> Config {
+/// What the engine's compilation depends on besides its allocator:
+/// features, fuel, epochs, the target (Pulley's), and (`pooled` false) the
+/// bounds of memories allocated per instance.
+fn compile_settings(config: &SandboxConfig, pooled: bool) -> wasmtime::Result<Config> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .consume_fuel(config.fuel)
         .epoch_interruption(true)
         .memory_init_cow(true);
+    if config.engine == EngineKind::Pulley {
+        wasm.target(pulley_host_target())?;
+    }
     if !pooled {
-        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand)
-            .memory_reservation(0)
+        wasm.memory_reservation(0)
             .memory_reservation_for_growth(ON_DEMAND_GROWTH)
             .memory_guard_size(0)
             .guard_before_linear_memory(false)
             .memory_may_move(true);
-        return wasm;
+    }
+    Ok(wasm)
+}
+
+/// The engine's settings: with a pooling allocator sized by `config`, or
+/// (`pooled` false) allocating each instance's memories when it starts,
+/// reserving no more address space than they use.
+fn engine_config(
+    config: &SandboxConfig,
+    keep_resident: usize,
+    pooled: bool,
+) -> wasmtime::Result<Config> {
+    let mut wasm = compile_settings(config, pooled)?;
+    if !pooled {
+        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+        return Ok(wasm);
     }
     let mut pool = PoolingAllocationConfig::default();
     let n = config.max_instances;
@@ -545,7 +911,7 @@ fn engine_config(config: &SandboxConfig, keep_resident: usize, pooled: bool) -> 
         .table_keep_resident(keep_resident)
         .pagemap_scan(wasmtime::Enabled::Auto);
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    wasm
+    Ok(wasm)
 }
 
 /// Address space a pooled memory slot reserves besides the memory itself:
