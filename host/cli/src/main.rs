@@ -54,7 +54,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Work with operations: run, inspect and create them.
+    /// Work with operations: run, inspect, compile and create them.
     #[command(subcommand)]
     Op(op::OpCommand),
     /// Read and fork session histories: list, show, fork, export.
@@ -153,6 +153,10 @@ fn trace(verbose: u8) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     trace(cli.verbose);
+    if let Err(e) = hane_sandbox::EngineKind::from_env() {
+        eprintln!("error: ${}: {e}", hane_sandbox::ENGINE_ENV);
+        return ExitCode::from(exit::USAGE);
+    }
     match cli.command {
         Command::Op(cmd) => op::main(cmd),
         Command::Session(args) => session::main(args),

@@ -27,6 +27,10 @@ Environment:
   HANE_LEASE                Seconds this process's lease on the store lasts unless renewed: how
                             long the runs and deliveries of a process that died wait before
                             another process takes them [default: 15, at least 0.3]
+  HANE_ENGINE               cranelift or pulley: the engine that runs operations; pulley
+                            interprets them, for hosts with no JIT [default: cranelift]
+  HANE_CACHE_DIR            Compiled components, such as `hane op compile` writes; may be
+                            read-only [default: $XDG_CACHE_HOME/hane/components]
 
 Delivery of approved outbound actions (an action whose channel is not configured fails, saying
 what to set; nothing is sent):
@@ -149,6 +153,16 @@ pub(crate) fn builtins() -> Components {
     Components::with_builtins(hane_builtins::all())
 }
 
+/// The sandbox settings of every command that runs operations: the
+/// engine `$HANE_ENGINE` names (`main` refuses any other value first).
+pub(crate) fn sandbox_config() -> hane_sandbox::SandboxConfig {
+    let mut config = hane_sandbox::SandboxConfig::new();
+    if let Ok(Some(engine)) = hane_sandbox::EngineKind::from_env() {
+        config.engine(engine);
+    }
+    config
+}
+
 /// Opens the runtime on the store at `path`, with the services around it, making the store where
 /// nothing is (and saying so), with delivery, model credentials and the
 /// budget's scope from the environment.
@@ -165,6 +179,7 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
         config.operations(Arc::new(worker));
     }
     config
+        .sandbox(sandbox_config())
         .delivery(delivery_from_env()?)
         .scope(scope_from_env())
         .components(components)

@@ -1,4 +1,4 @@
-//! `hane op run | inspect | new`.
+//! `hane op run | inspect | compile | new`.
 
 mod scaffold;
 
@@ -13,7 +13,7 @@ use hane_core::{
     policy::{DirGrant, EnvGrant, HostPattern},
 };
 use hane_manifest::{OntologyManifest, OperationManifest};
-use hane_sandbox::{Call, Grant, LoadError, Sandbox, SandboxConfig};
+use hane_sandbox::{ArtifactFit, Call, EngineKind, Grant, LoadError, Precompiler, Sandbox};
 
 use crate::exit;
 use crate::input::input_text;
@@ -31,6 +31,11 @@ pub enum OpCommand {
     /// Show an operation's descriptor, digest and imports, and which
     /// imports need a grant.
     Inspect(InspectArgs),
+    /// Compile components ahead of time into DIR, one artifact per
+    /// component named by its digest and the engine's fingerprint (as the
+    /// component cache names its files): point $HANE_CACHE_DIR at DIR
+    /// (it may be read-only) and hane loads them without compiling.
+    Compile(CompileArgs),
     /// Create a new operation crate that builds to a component.
     New(scaffold::NewArgs),
 }
@@ -85,15 +90,42 @@ pub struct RunArgs {
     /// Wall-clock limit, such as 5s or 250ms [default: 5s].
     #[arg(long, value_name = "DURATION")]
     timeout: Option<Duration>,
+    /// The engine that runs the operation [default: $HANE_ENGINE, else
+    /// cranelift].
+    #[arg(long, value_name = "cranelift|pulley")]
+    engine: Option<EngineKind>,
     /// Print one JSON object with output, error, receipt and logs on stdout.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Args)]
+pub struct CompileArgs {
+    /// A component (.wasm), a built-in operation's name, an Operation
+    /// manifest (.yaml), or a release directory (every component its
+    /// Operation manifests name, `builtin:` ones too).
+    component: String,
+    /// The engine to compile for [default: $HANE_ENGINE, else cranelift].
+    #[arg(long, value_name = "cranelift|pulley")]
+    engine: Option<EngineKind>,
+    /// The target to compile for, such as aarch64-unknown-linux-musl (no
+    /// CPU features assumed) or pulley64 [default: this host, with this
+    /// CPU's features].
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+    /// The directory to write the artifacts into (made if missing).
+    #[arg(long, short, value_name = "DIR")]
+    output: PathBuf,
+}
+
+#[derive(Args)]
 pub struct InspectArgs {
     /// A component (.wasm), a built-in operation's name, or an Operation manifest (.yaml).
     component: String,
+    /// The engine that loads the component [default: $HANE_ENGINE, else
+    /// cranelift].
+    #[arg(long, value_name = "cranelift|pulley")]
+    engine: Option<EngineKind>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -123,6 +155,7 @@ pub fn main(cmd: OpCommand) -> ExitCode {
     let result = match cmd {
         OpCommand::Run(args) => run(*args),
         OpCommand::Inspect(args) => inspect(args),
+        OpCommand::Compile(args) => compile(args),
         OpCommand::New(args) => scaffold::new(args).map_err(|e| Failure::new(exit::FAILURE, e)),
     };
     match result {
@@ -196,6 +229,12 @@ fn resolve(component: &str) -> Result<Source, Failure> {
         )));
     }
     let bytes = read_capped(path, FileCap::COMPONENT).map_err(Failure::usage)?;
+    if hane_sandbox::is_compiled_artifact(&bytes) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`{component}` is a compiled artifact, not a component{}: pass the component (.wasm, a built-in name or an Operation manifest) and point $HANE_CACHE_DIR at the directory of compiled artifacts (`hane op compile -o DIR`)",
+            artifact_fit(path)
+        )));
+    }
     Ok(Source {
         name: component.to_owned(),
         bytes,
@@ -204,10 +243,39 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     })
 }
 
-fn sandbox() -> Result<Sandbox, Failure> {
-    let mut config = SandboxConfig::new();
+fn sandbox(engine: Option<EngineKind>) -> Result<Sandbox, Failure> {
+    let mut config = crate::runtime::sandbox_config();
     config.max_instances(4);
+    if let Some(engine) = engine {
+        config.engine(engine);
+    }
     Sandbox::new(&config).map_err(|e| Failure::new(exit::FAILURE, e))
+}
+
+/// What the name of the artifact at `path` says about whom it is for,
+/// for the message refusing it: ` (compiled for ...)`, or nothing.
+fn artifact_fit(path: &Path) -> String {
+    let Ok(here) = sandbox(None) else {
+        return String::new();
+    };
+    let engine = here.engine();
+    match here.artifact_fits(path) {
+        ArtifactFit::ThisEngine => format!(" (compiled for this host's {engine} engine)"),
+        ArtifactFit::Unnamed => String::new(),
+        ArtifactFit::Other => {
+            let other = EngineKind::ALL.into_iter().find(|&e| {
+                e != engine
+                    && sandbox(Some(e))
+                        .is_ok_and(|s| s.artifact_fits(path) == ArtifactFit::ThisEngine)
+            });
+            match other {
+                Some(other) => format!(" (compiled for this host's {other} engine, not {engine})"),
+                None => format!(
+                    " (compiled for another target, wasmtime version or engine settings than this host's {engine} engine)"
+                ),
+            }
+        }
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -319,7 +387,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(ran) = rt.block_on(on_worker(&source, &input, &limits, ledger.as_ref()))? {
         return report(ran, args.json);
     }
-    let sandbox = sandbox()?;
+    let sandbox = sandbox(args.engine)?;
     if let Some(ledger) = ledger {
         sandbox.set_ledger(ledger);
     }
@@ -330,7 +398,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::new(load_error_code(&e), e))?;
         Ok::<Call, Failure>(op.call(&input, &limits).await)
     })?;
-    report(Ran::from(call), args.json)
+    report(Ran::from(call).on(sandbox.engine()), args.json)
 }
 
 /// The call run on the worker `$HANE_WORKER` names, which is sent the
@@ -385,6 +453,17 @@ struct Ran {
     /// Level and message.
     logs: Vec<(String, String)>,
     proposals: Vec<hane_core::action::ProposedAction>,
+    /// The engine that ran it, when it ran here.
+    engine: Option<EngineKind>,
+}
+
+impl Ran {
+    fn on(self, engine: EngineKind) -> Self {
+        Ran {
+            engine: Some(engine),
+            ..self
+        }
+    }
 }
 
 /// A call that did not succeed.
@@ -407,6 +486,7 @@ impl From<Call> for Ran {
                 .map(|l| (l.level.to_owned(), l.message))
                 .collect(),
             proposals: call.proposals,
+            engine: None,
         }
     }
 }
@@ -422,6 +502,7 @@ impl From<hane_manager::Ending> for Ran {
                 receipt: Some(done.receipt),
                 logs: logs(done.logs),
                 proposals: done.proposals,
+                engine: None,
             },
             hane_manager::Ending::Failed(failure) => Ran {
                 result: Err(Failed {
@@ -431,6 +512,7 @@ impl From<hane_manager::Ending> for Ran {
                 receipt: failure.receipt,
                 logs: logs(failure.logs),
                 proposals: Vec::new(),
+                engine: None,
             },
             hane_manager::Ending::Lost { reason } => Ran {
                 result: Err(Failed {
@@ -440,6 +522,7 @@ impl From<hane_manager::Ending> for Ran {
                 receipt: None,
                 logs: Vec::new(),
                 proposals: Vec::new(),
+                engine: None,
             },
         }
     }
@@ -484,6 +567,7 @@ fn report(call: Ran, json: bool) -> Result<(), Failure> {
             "error": error,
             "proposals": proposals,
             "receipt": call.receipt,
+            "engine": call.engine,
             "logs": logs,
         });
         println!("{}", terminal_json(&doc).unwrap_or_default());
@@ -511,7 +595,10 @@ fn report(call: Ran, json: bool) -> Result<(), Failure> {
             );
         }
         if let Some(receipt) = &call.receipt {
-            eprintln!("{}", receipt_line(receipt));
+            match call.engine {
+                Some(engine) => eprintln!("{} on {engine}", receipt_line(receipt)),
+                None => eprintln!("{}", receipt_line(receipt)),
+            }
         }
     }
     match call.result {
@@ -526,7 +613,7 @@ fn report(call: Ran, json: bool) -> Result<(), Failure> {
 
 fn inspect(args: InspectArgs) -> Result<(), Failure> {
     let source = resolve(&args.component)?;
-    let sandbox = sandbox()?;
+    let sandbox = sandbox(args.engine)?;
     let rt = runtime()?;
     let found = rt
         .block_on(sandbox.inspect(&source.name, &source.bytes))
@@ -544,6 +631,7 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
             "imports": found.imports,
             "needsGrants": needs(&found.imports),
             "grants": source.policy,
+            "engine": sandbox.engine(),
         });
         println!("{}", terminal_json(&doc).unwrap_or_default());
         return Ok(());
@@ -596,6 +684,75 @@ fn inspect(args: InspectArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+fn compile(args: CompileArgs) -> Result<(), Failure> {
+    let sources = if Path::new(&args.component).is_dir() {
+        release_components(Path::new(&args.component))?
+    } else {
+        vec![resolve(&args.component)?]
+    };
+    let mut config = crate::runtime::sandbox_config();
+    if let Some(engine) = args.engine {
+        config.engine(engine);
+    }
+    let compiler = Precompiler::new(&config, args.target.as_deref()).map_err(Failure::usage)?;
+    std::fs::create_dir_all(&args.output).map_err(|e| {
+        Failure::usage(anyhow::anyhow!(
+            "cannot make {}: {e}",
+            args.output.display()
+        ))
+    })?;
+    let mut done = std::collections::BTreeSet::new();
+    for source in sources {
+        let artifact = compiler
+            .precompile(&source.name, &source.bytes)
+            .map_err(|e| Failure::new(load_error_code(&e), e))?;
+        if !done.insert(artifact.digest.clone()) {
+            continue;
+        }
+        let path = args.output.join(&artifact.file_name);
+        std::fs::write(&path, &artifact.bytes).map_err(|e| {
+            Failure::new(
+                exit::FAILURE,
+                anyhow::anyhow!("cannot write {}: {e}", path.display()),
+            )
+        })?;
+        println!(
+            "{}  {}  {} {}  {}  {}",
+            terminal_line(&source.name),
+            artifact.digest,
+            compiler.engine(),
+            terminal_line(compiler.target()),
+            ByteSize(artifact.bytes.len() as u64),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Every component the Operation manifests of the release directory `dir`
+/// name, `builtin:` ones too.
+fn release_components(dir: &Path) -> Result<Vec<Source>, Failure> {
+    let definitions = hane_manifest::read_bundle_dir(dir).map_err(Failure::usage)?;
+    let mut sources = Vec::new();
+    for sourced in &definitions {
+        let Some(manifest) = sourced.definition.as_operation() else {
+            continue;
+        };
+        let component = match manifest.component_path() {
+            Some(path) => sourced.folder().join(path).display().to_string(),
+            None => manifest.spec.component.clone(),
+        };
+        sources.push(resolve(&component)?);
+    }
+    if sources.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{} has no Operation manifests, so no components to compile",
+            dir.display()
+        )));
+    }
+    Ok(sources)
 }
 
 /// The grants worth giving this component, in a stable order.

@@ -12,7 +12,7 @@ use clap::builder::TypedValueParser as _;
 use hane_manager::{
     LocalConfig, LocalOperationManager, Worker, WorkerAddr, WorkerListener, WorkerSecret,
 };
-use hane_sandbox::{Sandbox, SandboxConfig};
+use hane_sandbox::Sandbox;
 
 /// How long a stopping worker waits for work on blocking threads.
 const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -72,7 +72,7 @@ fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
-        let mut config = SandboxConfig::new();
+        let mut config = crate::runtime::sandbox_config();
         // Loading a component instantiates it once to describe it, beside
         // the calls running.
         let instances = concurrency.saturating_mul(2).max(8);
