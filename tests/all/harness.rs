@@ -1,30 +1,81 @@
 //! What every test shares: one sandbox per process, program loading and a
 //! tiny HTTP server on loopback.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 
 use hane_core::Policy;
 use std::sync::OnceLock;
 
-use hane_sandbox::{LoadedOperation, Sandbox, SandboxConfig};
+use hane_sandbox::{EngineKind, LoadedOperation, Sandbox, SandboxConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 pub use hane_test_support::{component_cache as cache_dir, examples};
 
-/// The test process's sandbox: 64 instances, on the shared component cache.
+thread_local! {
+    /// The engine [`sandbox`] gives on this thread; see [`on_pulley`].
+    static ENGINE: Cell<EngineKind> = const { Cell::new(EngineKind::Cranelift) };
+}
+
+/// The test process's sandbox of the engine this thread's test runs on
+/// (cranelift unless [`on_pulley`] says otherwise).
 pub fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| {
+    sandbox_on(ENGINE.get())
+}
+
+/// The test process's sandbox on `engine`, one per engine: 64 instances
+/// on cranelift, 16 on Pulley, on the shared component cache.
+pub fn sandbox_on(engine: EngineKind) -> &'static Sandbox {
+    static CRANELIFT: OnceLock<Sandbox> = OnceLock::new();
+    static PULLEY: OnceLock<Sandbox> = OnceLock::new();
+    let (cell, instances) = match engine {
+        EngineKind::Cranelift => (&CRANELIFT, 64),
+        EngineKind::Pulley => (&PULLEY, 16),
+    };
+    cell.get_or_init(|| {
         Sandbox::new(
-            &SandboxConfig::new()
+            SandboxConfig::new()
                 .cache_dir(Some(cache_dir()))
-                .max_instances(64)
-                .clone(),
+                .max_instances(instances)
+                .engine(engine),
         )
         .expect("sandbox")
     })
 }
+
+/// Runs `test`, a `#[tokio::test]` (which builds its runtime on the
+/// calling thread and runs its body there), with [`sandbox`], [`program`]
+/// and [`builtin`] on Pulley.
+pub fn on_pulley(test: fn()) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ENGINE.set(EngineKind::Cranelift);
+        }
+    }
+    ENGINE.set(EngineKind::Pulley);
+    let _reset = Reset;
+    test();
+}
+
+/// Runs the named tests of the calling module again on Pulley, as
+/// `pulley::NAME`: the same bodies, loading their programs through
+/// [`sandbox`] on the test's own thread.
+macro_rules! on_pulley_too {
+    ($($test:ident),* $(,)?) => {
+        /// The tests above, on Pulley.
+        mod pulley {
+            $(
+                #[test]
+                fn $test() {
+                    crate::harness::on_pulley(super::$test);
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_pulley_too;
 
 /// The test program `file` (such as `hostile_loop`) loaded under `policy`.
 pub async fn program(file: &str, policy: &Policy) -> LoadedOperation {

@@ -509,3 +509,24 @@ async fn a_thousand_hostile_calls_leave_the_host_healthy() {
         r#"{"message":"still here","length":10}"#
     );
 }
+
+crate::harness::on_pulley_too!(
+    an_infinite_loop_runs_out_of_fuel,
+    an_infinite_loop_with_plenty_of_fuel_times_out,
+    a_cancelled_loop_stops,
+    unbounded_memory_growth_hits_the_memory_limit,
+    unbounded_recursion_traps_on_stack_exhaustion,
+    a_panic_is_a_trap_with_the_guest_message,
+    output_past_the_cap_is_refused,
+    a_log_flood_hits_the_log_limit,
+    a_print_flood_hits_the_capture_cap,
+    output_that_violates_its_own_schema_is_invalid,
+    file_reads_outside_the_grant_fail,
+    read_only_grants_refuse_writes,
+    http_to_a_host_not_on_the_allow_list_is_denied,
+    http_request_and_response_limits_apply,
+    a_component_importing_http_without_a_grant_is_refused_at_load,
+    a_raw_tcp_connect_is_denied_and_never_reaches_the_listener,
+    environment_variables_are_invisible_unless_granted,
+    a_thousand_hostile_calls_leave_the_host_healthy,
+);
