@@ -1,7 +1,13 @@
 //! The sandbox's own behaviour: loading, caching, schemas and receipts.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
 use hane_core::{Limits, Outcome, Policy};
-use hane_sandbox::{CallError, Grant};
+use hane_sandbox::{
+    Artifact, ArtifactFit, CallError, EngineKind, Grant, Precompiler, Sandbox, SandboxConfig,
+};
 
 use crate::harness::{cache_dir, program, sandbox};
 
@@ -138,4 +144,150 @@ async fn concurrent_calls_do_not_share_state() {
         let len = format!("m{i}").len();
         assert_eq!(out, format!(r#"{{"message":"m{i}","length":{len}}}"#));
     }
+}
+
+/// A sandbox of `engine` with a few instances on the cache `dir`.
+fn sandbox_with_cache(engine: EngineKind, dir: &Path) -> Sandbox {
+    Sandbox::new(
+        SandboxConfig::new()
+            .cache_dir(Some(dir.to_owned()))
+            .max_instances(2)
+            .engine(engine),
+    )
+    .unwrap()
+}
+
+fn echo_bytes() -> Vec<u8> {
+    std::fs::read(hane_builtins::test_programs::GUEST_ECHO).unwrap()
+}
+
+/// `guest_echo` loaded by `sandbox` and called once.
+async fn echo_on(sandbox: &Sandbox) {
+    let op = sandbox
+        .load("guest_echo", &echo_bytes(), &Policy::default())
+        .await
+        .unwrap();
+    let call = op.call(r#"{"message":"hi"}"#, &Limits::default()).await;
+    assert_eq!(call.result.unwrap(), r#"{"message":"hi","length":2}"#);
+}
+
+/// The files in `dir`, by name.
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The artifacts of `guest_echo` the tests use, each compiled once per
+/// process: for this host on cranelift (`None`), for Pulley (`pulley64`),
+/// for this host's triple with no CPU features assumed (`host`), and for
+/// another architecture (`other`).
+fn echo_artifact(target: Option<&str>) -> &'static Artifact {
+    static ARTIFACTS: Mutex<BTreeMap<Option<String>, &'static Artifact>> =
+        Mutex::new(BTreeMap::new());
+    let key = target.map(|t| match t {
+        "host" => Precompiler::new(&SandboxConfig::new(), None)
+            .unwrap()
+            .target()
+            .to_owned(),
+        "other" if cfg!(target_arch = "aarch64") => "x86_64-unknown-linux-gnu".to_owned(),
+        "other" => "aarch64-unknown-linux-gnu".to_owned(),
+        t => t.to_owned(),
+    });
+    let mut artifacts = ARTIFACTS.lock().unwrap();
+    artifacts.entry(key.clone()).or_insert_with(|| {
+        let compiler = Precompiler::new(&SandboxConfig::new(), key.as_deref()).unwrap();
+        Box::leak(Box::new(
+            compiler.precompile("guest_echo", &echo_bytes()).unwrap(),
+        ))
+    })
+}
+
+/// Writes `artifact` into `dir` under its name; the name.
+fn plant(artifact: &Artifact, dir: &Path) -> String {
+    std::fs::write(dir.join(&artifact.file_name), &artifact.bytes).unwrap();
+    artifact.file_name.clone()
+}
+
+#[tokio::test]
+async fn precompiled_artifacts_load_without_compiling_on_both_engines() {
+    for (engine, target) in [
+        (EngineKind::Cranelift, None),
+        (EngineKind::Pulley, Some("pulley64")),
+        // Compiled for this triple with no CPU features assumed, as
+        // `hane op compile --target` does for another host.
+        (EngineKind::Cranelift, Some("host")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let name = plant(echo_artifact(target), dir.path());
+        let sandbox = sandbox_with_cache(engine, dir.path());
+        echo_on(&sandbox).await;
+        assert_eq!(sandbox.compilations(), 0, "{engine} {target:?} compiled");
+        assert_eq!(files(dir.path()), [name], "{engine} {target:?} wrote");
+    }
+}
+
+#[tokio::test]
+async fn artifacts_for_another_target_or_engine_are_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = plant(echo_artifact(Some("other")), dir.path());
+    plant(echo_artifact(Some("pulley64")), dir.path());
+    let sandbox = sandbox_with_cache(EngineKind::Cranelift, dir.path());
+    assert_eq!(
+        sandbox.artifact_fits(&dir.path().join(&foreign)),
+        ArtifactFit::Other
+    );
+    echo_on(&sandbox).await;
+    assert_eq!(sandbox.compilations(), 1);
+    // Compiled for this host and engine, and cached beside the others.
+    assert_eq!(files(dir.path()).len(), 3);
+}
+
+#[test]
+fn the_cache_key_differs_per_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = &echo_artifact(None).digest;
+    let path = |engine| {
+        let sandbox = sandbox_with_cache(engine, dir.path());
+        let path = sandbox.cached_path(digest).unwrap();
+        assert_eq!(sandbox.artifact_fits(&path), ArtifactFit::ThisEngine);
+        path.file_name().unwrap().to_string_lossy().into_owned()
+    };
+    assert_eq!(path(EngineKind::Cranelift), echo_artifact(None).file_name);
+    assert_eq!(
+        path(EngineKind::Pulley),
+        echo_artifact(Some("pulley64")).file_name
+    );
+    assert_ne!(
+        echo_artifact(None).file_name,
+        echo_artifact(Some("pulley64")).file_name
+    );
+}
+
+#[tokio::test]
+async fn an_unwritable_cache_compiles_in_memory() {
+    // Under a file, so the cache cannot be made even by root.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let sandbox = sandbox_with_cache(EngineKind::Cranelift, &dir.path().join("file/cache"));
+    echo_on(&sandbox).await;
+    assert_eq!(sandbox.compilations(), 1);
+    assert_eq!(files(dir.path()), ["file"]);
+}
+
+#[tokio::test]
+async fn an_artifact_of_another_engine_under_this_engines_name_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pulley = echo_artifact(Some("pulley64"));
+    std::fs::write(
+        dir.path().join(&echo_artifact(None).file_name),
+        &pulley.bytes,
+    )
+    .unwrap();
+    let sandbox = sandbox_with_cache(EngineKind::Cranelift, dir.path());
+    echo_on(&sandbox).await;
+    assert_eq!(sandbox.compilations(), 1);
 }

@@ -703,3 +703,238 @@ fn an_ontology_is_given_to_the_operation_after_the_ledger_is_checked_against_it(
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("--ledger"), "{}", stderr(&out));
 }
+
+/// `hane` from the repository with the component cache `cache` and the
+/// sandbox's warnings on stderr.
+fn hane_cached(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(args)
+        .current_dir(repo())
+        .env("HANE_CACHE_DIR", cache)
+        .env("RUST_LOG", "hane_sandbox=warn")
+        .env_remove("HANE_ENGINE")
+        .output()
+        .expect("run hane")
+}
+
+/// The files of `dir` by name, with their inode numbers: a compilation
+/// writes its artifact by rename, which a file's inode would show.
+fn inodes(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().ino(),
+            )
+        })
+        .collect()
+}
+
+const SEARCH: [&str; 6] = [
+    "op",
+    "run",
+    "documents.search",
+    "--input",
+    r#"{"query":"tyre tread depth"}"#,
+    "--allow-dir",
+];
+
+/// `hane op run documents.search` on the example documents, plus `extra`.
+fn search(cache: &Path, extra: &[&str]) -> Output {
+    let mut args = SEARCH.to_vec();
+    args.push("examples/documents");
+    args.extend_from_slice(extra);
+    hane_cached(cache, &args)
+}
+
+#[test]
+fn compiled_artifacts_of_a_release_load_without_compiling() {
+    let dir = tempfile::tempdir().unwrap();
+    // A release of two operations: a built-in and a component file beside
+    // its manifest.
+    let release = dir.path().join("release");
+    std::fs::create_dir_all(release.join("tools")).unwrap();
+    std::fs::copy(test_programs::GUEST_ECHO, release.join("tools/echo.wasm")).unwrap();
+    for (name, component) in [
+        ("documents.search", "builtin:documents.search"),
+        ("test.echo", "echo.wasm"),
+    ] {
+        std::fs::write(
+            release.join(format!("tools/{name}.yaml")),
+            format!(
+                "apiVersion: operations/v1alpha1\nkind: Operation\nmetadata:\n  name: {name}\nspec:\n  component: {component}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let out_dir = dir.path().join("artifacts");
+    let out = hane_cached(
+        &dir.path().join("unused"),
+        &[
+            "op",
+            "compile",
+            release.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = printed.lines().collect();
+    let artifacts = inodes(&out_dir);
+    // One line and one file per component.
+    assert_eq!((lines.len(), artifacts.len()), (2, 2), "{printed}");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("documents.search "))
+        .unwrap_or_else(|| panic!("{printed}"));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert!(fields[1].starts_with("sha256:"), "{line}");
+    assert_eq!(fields[2], "cranelift", "{line}");
+    let file = Path::new(fields[5]).file_name().unwrap().to_str().unwrap();
+    assert!(
+        file.starts_with(fields[1].trim_start_matches("sha256:")) && file.ends_with(".cwasm"),
+        "{line}"
+    );
+    assert!(artifacts.contains_key(file), "{artifacts:?}");
+
+    let run = search(&out_dir, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    assert!(stderr(&run).contains(" on cranelift"), "{}", stderr(&run));
+    assert_eq!(inodes(&out_dir), artifacts, "the run compiled");
+}
+
+#[test]
+fn pulley_artifacts_load_under_engine_pulley() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("artifacts");
+    let out = hane_cached(
+        &dir.path().join("unused"),
+        &[
+            "op",
+            "compile",
+            "documents.search",
+            "--engine",
+            "pulley",
+            "-o",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(" pulley pulley64 "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let artifacts = inodes(&out_dir);
+    let run = search(&out_dir, &["--engine", "pulley", "--json"]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let doc = stdout_json(&run);
+    assert_eq!(doc["engine"], "pulley");
+    assert_eq!(doc["receipt"]["outcome"], "succeeded");
+    assert_eq!(inodes(&out_dir), artifacts, "the run compiled");
+}
+
+#[test]
+fn a_cache_that_cannot_be_written_compiles_in_memory_with_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    // Under a file, so it cannot be made even by root.
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let cache = dir.path().join("file/cache");
+    let run = search(&cache, &[]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    let err = stderr(&run);
+    assert_eq!(
+        err.matches("cannot write compiled components to").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("compiling in memory instead"), "{err}");
+}
+
+#[test]
+fn a_compiled_artifact_given_to_op_run_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = if cfg!(target_arch = "aarch64") {
+        "x86_64-unknown-linux-musl"
+    } else {
+        "aarch64-unknown-linux-musl"
+    };
+    for (flags, says) in [
+        (
+            ["--target", other],
+            "compiled for another target, wasmtime version or engine settings than this host's cranelift engine",
+        ),
+        (
+            ["--engine", "pulley"],
+            "compiled for this host's pulley engine, not cranelift",
+        ),
+    ] {
+        let out_dir = dir.path().join(flags[1]);
+        let mut args = vec![
+            "op",
+            "compile",
+            test_programs::GUEST_ECHO,
+            "-o",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend(flags);
+        let out = hane_cached(&dir.path().join("unused"), &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(flags[1]),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let artifact = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let run = hane_cached(
+            &dir.path().join("unused"),
+            &["op", "run", artifact.to_str().unwrap(), "--input", "{}"],
+        );
+        assert_eq!(code(&run), 2, "{}", stderr(&run));
+        let err = stderr(&run);
+        assert!(
+            err.contains("is a compiled artifact, not a component"),
+            "{err}"
+        );
+        assert!(err.contains(says), "{err}");
+        assert!(
+            err.contains("point $HANE_CACHE_DIR at the directory of compiled artifacts"),
+            "{err}"
+        );
+        assert!(!err.contains("magic"), "{err}");
+    }
+}
+
+#[test]
+fn hane_engine_names_an_engine() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hane"))
+        .args(["op", "inspect", "documents.search"])
+        .current_dir(repo())
+        .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+        .env("HANE_ENGINE", "jit")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(err.contains("HANE_ENGINE"), "{err}");
+    assert!(err.contains("expected cranelift or pulley"), "{err}");
+    let out = hane(&[
+        "op",
+        "inspect",
+        "documents.search",
+        "--engine",
+        "pulley",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["engine"], "pulley");
+}
