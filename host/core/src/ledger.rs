@@ -468,7 +468,14 @@ impl Ledger {
             records: Vec::new(),
             truncated: false,
         };
-        for record in &collection.records {
+        // The records a field's column says may match, else all of them;
+        // each is compared in full either way.
+        let candidates = collection.equal_candidates(fields);
+        let records: Box<dyn Iterator<Item = &Record>> = match &candidates {
+            Some(positions) => Box::new(positions.iter().map(|&p| &collection.records[p as usize])),
+            None => Box::new(collection.records.iter()),
+        };
+        for record in records {
             let Ok(Value::Object(object)) = record.json.to_value() else {
                 continue;
             };

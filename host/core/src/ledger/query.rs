@@ -333,6 +333,20 @@ impl Collection {
     }
 }
 
+impl Collection {
+    /// The positions, in order, of every record that may have all of
+    /// `fields` (a superset: each must still be compared), looked up in the
+    /// column of the first field whose value is a number or a string; `None`
+    /// when no field's value can be looked up.
+    pub(super) fn equal_candidates(&self, fields: &[(String, Value)]) -> Option<Vec<u32>> {
+        let (field, value) = fields
+            .iter()
+            .find(|(_, v)| matches!(v, Value::Number(_) | Value::String(_)))?;
+        let column = self.columns(&[field.as_str()]).pop()?;
+        column.equal_candidates(value)
+    }
+}
+
 fn check_condition(condition: &FieldCondition) -> Result<(), QueryError> {
     let field = &condition.field;
     match (&condition.value, condition.comparison) {
@@ -591,6 +605,68 @@ mod tests {
         let page = ledger.query(&q).unwrap();
         assert_eq!(ids(&page), ["L-01"]);
         assert_eq!(page.next.as_deref(), Some("0:L-01"));
+    }
+
+    #[test]
+    fn find_through_a_column_matches_as_a_scan_does() {
+        let records: Vec<Record> = [
+            json!({"id": "a", "n": 7, "s": "007", "t": "x"}),
+            json!({"id": "b", "n": "7", "s": 7, "t": "x"}),
+            json!({"id": "c", "n": 7.0, "s": "7", "t": ["x"]}),
+            json!({"id": "d", "n": -0.0, "s": "0", "t": null}),
+            json!({"id": "e", "n": 0, "s": " 7 ", "t": true}),
+            json!({"id": "f", "s": "x"}),
+        ]
+        .iter()
+        .map(|v| Record {
+            id: v["id"].as_str().unwrap().to_owned(),
+            json: crate::JsonText::from_value(v),
+        })
+        .collect();
+        let ledger = Ledger {
+            collections: [("c".to_owned(), Collection::new(records))].into(),
+            ..Ledger::default()
+        };
+        let cases = [
+            vec![("n", json!(7))],
+            vec![("n", json!("7"))],
+            vec![("n", json!(0))],
+            vec![("s", json!(7))],
+            vec![("s", json!("7"))],
+            vec![("s", json!("007"))],
+            vec![("t", json!("x"))],
+            vec![("t", json!(null))],
+            vec![("t", json!(true))],
+            vec![("t", json!(["x"]))],
+            vec![("n", json!(7)), ("s", json!("7"))],
+        ];
+        for case in cases {
+            let fields: Vec<(String, Value)> = case
+                .iter()
+                .map(|(f, v)| ((*f).to_owned(), v.clone()))
+                .collect();
+            let through = ledger.find("c", &fields, 10).unwrap();
+            // The same comparison over every record, without a column.
+            let scanned: Vec<&str> = ledger.collections["c"]
+                .records
+                .iter()
+                .filter(|r| {
+                    let object = r.json.to_value().unwrap();
+                    fields.iter().all(|(f, v)| {
+                        object
+                            .get(f)
+                            .is_some_and(|a| super::super::json_equal(a, v))
+                    })
+                })
+                .map(|r| r.id.as_str())
+                .collect();
+            let found: Vec<&str> = through.records.iter().map(|r| r.id.as_str()).collect();
+            assert_eq!(found, scanned, "{case:?}");
+        }
+        let seven = ledger.find("c", &[("n".to_owned(), json!(7))], 10).unwrap();
+        assert_eq!(seven.records.len(), 3);
+        let one = ledger.find("c", &[("n".to_owned(), json!(7))], 1).unwrap();
+        assert!(one.truncated);
     }
 
     #[test]
