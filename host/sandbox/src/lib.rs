@@ -60,7 +60,8 @@ pub use imports::{Grant, Import};
 pub use operation::{Call, CancelToken, Descriptor, LoadedOperation};
 pub use sandbox::{
     Artifact, ArtifactFit, ENGINE_ENV, EngineKind, Inspection, Precompiler, Sandbox, SandboxConfig,
-    StartError, UnknownEngine, component_digest, default_cache_dir, is_compiled_artifact,
+    StartError, UnknownEngine, UnsupportedTarget, component_digest, default_cache_dir,
+    is_compiled_artifact,
 };
 pub use schema::{Schema, SchemaError};
 pub use state::LogRecord;

@@ -685,6 +685,16 @@ impl std::fmt::Debug for Precompiler {
     }
 }
 
+/// A [`Precompiler`] cannot compile for the target asked for.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "cannot compile for `{target}`: {message} (built in: x86_64 and aarch64 targets, and pulley32 and pulley64)"
+)]
+pub struct UnsupportedTarget {
+    target: String,
+    message: String,
+}
+
 /// One component compiled by a [`Precompiler`].
 #[derive(Debug, Clone)]
 pub struct Artifact {
@@ -707,8 +717,10 @@ impl Precompiler {
     ///
     /// # Errors
     ///
-    /// The target is unknown or its engine cannot be created.
-    pub fn new(config: &SandboxConfig, target: Option<&str>) -> Result<Self, StartError> {
+    /// The target is unknown, its back end is not built in (cranelift's
+    /// x86-64 and aarch64 ones and Pulley are), or its engine cannot be
+    /// created.
+    pub fn new(config: &SandboxConfig, target: Option<&str>) -> Result<Self, UnsupportedTarget> {
         let mut config = config.clone();
         if target.is_some_and(|t| t.starts_with("pulley")) {
             config.engine = EngineKind::Pulley;
@@ -738,7 +750,10 @@ impl Precompiler {
                 kind: config.engine,
             })
         };
-        start().map_err(|e| StartError(format!("{e:#}")))
+        start().map_err(|e| UnsupportedTarget {
+            target: target.unwrap_or(HOST_TARGET).to_owned(),
+            message: format!("{e:#}"),
+        })
     }
 
     /// The engine it compiles for.
