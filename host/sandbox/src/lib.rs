@@ -4,6 +4,10 @@
 //! One [`Sandbox`] per process owns the wasmtime engine (component model,
 //! fuel, epoch interruption from a ticker thread, a pooling allocator and
 //! copy-on-write memory images) and a disk cache of compiled components.
+//! The engine compiles guests with cranelift, or for Pulley, wasmtime's
+//! interpreter, where no JIT is allowed ([`EngineKind`]); a [`Precompiler`]
+//! compiles components ahead of time, for this host or another target, into
+//! files a read-only cache can serve.
 //! [`Sandbox::load`] turns a component and its [`Policy`] into an
 //! [`LoadedOperation`]; every [`LoadedOperation::call`] gets a fresh instance, validates
 //! the input and output against the operation's JSON Schemas, and returns a
