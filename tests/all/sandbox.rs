@@ -291,3 +291,20 @@ async fn an_artifact_of_another_engine_under_this_engines_name_is_not_trusted() 
     echo_on(&sandbox).await;
     assert_eq!(sandbox.compilations(), 1);
 }
+
+#[tokio::test]
+async fn a_compiled_artifact_is_refused_as_a_component() {
+    let artifact = echo_artifact(None);
+    let err = sandbox()
+        .load("echo.cwasm", &artifact.bytes, &Policy::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "`echo.cwasm` is not a valid WebAssembly component: it is a compiled artifact (.cwasm)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains('\n'), "{err}");
+}

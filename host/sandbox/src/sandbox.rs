@@ -565,6 +565,11 @@ impl Sandbox {
             name: name.to_owned(),
             message: format!("{e:#}"),
         };
+        if is_compiled_artifact(bytes) {
+            return Err(compile_err(wasmtime::format_err!(
+                "it is a compiled artifact (.cwasm); give the component itself, and put compiled artifacts in the component cache ($HANE_CACHE_DIR)"
+            )));
+        }
         let Some(dir) = &self.inner.config.cache_dir else {
             self.inner.compilations.fetch_add(1, Ordering::Relaxed);
             return Component::new(engine, bytes).map_err(compile_err);
