@@ -122,8 +122,8 @@ const HANE_CRATES: &[&str] = &[
 ];
 
 /// Prints the libraries' spans and events on stderr as plain text (no
-/// terminal escapes): errors always, more with each `-v`, or what
-/// `RUST_LOG` says when it is set.
+/// terminal escapes): errors always (and the sandbox's warnings), more with
+/// each `-v`, or what `RUST_LOG` says when it is set.
 fn trace(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let filter = match std::env::var("RUST_LOG") {
@@ -135,7 +135,15 @@ fn trace(verbose: u8) {
                 2 => "debug",
                 _ => "trace",
             };
-            let crates: Vec<String> = HANE_CRATES.iter().map(|c| format!("{c}={level}")).collect();
+            // The sandbox's warnings (a component cache it cannot write,
+            // a compiled component it passes over) are shown by default.
+            let crates: Vec<String> = HANE_CRATES
+                .iter()
+                .map(|c| match (*c, verbose) {
+                    ("hane_sandbox", 0) => format!("{c}=warn"),
+                    _ => format!("{c}={level}"),
+                })
+                .collect();
             EnvFilter::new(format!("warn,{}", crates.join(",")))
         }
     };

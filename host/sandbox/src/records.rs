@@ -377,11 +377,7 @@ mod tests {
         assert_eq!(all.records.len(), 1);
     }
 
-    fn condition(
-        field: &str,
-        comparison: records::Comparison,
-        value: &str,
-    ) -> records::Condition {
+    fn condition(field: &str, comparison: records::Comparison, value: &str) -> records::Condition {
         records::Condition {
             field: field.to_owned(),
             comparison,

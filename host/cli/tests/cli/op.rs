@@ -711,7 +711,7 @@ fn hane_cached(cache: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(repo())
         .env("HANE_CACHE_DIR", cache)
-        .env("RUST_LOG", "hane_sandbox=warn")
+        .env_remove("RUST_LOG")
         .env_remove("HANE_ENGINE")
         .output()
         .expect("run hane")
