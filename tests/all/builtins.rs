@@ -34,7 +34,9 @@ async fn every_builtin_loads_and_describes_itself() {
             "documents.read_summary",
             "documents.search",
             "http.get",
-            "image.view"
+            "image.view",
+            "ontology.knowledge",
+            "ontology.query"
         ]
     );
     for name in names {
