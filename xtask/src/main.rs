@@ -15,6 +15,9 @@
 //!   other workspace crates, no more and no fewer. `cargo xtask test` runs
 //!   this check first, before provisioning, so a map that drifted from the
 //!   code fails the tests.
+//! - `cargo xtask dist [TARGET…]` builds static `hane` binaries for
+//!   `x86_64-unknown-linux-musl` and `aarch64-unknown-linux-musl` (see
+//!   `dist.rs`), installing zig and cargo-zigbuild first.
 //!
 //! Provisioning is a list of steps. Each is idempotent, keeps what it made
 //! under `target/test-env/`, says what it installs, and is skipped when its
@@ -34,6 +37,7 @@
 //! so that `cargo build` and `cargo run` get it too.
 
 mod architecture;
+mod dist;
 mod names;
 
 use std::ffi::OsString;
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Some("architecture") => architecture::check(&Layout::new().root)
             .and_then(|()| names::check(&Layout::new().root))
             .and_then(|()| names::check_roots(&Layout::new().root)),
+        Some("dist") => dist::dist(&rest),
         Some("provision") => provision().map(|env| {
             for (key, value) in &env.vars {
                 println!("{key}={}", value.display());
@@ -83,7 +88,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask test [ARGS…]   check ARCHITECTURE.md's dependencies, provision what the tests need, then run every suite\n       \
                  cargo xtask provision         provision only, and print the environment the tests read\n       \
-                 cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata, and that no two public types share a name"
+                 cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata, and that no two public types share a name\n       \
+                 cargo xtask dist [TARGET…]    build static hane binaries for x86_64 and aarch64 Linux (musl), installing what the build needs"
             );
             return ExitCode::from(2);
         }
@@ -100,6 +106,8 @@ fn main() -> ExitCode {
 /// Where things are.
 struct Layout {
     root: PathBuf,
+    /// The target directory: `target`, or `$CARGO_TARGET_DIR`.
+    target: PathBuf,
     /// `target/test-env`, where provisioning keeps what it makes.
     test_env: PathBuf,
 }
@@ -114,7 +122,11 @@ impl Layout {
             .filter(|t| !t.is_empty())
             .map_or_else(|| root.join("target"), PathBuf::from);
         let test_env = target.join("test-env");
-        Self { root, test_env }
+        Self {
+            root,
+            target,
+            test_env,
+        }
     }
 }
 

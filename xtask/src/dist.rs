@@ -1,0 +1,276 @@
+//! `cargo xtask dist [TARGET…]`: static `hane` binaries for Linux on
+//! x86_64 and aarch64 (musl), with SQLite and TLS inside, stripped.
+//!
+//! The C parts (SQLite, ring) need a C compiler for each target; zig is
+//! one for all of them. Everything the build needs is installed by this
+//! task, under `target/dist-env/`, from the package registries:
+//!
+//! | what | from | where |
+//! |---|---|---|
+//! | the targets' Rust standard libraries | `rustup target add` | the toolchain |
+//! | zig | `ziglang` on PyPI, in a virtual environment | `target/dist-env/venv` |
+//! | `cargo-zigbuild`, which builds with zig as the C compiler and linker | crates.io (`cargo install --locked`) | `target/dist-env/cargo-zigbuild` |
+//!
+//! Each binary is built with the `dist` profile (the release profile
+//! without debug information, symbols stripped, thin LTO) into
+//! `target/TARGET/dist/hane`, checked to be an ELF file for its machine
+//! with no program interpreter (statically linked), and reported with its
+//! size, SHA-256 and build time.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::{Layout, run, scrub_run_env, sha256};
+
+/// The targets built when none is named, with their ELF machine numbers.
+const TARGETS: [(&str, u16); 2] = [
+    ("x86_64-unknown-linux-musl", 0x3e),
+    ("aarch64-unknown-linux-musl", 0xb7),
+];
+
+/// zig, from PyPI.
+const ZIGLANG: &str = "ziglang==0.17.0";
+/// cargo-zigbuild, from crates.io.
+const ZIGBUILD_VERSION: &str = "0.24.1";
+
+/// Builds the binaries for `args` (target triples; both when empty).
+pub(crate) fn dist(args: &[OsString]) -> Result<(), String> {
+    let layout = Layout::new();
+    let targets = chosen(args)?;
+    let env_dir = layout.target.join("dist-env");
+    std::fs::create_dir_all(&env_dir)
+        .map_err(|e| format!("cannot create {}: {e}", env_dir.display()))?;
+
+    let names: Vec<&str> = targets.iter().map(|(t, _)| *t).collect();
+    println!(
+        "xtask: dist: adding the Rust standard library for {}",
+        names.join(" and ")
+    );
+    run(
+        Command::new("rustup").args(["target", "add"]).args(&names),
+        "adding the targets with rustup",
+    )?;
+    let python = zig(&env_dir)?;
+    let zigbuild = cargo_zigbuild(&env_dir)?;
+
+    let mut built = Vec::new();
+    for (target, machine) in targets {
+        println!("xtask: dist: building hane for {target} (the dist profile)");
+        let started = Instant::now();
+        let mut command = Command::new(&zigbuild);
+        command
+            .arg("zigbuild")
+            .args(["--profile", "dist", "--locked", "-p", "hane-cli"])
+            .args(["--bin", "hane", "--target", target])
+            .env("CARGO_ZIGBUILD_PYTHON_PATH", &python)
+            .current_dir(&layout.root);
+        scrub_run_env(&mut command);
+        run(&mut command, &format!("building hane for {target}"))?;
+        let seconds = started.elapsed().as_secs();
+        let binary = layout.target.join(target).join("dist/hane");
+        let bytes =
+            std::fs::read(&binary).map_err(|e| format!("cannot read {}: {e}", binary.display()))?;
+        check_static(&bytes, machine).map_err(|e| format!("{}: {e}", binary.display()))?;
+        let digest = sha256(&python, &binary)?;
+        built.push(format!(
+            "{target}  {}  {} bytes ({:.1} MiB)  sha256 {digest}  statically linked  built in {seconds} s",
+            binary.display(),
+            bytes.len(),
+            bytes.len() as f64 / f64::from(1 << 20),
+        ));
+    }
+    for line in built {
+        println!("xtask: dist: {line}");
+    }
+    Ok(())
+}
+
+/// The targets `args` name, or all of them.
+fn chosen(args: &[OsString]) -> Result<Vec<(&'static str, u16)>, String> {
+    if args.is_empty() {
+        return Ok(TARGETS.to_vec());
+    }
+    args.iter()
+        .map(|arg| {
+            let arg = arg.to_string_lossy();
+            TARGETS
+                .iter()
+                .find(|(t, _)| *t == arg)
+                .copied()
+                .ok_or_else(|| {
+                    let known: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
+                    format!("dist builds {}, not `{arg}`", known.join(" and "))
+                })
+        })
+        .collect()
+}
+
+/// A virtual environment with zig from PyPI; returns its Python, which
+/// cargo-zigbuild runs as `python -m ziglang`.
+fn zig(env_dir: &Path) -> Result<PathBuf, String> {
+    let venv = env_dir.join("venv");
+    let python = venv.join("bin/python3");
+    let has_zig = || {
+        Command::new(&python)
+            .args(["-m", "ziglang", "version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has_zig() {
+        println!("xtask: dist: zig is installed in {}", venv.display());
+        return Ok(python);
+    }
+    println!(
+        "xtask: dist: installing {ZIGLANG} from PyPI into {}",
+        venv.display()
+    );
+    run(
+        Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv),
+        "creating a Python virtual environment for zig (it needs Python 3 with its venv module; \
+         on Debian: apt-get install python3-venv)",
+    )?;
+    run(
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            ZIGLANG,
+        ]),
+        "installing zig",
+    )?;
+    if has_zig() {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{ZIGLANG} is installed, but `{} -m ziglang version` fails",
+            python.display()
+        ))
+    }
+}
+
+/// cargo-zigbuild, built from crates.io once.
+fn cargo_zigbuild(env_dir: &Path) -> Result<PathBuf, String> {
+    let root = env_dir.join("cargo-zigbuild");
+    let program = root.join("bin/cargo-zigbuild");
+    let installed = || {
+        Command::new(&program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(ZIGBUILD_VERSION))
+    };
+    if installed() {
+        println!(
+            "xtask: dist: cargo-zigbuild {ZIGBUILD_VERSION} is installed at {}",
+            program.display()
+        );
+        return Ok(program);
+    }
+    println!(
+        "xtask: dist: building cargo-zigbuild {ZIGBUILD_VERSION} from crates.io into {} (a few minutes, once)",
+        root.display()
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "install",
+            "cargo-zigbuild",
+            "--version",
+            ZIGBUILD_VERSION,
+            "--locked",
+            "--root",
+        ])
+        .arg(&root)
+        .arg("--target-dir")
+        .arg(env_dir.join("cargo-zigbuild-build"));
+    scrub_run_env(&mut command);
+    run(&mut command, "building cargo-zigbuild")?;
+    if installed() {
+        Ok(program)
+    } else {
+        Err(format!(
+            "cargo installed cargo-zigbuild, but {} does not say it is {ZIGBUILD_VERSION}",
+            program.display()
+        ))
+    }
+}
+
+/// Checks that `elf` is a 64-bit little-endian ELF executable for
+/// `machine` with no program interpreter: the kernel runs it with no
+/// dynamic loader, so it needs no C library on the device.
+fn check_static(elf: &[u8], machine: u16) -> Result<(), String> {
+    let u16_at = |at: usize| {
+        elf.get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    let u32_at = |at: usize| {
+        elf.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |at: usize| {
+        elf.get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("eight bytes")))
+    };
+    if elf.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        return Err("not a 64-bit little-endian ELF file".to_owned());
+    }
+    let found = u16_at(0x12).ok_or("a truncated ELF header")?;
+    if found != machine {
+        return Err(format!(
+            "built for ELF machine {found:#x}, not {machine:#x}"
+        ));
+    }
+    let phoff = usize::try_from(u64_at(0x20).ok_or("a truncated ELF header")?)
+        .map_err(|_| "a program header offset past memory")?;
+    let phentsize = usize::from(u16_at(0x36).ok_or("a truncated ELF header")?);
+    let phnum = usize::from(u16_at(0x38).ok_or("a truncated ELF header")?);
+    const PT_INTERP: u32 = 3;
+    for i in 0..phnum {
+        let kind = u32_at(phoff + i * phentsize).ok_or("a truncated program header table")?;
+        if kind == PT_INTERP {
+            return Err("it is dynamically linked: it names a program interpreter".to_owned());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_test_binary_itself_is_dynamic_and_other_files_are_no_elf() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let machine = if cfg!(target_arch = "aarch64") {
+            0xb7
+        } else {
+            0x3e
+        };
+        // Built for the host's glibc: it has an interpreter.
+        let err = check_static(&me, machine).unwrap_err();
+        assert!(err.contains("dynamically linked"), "{err}");
+        let other = if machine == 0x3e { 0xb7 } else { 0x3e };
+        assert!(
+            check_static(&me, other)
+                .unwrap_err()
+                .contains("ELF machine")
+        );
+        assert!(
+            check_static(b"#!/bin/sh\n", machine)
+                .unwrap_err()
+                .contains("not a 64-bit")
+        );
+        assert!(
+            chosen(&["riscv64".into()])
+                .unwrap_err()
+                .contains("not `riscv64`")
+        );
+        assert_eq!(chosen(&[]).unwrap().len(), 2);
+    }
+}
