@@ -634,3 +634,41 @@ async fn a_tool_exposure_offers_an_operation_under_its_own_name() {
         Err(GatewayError::ToolNotAllowed { .. })
     ));
 }
+
+/// Compiling the release's components (here all of them: the cache is
+/// empty) takes far longer than the lease, on a runtime with one thread:
+/// the lease is renewed meanwhile, so the process keeps it.
+#[tokio::test]
+async fn compiling_at_activation_does_not_cost_the_process_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sandbox = SandboxConfig::new();
+    sandbox
+        .cache_dir(Some(dir.path().join("cache")))
+        .max_instances(16);
+    let lease = Duration::from_millis(300);
+    let mut config = RuntimeConfig::new();
+    config
+        .sandbox(sandbox)
+        .components(Components::with_builtins(hane_builtins::all()))
+        .lease(lease);
+    let runtime = AgentRuntime::open(&dir.path().join("hane.db"), &config).unwrap();
+    let started = std::time::Instant::now();
+    runtime.activate(&harness::examples()).await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took > lease * 3,
+        "compiling took {took:?}, too little to test renewing a {lease:?} lease"
+    );
+    // A renewal that was due during the compilation would have found the
+    // lease lapsed; one more round of renewals must go through too.
+    tokio::time::sleep(lease).await;
+    assert!(!runtime.lease().lapsed(), "activation took {took:?}");
+    let run = runtime
+        .run_to_end(start(
+            "vehicle-check-scripted",
+            json!({"vehicle": "架空 300 あ 10-02"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:#?}");
+}

@@ -474,7 +474,7 @@ impl Sandbox {
         policy: &Policy,
     ) -> Result<LoadedOperation, LoadError> {
         let digest = component_digest(bytes);
-        let component = self.compile(name, &digest, bytes)?;
+        let component = self.compile_blocking(name, &digest, bytes).await?;
         LoadedOperation::new(self.clone(), component, digest, policy).await
     }
 
@@ -487,7 +487,7 @@ impl Sandbox {
     /// As [`Sandbox::load`], except for missing grants.
     pub async fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
         let digest = component_digest(bytes);
-        let component = self.compile(name, &digest, bytes)?;
+        let component = self.compile_blocking(name, &digest, bytes).await?;
         let (imports, pre) = crate::operation::prepare(self, &component)?;
         let descriptor = crate::operation::describe(self, &pre).await?;
         Ok(Inspection {
@@ -553,6 +553,33 @@ impl Sandbox {
                 Some(fingerprint(&engine)).filter(|f| *f != self.inner.fingerprint)
             })
             .as_deref()
+    }
+
+    /// [`Sandbox::compile`] on a blocking thread: compiling takes from
+    /// milliseconds to minutes (a large guest, an emulated CPU), and the
+    /// runtime's workers must go on meanwhile (renewing the process's
+    /// lease on the store, answering requests).
+    async fn compile_blocking(
+        &self,
+        name: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
+        let (sandbox, name_owned, digest_owned) =
+            (self.clone(), name.to_owned(), digest.to_owned());
+        let bytes = bytes.to_vec();
+        let compiled = tokio::task::spawn_blocking(move || {
+            sandbox.compile(&name_owned, &digest_owned, &bytes)
+        })
+        .await;
+        match compiled {
+            Ok(compiled) => compiled,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(LoadError::Compile {
+                name: name.to_owned(),
+                message: format!("the compilation was stopped: {e}"),
+            }),
+        }
     }
 
     /// The compiled component for `bytes`: from the disk cache when it has
