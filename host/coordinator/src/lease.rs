@@ -23,8 +23,10 @@ pub const MIN_LEASE: Duration = Duration::from_millis(300);
 pub const LEASE_ENV: &str = "HANE_LEASE";
 
 /// A lease of this process on a store, renewed every third of its length
-/// by a task of its own until it is released or dropped. Cheap to clone;
-/// clones are the same lease.
+/// by a thread of its own until it is released or dropped: no work on the
+/// process's async runtime (a long compilation, a slow start on a small
+/// or emulated CPU) can hold a renewal back. Cheap to clone; clones are
+/// the same lease.
 #[derive(Clone)]
 pub struct Lease {
     inner: Arc<Inner>,
@@ -36,7 +38,8 @@ struct Inner {
     ttl: Duration,
     lapsed: AtomicBool,
     lost: Notify,
-    renewing: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Tells the renewing thread to stop.
+    stop: Arc<Stop>,
     /// Called once, when it lapses.
     on_lost: Mutex<Vec<LostHook>>,
 }
@@ -45,9 +48,25 @@ type LostHook = Box<dyn FnOnce() + Send>;
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(task) = self.renewing.get_mut().ok().and_then(Option::take) {
-            task.abort();
-        }
+        self.stop.stop();
+    }
+}
+
+/// A stop signal the renewing thread waits on beside its timer.
+#[derive(Default)]
+struct Stop {
+    stopped: AtomicBool,
+    notify: Notify,
+}
+
+impl Stop {
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 }
 
@@ -112,15 +131,11 @@ fn host_name() -> String {
 
 impl Lease {
     /// Takes a new lease of length `ttl` on `registry`'s store, blocking
-    /// until it is stored, and starts renewing it.
+    /// until it is stored, and starts the thread that renews it.
     ///
     /// # Errors
     ///
-    /// The store failed.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime.
+    /// The store failed, or the thread could not be started.
     pub fn acquire(registry: &Registry, ttl: Duration) -> Result<Lease, StoreError> {
         let ttl = ttl.max(MIN_LEASE);
         let host = host_name();
@@ -135,6 +150,7 @@ impl Lease {
             hex::encode(random)
         );
         registry.leases().acquire(&holder, &host, pid, ttl)?;
+        let stop = Arc::new(Stop::default());
         let lease = Lease {
             inner: Arc::new(Inner {
                 holder,
@@ -142,16 +158,32 @@ impl Lease {
                 ttl,
                 lapsed: AtomicBool::new(false),
                 lost: Notify::new(),
-                renewing: Mutex::new(None),
+                stop: stop.clone(),
                 on_lost: Mutex::new(Vec::new()),
             }),
         };
-        let task = tokio::spawn(renew(Arc::downgrade(&lease.inner)));
-        *lease
-            .inner
-            .renewing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
+        let weak = Arc::downgrade(&lease.inner);
+        std::thread::Builder::new()
+            .name("hane-lease".into())
+            .spawn(move || {
+                // A runtime of its own: timers, and the blocking pool the
+                // store's calls run on.
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(runtime) => runtime.block_on(renew(weak, stop)),
+                    Err(e) => {
+                        tracing::error!("the lease cannot be renewed: no runtime for it: {e}");
+                        if let Some(inner) = weak.upgrade() {
+                            lapse(&inner);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| {
+                StoreError::Database(format!("starting the thread that renews the lease: {e}"))
+            })?;
         Ok(lease)
     }
 
@@ -202,15 +234,7 @@ impl Lease {
     ///
     /// The store failed; the lease then lapses by itself.
     pub async fn release(&self) -> Result<(), StoreError> {
-        if let Some(task) = self
-            .inner
-            .renewing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
+        self.inner.stop.stop();
         self.inner
             .registry
             .leases()
@@ -220,9 +244,10 @@ impl Lease {
 }
 
 /// Renews the lease every third of its length while it is held by
-/// anyone; stops once it has lapsed: the store said so, or no renewal
-/// went through for a whole lease (others take it for dead by then).
-async fn renew(lease: std::sync::Weak<Inner>) {
+/// anyone, until it is stopped (released or dropped); stops once it has
+/// lapsed: the store said so, or no renewal went through for a whole
+/// lease (others take it for dead by then).
+async fn renew(lease: std::sync::Weak<Inner>, stop: Arc<Stop>) {
     let Some(every) = lease.upgrade().map(|l| l.ttl / 3) else {
         return;
     };
@@ -231,16 +256,26 @@ async fn renew(lease: std::sync::Weak<Inner>) {
     ticks.tick().await;
     let mut renewed = tokio::time::Instant::now();
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = stop.notify.notified() => return,
+        }
+        if stop.stopped() {
+            return;
+        }
         let Some(inner) = lease.upgrade() else {
             return;
         };
-        let why = match inner
+        let renewal = inner
             .registry
             .leases()
             .renew(&inner.holder, inner.ttl)
-            .await
-        {
+            .await;
+        // Given up meanwhile: its row is gone, and that is no lapse.
+        if stop.stopped() {
+            return;
+        }
+        let why = match renewal {
             Ok(true) => {
                 renewed = tokio::time::Instant::now();
                 continue;
