@@ -131,6 +131,10 @@ pub(crate) async fn serve_for_cli(
     services: &Services,
     agent: &str,
 ) -> anyhow::Result<Option<InProcessServer>> {
+    if !cfg!(feature = "containers") {
+        // This build runs no coding CLIs: the runtime refuses the run.
+        return Ok(None);
+    }
     let runtime = &services.runs;
     let is_cli = match runtime.release().await {
         Ok(release) => release
@@ -145,6 +149,7 @@ pub(crate) async fn serve_for_cli(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("listening on 127.0.0.1 for the CLI driver")?;
+    #[cfg(feature = "containers")]
     crate::runtime::server_address().set(listener.local_addr()?);
     let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
     let server = hane_server::serve(listener, services.clone(), async {

@@ -11,9 +11,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "containers")]
+use commands::image;
 use commands::{
-    approvals, ask, chat, demo, eval, image, keys, mcp, op, release, run, schedules, serve,
-    session, store, worker, workflow,
+    approvals, ask, chat, demo, eval, keys, mcp, op, release, run, schedules, serve, session,
+    store, worker, workflow,
 };
 
 /// Exit codes that tell kinds of failure apart, the same in every command.
@@ -102,6 +104,7 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Build and list the root-filesystem images the CLI drivers run in,
     /// which an agent's spec.cliProfile.image names by digest.
+    #[cfg(feature = "containers")]
     Image(image::ImageArgs),
     /// Check the store (its commits against its mark, SQLite's integrity
     /// check, every stored item read, each problem reported by table and
@@ -182,6 +185,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys::main(args),
         Command::Approvals(args) => approvals::main(args),
         Command::Mcp(args) => mcp::main(args),
+        #[cfg(feature = "containers")]
         Command::Image(args) => image::main(args),
         Command::Store(args) => store::main(args),
     }

@@ -7,14 +7,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+#[cfg(feature = "containers")]
 use hane_cli_drivers::{CliConfig, ServerAddress};
 use hane_coordinator::{AgentRuntime, Services};
 use hane_coordinator::{ModelConfig, RuntimeConfig, budget::BudgetScope};
 use hane_delivery::DeliveryConfig;
 use hane_manager::Components;
 use hane_store::Registry;
+#[cfg(feature = "containers")]
 use std::path::PathBuf;
 
+#[cfg(feature = "containers")]
 use hane_container::ImageStore;
 use hane_manager::WorkerAddr;
 use hane_manager::WorkerSecret;
@@ -86,9 +89,11 @@ pub(crate) fn delivery_from_env() -> anyhow::Result<DeliveryConfig> {
 }
 
 /// The variable naming the CLIs' `node_modules`.
+#[cfg(feature = "containers")]
 const CLIS_ENV: &str = "HANE_CLIS";
 
 /// The variable choosing the container runtime.
+#[cfg(feature = "containers")]
 const CONTAINER_ENV: &str = "HANE_CONTAINER_RUNTIME";
 
 /// Where the CLI drivers' CLIs are (`HANE_CLIS`) and which container
@@ -99,6 +104,7 @@ const CONTAINER_ENV: &str = "HANE_CONTAINER_RUNTIME";
 /// # Errors
 ///
 /// `HANE_CONTAINER_RUNTIME` names a runtime that cannot be found.
+#[cfg(feature = "containers")]
 pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let mut config = CliConfig::new();
@@ -142,6 +148,7 @@ pub(crate) fn cli_from_env() -> anyhow::Result<CliConfig> {
 /// containers (which reach the Model Gateway and the MCP server there):
 /// set by the command that starts the server, read by every runtime of
 /// the process.
+#[cfg(feature = "containers")]
 pub(crate) fn server_address() -> &'static ServerAddress {
     static SERVER: std::sync::OnceLock<ServerAddress> = std::sync::OnceLock::new();
     SERVER.get_or_init(ServerAddress::default)
@@ -184,12 +191,15 @@ pub(crate) async fn open_runtime_with(path: &Path, model: ModelConfig) -> anyhow
         .scope(scope_from_env())
         .components(components)
         .lease(hane_coordinator::lease::lease_from_env()?)
-        .model(model)
-        .external_drivers({
-            let mut cli = cli_from_env()?;
-            cli.images(store_for(path));
-            Arc::new(cli)
-        });
+        .model(model);
+    // The coding CLIs run in containers: a build without them (the device
+    // build) refuses their agents, saying so.
+    #[cfg(feature = "containers")]
+    config.external_drivers({
+        let mut cli = cli_from_env()?;
+        cli.images(store_for(path));
+        Arc::new(cli)
+    });
     // The store's errors name its file and what is wrong with it; a
     // context here would only say the path again.
     let runtime = AgentRuntime::open(path, &config)?;
@@ -275,6 +285,7 @@ pub(crate) async fn worker_from_env(
 
 /// The image store of the store at `store`: `$HANE_IMAGES`, else
 /// `images` beside it.
+#[cfg(feature = "containers")]
 pub(crate) fn store_for(store: &Path) -> ImageStore {
     match std::env::var_os(IMAGES_ENV).filter(|v| !v.is_empty()) {
         Some(dir) => ImageStore::new(PathBuf::from(dir)),
@@ -309,4 +320,5 @@ pub(crate) fn secret_from_env(missing: &str) -> anyhow::Result<WorkerSecret> {
 }
 
 /// The variable naming the image store's directory.
+#[cfg(feature = "containers")]
 pub(crate) const IMAGES_ENV: &str = "HANE_IMAGES";

@@ -22,7 +22,10 @@
 //! tables, several times faster than tiktoken's own algorithm; a test
 //! checks both give the same counts); tiktoken-rs maps model names to
 //! their encodings. The tables are loaded once per process, on first use,
-//! and shared by every builder.
+//! and shared by every builder. They take 47 MB of the binary, so the
+//! `exact-tokens` feature (on by default, off in the device build) brings
+//! them; without it every model's tokens are estimated, and
+//! [`Tokenizer::for_model`] says so by answering [`Tokenizer::Estimate`].
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +61,7 @@ impl Tokenizer {
     /// The tokenizer of a model's family; [`Tokenizer::Estimate`] for
     /// families without one here. A provider prefix (`openai/gpt-4o`) and
     /// a fine-tune prefix (`ft:gpt-4o:…`) are looked through.
+    #[cfg(feature = "exact-tokens")]
     pub fn for_model(model: &str) -> Self {
         let name = model.rsplit('/').next().unwrap_or(model);
         use tiktoken_rs::tokenizer::{Tokenizer as T, get_tokenizer};
@@ -66,6 +70,12 @@ impl Tokenizer {
             Some(T::Cl100kBase) => Tokenizer::Cl100k,
             _ => Tokenizer::Estimate,
         }
+    }
+
+    /// [`Tokenizer::Estimate`]: this build has no tokenizer tables.
+    #[cfg(not(feature = "exact-tokens"))]
+    pub fn for_model(_model: &str) -> Self {
+        Tokenizer::Estimate
     }
 
     /// Its name as reports give it: `o200k_base`, `cl100k_base` or
@@ -78,6 +88,7 @@ impl Tokenizer {
         }
     }
 
+    #[cfg(feature = "exact-tokens")]
     fn bpe(self) -> Option<&'static bpe_openai::Tokenizer> {
         match self {
             Tokenizer::O200k => Some(bpe_openai::o200k_base()),
@@ -86,12 +97,38 @@ impl Tokenizer {
         }
     }
 
+    /// Tokens of `text` by the family's table, if this build has it.
+    #[cfg(feature = "exact-tokens")]
+    fn exact_count(self, text: &str) -> Option<u64> {
+        self.bpe().map(|bpe| bpe.count(text) as u64)
+    }
+
+    /// Bytes of the first `tokens` tokens of `text` by the family's
+    /// table, if this build has it.
+    #[cfg(feature = "exact-tokens")]
+    fn exact_head(self, text: &str, tokens: u64) -> Option<usize> {
+        let bpe = self.bpe()?;
+        let ranks = bpe.encode(text);
+        let k = usize::try_from(tokens)
+            .unwrap_or(usize::MAX)
+            .min(ranks.len());
+        Some(bpe.bpe.decode_tokens(&ranks[..k]).len())
+    }
+
+    #[cfg(not(feature = "exact-tokens"))]
+    fn exact_count(self, _text: &str) -> Option<u64> {
+        None
+    }
+
+    #[cfg(not(feature = "exact-tokens"))]
+    fn exact_head(self, _text: &str, _tokens: u64) -> Option<usize> {
+        None
+    }
+
     /// Tokens of `text` (special tokens count as ordinary text).
     pub fn count(self, text: &str) -> u64 {
-        match self.bpe() {
-            Some(bpe) => bpe.count(text) as u64,
-            None => (text.len() as u64).div_ceil(4),
-        }
+        self.exact_count(text)
+            .unwrap_or_else(|| (text.len() as u64).div_ceil(4))
     }
 
     /// Tokens of one content block.
@@ -162,16 +199,9 @@ impl Tokenizer {
     /// character boundary (a re-count may differ by a token or so, where
     /// the cut joins what the tokenizer would have split).
     pub(crate) fn head(self, text: &str, tokens: u64) -> &str {
-        let bytes = match self.bpe() {
-            Some(bpe) => {
-                let ranks = bpe.encode(text);
-                let k = usize::try_from(tokens)
-                    .unwrap_or(usize::MAX)
-                    .min(ranks.len());
-                bpe.bpe.decode_tokens(&ranks[..k]).len()
-            }
-            None => usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX),
-        };
+        let bytes = self
+            .exact_head(text, tokens)
+            .unwrap_or_else(|| usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX));
         let mut end = bytes.min(text.len());
         while !text.is_char_boundary(end) {
             end -= 1;
@@ -180,7 +210,7 @@ impl Tokenizer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "exact-tokens"))]
 mod tests {
     use super::*;
 

@@ -25,6 +25,15 @@ pub enum LoadError {
         /// What the compiler said.
         message: String,
     },
+    /// This build cannot compile (no `compiler` feature) and no artifact
+    /// compiled ahead of time for this engine was found.
+    #[error("`{name}` has no compiled artifact here: {message}")]
+    NotCompiled {
+        /// The component's name or path.
+        name: String,
+        /// Where hane looked and how to make one.
+        message: String,
+    },
     /// The component imports something no host capability provides.
     #[error(
         "component imports `{import}`, which hane does not provide (hane provides hane:operation@0.1.0 and WASI 0.2)"

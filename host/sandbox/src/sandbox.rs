@@ -1,16 +1,19 @@
 //! The process-wide engine, its epoch ticker, linker and component cache.
 
+#[cfg(feature = "compiler")]
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "compiler")]
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use hane_core::{
     ByteSize, Ledger, Limits, Policy,
     file::{FileCap, read_capped},
 };
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Precompiled};
 
@@ -220,10 +223,12 @@ pub(crate) struct SandboxInner {
     fingerprint: String,
     /// Whether instances come from the pooling allocator; compilation
     /// depends on it.
+    #[cfg(feature = "compiler")]
     pooled: bool,
     /// The fingerprint of this engine compiling for [`HOST_TARGET`] with no
     /// CPU features inferred, which `hane op compile --target` gives
     /// artifacts; worked out on the first cache miss.
+    #[cfg(feature = "compiler")]
     portable: OnceLock<Option<String>>,
     /// Components compiled (not loaded from the cache) so far.
     compilations: AtomicU64,
@@ -397,7 +402,9 @@ impl Sandbox {
                 linker,
                 config: config.clone(),
                 fingerprint,
+                #[cfg(feature = "compiler")]
                 pooled,
+                #[cfg(feature = "compiler")]
                 portable: OnceLock::new(),
                 compilations: AtomicU64::new(0),
                 ledger: RwLock::default(),
@@ -519,7 +526,8 @@ impl Sandbox {
     /// What the artifact at `path` (named as the cache names its files) is
     /// for, as far as its name tells: for this sandbox's engine, for this
     /// engine without inferred CPU features, or for another engine, version
-    /// or target.
+    /// or target. A build without a compiler cannot tell engines apart by
+    /// name: only whether it is named as an artifact.
     pub fn artifact_fits(&self, path: &Path) -> ArtifactFit {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let Some((_, fingerprint)) = name
@@ -539,6 +547,7 @@ impl Sandbox {
     /// The fingerprint of this engine's settings compiling for
     /// [`HOST_TARGET`] with no CPU features inferred, when it differs from
     /// the engine's own.
+    #[cfg(feature = "compiler")]
     fn portable_fingerprint(&self) -> Option<&str> {
         self.inner
             .portable
@@ -553,6 +562,12 @@ impl Sandbox {
                 Some(fingerprint(&engine)).filter(|f| *f != self.inner.fingerprint)
             })
             .as_deref()
+    }
+
+    /// Without a compiler there are no fingerprints to compare.
+    #[cfg(not(feature = "compiler"))]
+    fn portable_fingerprint(&self) -> Option<&str> {
+        None
     }
 
     /// [`Sandbox::compile`] on a blocking thread: compiling takes from
@@ -582,24 +597,30 @@ impl Sandbox {
         }
     }
 
+    /// The compiled component for `bytes`; a compiled artifact given in
+    /// place of a component is refused.
+    fn compile(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+        if is_compiled_artifact(bytes) {
+            return Err(compile_error(
+                name,
+                wasmtime::format_err!(
+                    "it is a compiled artifact (.cwasm); give the component itself, and put compiled artifacts in the component cache ($HANE_CACHE_DIR)"
+                ),
+            ));
+        }
+        self.compiled(name, digest, bytes)
+    }
+
     /// The compiled component for `bytes`: from the disk cache when it has
     /// an artifact for `digest` and this engine (its own, or one compiled
     /// for this target with no CPU features inferred); else compiled and
     /// cached, or kept in memory when the cache cannot be written.
-    fn compile(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    #[cfg(feature = "compiler")]
+    fn compiled(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
         let engine = &self.inner.engine;
-        let compile_err = |e: wasmtime::Error| LoadError::Compile {
-            name: name.to_owned(),
-            message: format!("{e:#}"),
-        };
-        if is_compiled_artifact(bytes) {
-            return Err(compile_err(wasmtime::format_err!(
-                "it is a compiled artifact (.cwasm); give the component itself, and put compiled artifacts in the component cache ($HANE_CACHE_DIR)"
-            )));
-        }
         let Some(dir) = &self.inner.config.cache_dir else {
             self.inner.compilations.fetch_add(1, Ordering::Relaxed);
-            return Component::new(engine, bytes).map_err(compile_err);
+            return Component::new(engine, bytes).map_err(|e| compile_error(name, e));
         };
         let path = dir.join(artifact_name(digest, &self.inner.fingerprint));
         if path.exists() {
@@ -623,15 +644,76 @@ impl Sandbox {
             }
         }
         self.inner.compilations.fetch_add(1, Ordering::Relaxed);
-        let compiled = engine.precompile_component(bytes).map_err(compile_err)?;
+        let compiled = engine
+            .precompile_component(bytes)
+            .map_err(|e| compile_error(name, e))?;
         if let Err(e) = write_artifact(dir, &path, &compiled) {
             warn_unwritable(dir, &e);
-            return from_compiled(engine, &compiled).map_err(compile_err);
+            return from_compiled(engine, &compiled).map_err(|e| compile_error(name, e));
         }
         load_precompiled(engine, &path).map_err(|e| LoadError::Cache {
             path: path.display().to_string(),
             message: format!("{e:#}"),
         })
+    }
+
+    /// Without a compiler: the first artifact in the cache named for
+    /// `digest` that this engine accepts (wasmtime checks its version,
+    /// target, CPU features and settings); none is an error saying how to
+    /// make one.
+    #[cfg(not(feature = "compiler"))]
+    fn compiled(&self, name: &str, digest: &str, _bytes: &[u8]) -> Result<Component, LoadError> {
+        let engine = &self.inner.engine;
+        let prefix = format!("{}-", digest.trim_start_matches("sha256:"));
+        let mut refused = Vec::new();
+        let place = match &self.inner.config.cache_dir {
+            Some(dir) => {
+                let mut named: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .filter(|path| {
+                        path.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".cwasm"))
+                    })
+                    .collect();
+                named.sort();
+                for path in named {
+                    match load_precompiled(engine, &path) {
+                        Ok(component) => return Ok(component),
+                        Err(e) => refused.push(format!("{e:#}")),
+                    }
+                }
+                format!("the component cache {}", dir.display())
+            }
+            None => "no component cache ($HANE_CACHE_DIR)".to_owned(),
+        };
+        let target = match self.inner.config.engine {
+            EngineKind::Pulley => pulley_host_target(),
+            EngineKind::Cranelift => HOST_TARGET,
+        };
+        let refused = if refused.is_empty() {
+            String::new()
+        } else {
+            format!(" (refused: {})", refused.join("; "))
+        };
+        let engine = self.inner.config.engine;
+        Err(LoadError::NotCompiled {
+            name: name.to_owned(),
+            message: format!(
+                "this hane cannot compile components (it was built without the `compiler` feature), and {place} holds none of it for the {engine} engine{refused}; compile it ahead of time where hane can, with `hane op compile COMPONENT --engine {engine} --target {target} -o DIR`, and point $HANE_CACHE_DIR at DIR"
+            ),
+        })
+    }
+}
+
+/// A compilation's error for the component `name`.
+fn compile_error(name: &str, e: wasmtime::Error) -> LoadError {
+    LoadError::Compile {
+        name: name.to_owned(),
+        message: format!("{e:#}"),
     }
 }
 
@@ -661,6 +743,7 @@ fn artifact_name(digest: &str, fingerprint: &str) -> String {
 
 /// Writes `compiled` to `path` in `dir` through a temporary file, so a
 /// reader never sees part of it.
+#[cfg(feature = "compiler")]
 fn write_artifact(dir: &Path, path: &Path, compiled: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(
@@ -679,6 +762,7 @@ fn write_artifact(dir: &Path, path: &Path, compiled: &[u8]) -> std::io::Result<(
 }
 
 /// Says once per process that the cache cannot be written.
+#[cfg(feature = "compiler")]
 fn warn_unwritable(dir: &Path, e: &std::io::Error) {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| {
@@ -691,21 +775,37 @@ fn warn_unwritable(dir: &Path, e: &std::io::Error) {
 
 /// The short fingerprint of what `engine` compiles for and how, which
 /// names its artifacts.
+#[cfg(feature = "compiler")]
 fn fingerprint(engine: &Engine) -> String {
     let mut h = Sha256Hasher(Sha256::new());
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
     hex::encode(&h.0.finalize()[..8])
 }
 
+/// Without a compiler wasmtime gives no fingerprint: artifacts are found
+/// by their component's digest alone (see [`Sandbox::compiled`]).
+#[cfg(not(feature = "compiler"))]
+fn fingerprint(_engine: &Engine) -> String {
+    String::new()
+}
+
 /// Compiles components ahead of time, for a sandbox with the same
 /// [`SandboxConfig`] on another (or this) target. Its artifacts are named as
 /// the cache names its files, so a directory of them serves as a cache.
 pub struct Precompiler {
+    #[cfg_attr(
+        not(feature = "compiler"),
+        expect(dead_code, reason = "never made without a compiler")
+    )]
     engine: Engine,
     fingerprint: String,
     target: String,
     kind: EngineKind,
 }
+
+/// What a build without a compiler says when asked to compile ahead of
+/// time.
+const NO_COMPILER: &str = "this hane was built without a compiler (as the device build is): compile where hane is fully built";
 
 impl std::fmt::Debug for Precompiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -719,9 +819,7 @@ impl std::fmt::Debug for Precompiler {
 
 /// A [`Precompiler`] cannot compile for the target asked for.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "cannot compile for `{target}`: {message} (built in: x86_64 and aarch64 targets, and pulley32 and pulley64)"
-)]
+#[error("cannot compile for `{target}`: {message}")]
 pub struct UnsupportedTarget {
     target: String,
     message: String,
@@ -758,6 +856,9 @@ impl Precompiler {
             config.engine = EngineKind::Pulley;
         }
         let start = || -> wasmtime::Result<Self> {
+            if cfg!(not(feature = "compiler")) {
+                wasmtime::bail!("{NO_COMPILER}");
+            }
             // Pulley's settings name its host target; cranelift infers the
             // host's CPU features unless a target is named.
             let mut wasm = compile_settings(&config, true)?;
@@ -784,7 +885,11 @@ impl Precompiler {
         };
         start().map_err(|e| UnsupportedTarget {
             target: target.unwrap_or(HOST_TARGET).to_owned(),
-            message: format!("{e:#}"),
+            message: if cfg!(feature = "compiler") {
+                format!("{e:#} (built in: x86_64 and aarch64 targets, and pulley32 and pulley64)")
+            } else {
+                format!("{e:#}")
+            },
         })
     }
 
@@ -807,17 +912,23 @@ impl Precompiler {
     pub fn precompile(&self, name: &str, bytes: &[u8]) -> Result<Artifact, LoadError> {
         let digest = component_digest(bytes);
         let compiled = self
-            .engine
-            .precompile_component(bytes)
-            .map_err(|e| LoadError::Compile {
-                name: name.to_owned(),
-                message: format!("{e:#}"),
-            })?;
+            .compile_component(bytes)
+            .map_err(|e| compile_error(name, e))?;
         Ok(Artifact {
             file_name: artifact_name(&digest, &self.fingerprint),
             digest,
             bytes: compiled,
         })
+    }
+
+    #[cfg(feature = "compiler")]
+    fn compile_component(&self, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        self.engine.precompile_component(bytes)
+    }
+
+    #[cfg(not(feature = "compiler"))]
+    fn compile_component(&self, _bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        wasmtime::bail!("{NO_COMPILER}")
     }
 }
 
@@ -877,6 +988,7 @@ fn load_precompiled(engine: &Engine, path: &Path) -> wasmtime::Result<Component>
 }
 
 /// Maps a component `engine` compiled just now, in memory.
+#[cfg(feature = "compiler")]
 #[expect(
     unsafe_code,
     reason = "deserializing trusts the bytes; these were produced by this engine a moment ago"
@@ -887,8 +999,10 @@ fn from_compiled(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Component
 }
 
 /// Feeds `Hash` output into SHA-256, for a fingerprint stable across runs.
+#[cfg(feature = "compiler")]
 struct Sha256Hasher(Sha256);
 
+#[cfg(feature = "compiler")]
 impl Hasher for Sha256Hasher {
     fn finish(&self) -> u64 {
         let d = self.0.clone().finalize();

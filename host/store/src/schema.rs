@@ -10,7 +10,21 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::sqlite::Synchronous;
 use crate::{NotAStore, StoreError};
 
+#[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+/// Without PostgreSQL: its databases are refused when opened.
+#[cfg(not(feature = "postgres"))]
+pub(crate) mod postgres {
+    use std::sync::Arc;
+
+    use crate::StoreError;
+    use crate::sql::postgres::{Pool, connect};
+
+    /// Refuses `url` (see [`connect`]).
+    pub(crate) fn open(url: &str, _connections: usize) -> Result<(Arc<Pool>, bool), StoreError> {
+        match connect(url)? {}
+    }
+}
 
 /// How long a connection waits for a lock another process holds before it
 /// reports the database busy.

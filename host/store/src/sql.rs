@@ -25,6 +25,11 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+mod pg_common;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(not(feature = "postgres"))]
+#[path = "sql/without_postgres.rs"]
 pub(crate) mod postgres;
 
 use crate::StoreError;
@@ -152,6 +157,10 @@ pub(crate) trait Sql {
 
     /// Runs `sql`, one or more statements without arguments, such as a
     /// schema's migration.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "only PostgreSQL's migrations run batches")
+    )]
     fn batch(&mut self, sql: &str) -> Result<(), SqlError>;
 
     /// Runs `sql` and gives `each` its rows in order.
@@ -437,6 +446,10 @@ impl Row for LiteRow<'_, '_> {
 
 /// `sql` with SQLite's numbered placeholders `?N` written as
 /// PostgreSQL's `$N`; quoted text and identifiers are left as they are.
+#[cfg_attr(
+    not(any(feature = "postgres", test)),
+    expect(dead_code, reason = "only PostgreSQL reads `$N`")
+)]
 pub(crate) fn numbered_dollars(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut quote: Option<char> = None;
@@ -480,6 +493,7 @@ mod tests {
         assert_eq!(numbered_dollars("SELECT ? + ?x"), "SELECT ? + ?x");
     }
 
+    #[cfg(feature = "postgres")]
     fn sqlite() -> Engine {
         Engine::Sqlite(Arc::new(Mutex::new(LiteDb {
             conn: rusqlite::Connection::open_in_memory().unwrap(),
@@ -488,6 +502,7 @@ mod tests {
         })))
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn sqlite_reads_what_it_wrote_and_names_a_unique_refusal() {
         postgres::tests::round_trip(&sqlite());

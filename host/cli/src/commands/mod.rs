@@ -9,6 +9,7 @@ pub(crate) mod ask;
 pub(crate) mod chat;
 pub(crate) mod demo;
 pub(crate) mod eval;
+#[cfg(feature = "containers")]
 pub(crate) mod image;
 pub(crate) mod keys;
 pub(crate) mod mcp;

@@ -172,6 +172,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("listening on http://{}", listener.local_addr()?);
         // The CLI drivers' containers reach the Model Gateway and the MCP
         // server here.
+        #[cfg(feature = "containers")]
         crate::runtime::server_address().set(listener.local_addr()?);
         // The release's schedules start their runs from here, beside the
         // server, until it stops.

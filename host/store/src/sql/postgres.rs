@@ -17,13 +17,13 @@ use postgres::{Client, GenericClient, NoTls, Statement};
 use super::{Arg, Row, Sql, SqlError, SqlErrorKind, numbered_dollars};
 use crate::StoreError;
 
+pub use super::pg_common::redact;
+pub(crate) use super::pg_common::{DEFAULT_CONNECTIONS, off_runtime};
+
 /// The advisory lock every write transaction takes first, so write
 /// transactions on one database never interleave, as with SQLite's one
 /// writer. Its value is "hane" in ASCII.
 const WRITE_LOCK: i64 = 0x6861_6e65;
-
-/// Connections open at most at once, by default.
-pub(crate) const DEFAULT_CONNECTIONS: usize = 8;
 
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -209,20 +209,6 @@ impl Drop for Pool {
     }
 }
 
-/// Runs `f` on a thread of its own and waits for it. The client drives a
-/// runtime of its own, so it is never called on a thread that may be
-/// driving one: a synchronous caller (opening a store, taking a lease)
-/// goes through here.
-pub(crate) fn off_runtime<T: Send>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send,
-) -> Result<T, StoreError> {
-    std::thread::scope(|s| {
-        s.spawn(f)
-            .join()
-            .unwrap_or_else(|_| Err(StoreError::Database("a call to PostgreSQL panicked".into())))
-    })
-}
-
 /// `host:port/database` of `config`.
 fn target(config: &postgres::Config) -> String {
     let host = match config.get_hosts().first() {
@@ -236,30 +222,6 @@ fn target(config: &postgres::Config) -> String {
         .or(config.get_user())
         .unwrap_or("postgres");
     format!("{host}:{port}/{db}")
-}
-
-/// `url` with any password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((credentials, host)) = rest.split_once('@')
-        && let Some((user, _password)) = credentials.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    if url.contains("password") {
-        return url
-            .split_whitespace()
-            .map(|pair| {
-                if pair.starts_with("password=") {
-                    "password=***"
-                } else {
-                    pair
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
-    url.to_owned()
 }
 
 /// A client error as one line: the server's code and message when the
