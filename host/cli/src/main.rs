@@ -168,6 +168,10 @@ fn main() -> ExitCode {
         eprintln!("error: ${}: {e}", hane_sandbox::ENGINE_ENV);
         return ExitCode::from(exit::USAGE);
     }
+    if let Err(e) = runtime::max_instances_from_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(exit::USAGE);
+    }
     match cli.command {
         Command::Op(cmd) => op::main(cmd),
         Command::Session(args) => session::main(args),

@@ -32,6 +32,9 @@ Environment:
                             another process takes them [default: 15, at least 0.3]
   HANE_ENGINE               cranelift or pulley: the engine that runs operations; pulley
                             interprets them, for hosts with no JIT [default: cranelift]
+  HANE_MAX_INSTANCES        Operations that may run at once in this process; each reserves about
+                            8 GiB of address space up front (a device whose address space is
+                            smaller wants fewer) [default: 256]
   HANE_CACHE_DIR            Compiled components, such as `hane op compile` writes; may be
                             read-only [default: $XDG_CACHE_HOME/hane/components]
 
@@ -160,12 +163,41 @@ pub(crate) fn builtins() -> Components {
     Components::with_builtins(hane_builtins::all())
 }
 
+/// The variable capping how many operations run at once in a process.
+pub(crate) const MAX_INSTANCES_ENV: &str = "HANE_MAX_INSTANCES";
+
+/// The most instances [`MAX_INSTANCES_ENV`] may ask for.
+const MOST_INSTANCES: u32 = 4096;
+
+/// The number of instances `$HANE_MAX_INSTANCES` sets, `None` when it is
+/// unset or empty.
+///
+/// # Errors
+///
+/// It is not a whole number from 1 to [`MOST_INSTANCES`].
+pub(crate) fn max_instances_from_env() -> Result<Option<u32>, String> {
+    let Some(value) = std::env::var_os(MAX_INSTANCES_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=MOST_INSTANCES).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "${MAX_INSTANCES_ENV}=`{text}` is not a number of instances: give a whole number from 1 to {MOST_INSTANCES}"
+        )),
+    }
+}
+
 /// The sandbox settings of every command that runs operations: the
-/// engine `$HANE_ENGINE` names (`main` refuses any other value first).
+/// engine `$HANE_ENGINE` names and the instances `$HANE_MAX_INSTANCES`
+/// allows (`main` refuses other values first).
 pub(crate) fn sandbox_config() -> hane_sandbox::SandboxConfig {
     let mut config = hane_sandbox::SandboxConfig::new();
     if let Ok(Some(engine)) = hane_sandbox::EngineKind::from_env() {
         config.engine(engine);
+    }
+    if let Ok(Some(n)) = max_instances_from_env() {
+        config.max_instances(n);
     }
     config
 }

@@ -938,3 +938,42 @@ fn hane_engine_names_an_engine() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout_json(&out)["engine"], "pulley");
 }
+
+/// `HANE_MAX_INSTANCES` sizes the sandbox's pool: under an address-space
+/// limit that cannot hold the default 256 slots, a pool of 2 still fits;
+/// a value that is no number of instances is refused, naming it.
+#[test]
+fn max_instances_sizes_the_pool_and_is_checked() {
+    let store = tempfile::tempdir().unwrap();
+    let run = |instances: &str| {
+        Command::new("bash")
+            .args(["-c", "ulimit -v 40000000 && exec \"$0\" runs list"])
+            .arg(env!("CARGO_BIN_EXE_hane"))
+            .current_dir(repo())
+            .env("HANE_STORE", store.path().join("hane.db"))
+            .env("HANE_MAX_INSTANCES", instances)
+            .output()
+            .expect("run hane")
+    };
+    let default = run("");
+    assert_eq!(code(&default), 0, "{}", stderr(&default));
+    assert!(
+        stderr(&default).contains("cannot hold the 2080Gi a pool of 256 instances reserves"),
+        "{}",
+        stderr(&default)
+    );
+    let two = run("2");
+    assert_eq!(code(&two), 0, "{}", stderr(&two));
+    assert!(!stderr(&two).contains("cannot hold"), "{}", stderr(&two));
+    for bad in ["0", "many", "5000"] {
+        let out = run(bad);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "$HANE_MAX_INSTANCES=`{bad}` is not a number of instances: give a whole number from 1 to 4096"
+            )),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
