@@ -1,5 +1,13 @@
-//! `cargo xtask dist [TARGET…]`: static `hane` binaries for Linux on
-//! x86_64 and aarch64 (musl), with SQLite and TLS inside, stripped.
+//! `cargo xtask dist [--device] [TARGET…]`: static `hane` binaries for
+//! Linux on x86_64 and aarch64 (musl), with SQLite and TLS inside,
+//! stripped.
+//!
+//! Two builds, each with a size budget it fails beyond:
+//!
+//! | build | features | profile | budget |
+//! |---|---|---|---|
+//! | full (default) | all (`hane-cli`'s defaults) | `dist` | [`FULL_BUDGET`] |
+//! | device (`--device`) | the compiler only: no PostgreSQL, no container runtimes or CLI drivers, token counts estimated, traps without guest function names | `device`: `dist` optimized for size (`z`), fat LTO in one codegen unit, `panic = "abort"` | [`DEVICE_BUDGET`] |
 //!
 //! The C parts (SQLite, ring) need a C compiler for each target; zig is
 //! one for all of them. Everything the build needs is installed by this
@@ -11,11 +19,12 @@
 //! | zig | `ziglang` on PyPI, in a virtual environment | `target/dist-env/venv` |
 //! | `cargo-zigbuild`, which builds with zig as the C compiler and linker | crates.io (`cargo install --locked`) | `target/dist-env/cargo-zigbuild` |
 //!
-//! Each binary is built with the `dist` profile (the release profile
+//! Each binary is built with its profile (`dist`: the release profile
 //! without debug information, symbols stripped, thin LTO) into
-//! `target/TARGET/dist/hane`, checked to be an ELF file for its machine
-//! with no program interpreter (statically linked), and reported with its
-//! size, SHA-256 and build time.
+//! `target/TARGET/PROFILE/hane`, checked to be an ELF file for its machine
+//! with no program interpreter (statically linked) and within its budget,
+//! and reported with its size, SHA-256 and build time. `cargo xtask test`
+//! builds the aarch64 device binary the same way (see `device.rs`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,7 +34,7 @@ use std::time::Instant;
 use crate::{Layout, run, scrub_run_env, sha256};
 
 /// The targets built when none is named, with their ELF machine numbers.
-const TARGETS: [(&str, u16); 2] = [
+pub(crate) const TARGETS: [(&str, u16); 2] = [
     ("x86_64-unknown-linux-musl", 0x3e),
     ("aarch64-unknown-linux-musl", 0xb7),
 ];
@@ -35,51 +44,148 @@ const ZIGLANG: &str = "ziglang==0.17.0";
 /// cargo-zigbuild, from crates.io.
 const ZIGBUILD_VERSION: &str = "0.24.1";
 
-/// Builds the binaries for `args` (target triples; both when empty).
-pub(crate) fn dist(args: &[OsString]) -> Result<(), String> {
-    let layout = Layout::new();
-    let targets = chosen(args)?;
+/// The device build's features: of `hane-cli`'s, only the compiler (so a
+/// device compiles its own components where a JIT is allowed; it runs
+/// ahead-of-time ones and Pulley either way).
+const DEVICE_FEATURES: &str = "compiler";
+
+/// The full build's budget: at most this many bytes (60 MB).
+pub(crate) const FULL_BUDGET: u64 = 60_000_000;
+/// The device build's budget: at most this many bytes (25 MB).
+pub(crate) const DEVICE_BUDGET: u64 = 25_000_000;
+
+/// Which binary to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Build {
+    /// Every feature, the `dist` profile.
+    Full,
+    /// No optional feature, the `device` profile.
+    Device,
+}
+
+impl Build {
+    fn profile(self) -> &'static str {
+        match self {
+            Build::Full => "dist",
+            Build::Device => "device",
+        }
+    }
+
+    fn budget(self) -> u64 {
+        match self {
+            Build::Full => FULL_BUDGET,
+            Build::Device => DEVICE_BUDGET,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Build::Full => "full",
+            Build::Device => "device",
+        }
+    }
+}
+
+/// What the build tools are: zig's Python and cargo-zigbuild.
+struct Tools {
+    python: PathBuf,
+    zigbuild: PathBuf,
+}
+
+/// Adds `targets`' standard libraries with rustup and installs zig and
+/// cargo-zigbuild under `target/dist-env/` where they are missing.
+fn tools(layout: &Layout, targets: &[&str]) -> Result<Tools, String> {
     let env_dir = layout.target.join("dist-env");
     std::fs::create_dir_all(&env_dir)
         .map_err(|e| format!("cannot create {}: {e}", env_dir.display()))?;
-
-    let names: Vec<&str> = targets.iter().map(|(t, _)| *t).collect();
     println!(
         "xtask: dist: adding the Rust standard library for {}",
-        names.join(" and ")
+        targets.join(" and ")
     );
     run(
-        Command::new("rustup").args(["target", "add"]).args(&names),
+        Command::new("rustup").args(["target", "add"]).args(targets),
         "adding the targets with rustup",
     )?;
     let python = zig(&env_dir)?;
     let zigbuild = cargo_zigbuild(&env_dir)?;
+    Ok(Tools { python, zigbuild })
+}
 
+/// Builds `build` of hane for `target` (an ELF `machine`) and checks it:
+/// statically linked, within its budget. Returns the binary's path and
+/// the report's line.
+fn build(
+    layout: &Layout,
+    tools: &Tools,
+    target: &str,
+    machine: u16,
+    build: Build,
+) -> Result<String, String> {
+    let profile = build.profile();
+    println!(
+        "xtask: dist: building the {} hane for {target} (the {profile} profile)",
+        build.name()
+    );
+    let started = Instant::now();
+    let mut command = Command::new(&tools.zigbuild);
+    command
+        .arg("zigbuild")
+        .args(["--profile", profile, "--locked", "-p", "hane-cli"])
+        .args(["--bin", "hane", "--target", target])
+        .env("CARGO_ZIGBUILD_PYTHON_PATH", &tools.python)
+        .current_dir(&layout.root);
+    if build == Build::Device {
+        command.args(["--no-default-features", "--features", DEVICE_FEATURES]);
+    }
+    scrub_run_env(&mut command);
+    run(&mut command, &format!("building hane for {target}"))?;
+    let seconds = started.elapsed().as_secs();
+    let binary = binary(layout, target, build);
+    let bytes =
+        std::fs::read(&binary).map_err(|e| format!("cannot read {}: {e}", binary.display()))?;
+    check_static(&bytes, machine).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let size = bytes.len() as u64;
+    let budget = build.budget();
+    let digest = sha256(&tools.python, &binary)?;
+    let line = format!(
+        "{target} {}  {}  {size} bytes ({:.1} MB, budget {:.0} MB)  sha256 {digest}  statically linked  built in {seconds} s",
+        build.name(),
+        binary.display(),
+        size as f64 / 1e6,
+        budget as f64 / 1e6,
+    );
+    if size > budget {
+        return Err(format!(
+            "the {} build is over its size budget: {line}",
+            build.name()
+        ));
+    }
+    Ok(line)
+}
+
+/// Where [`build`] puts the binary of `build` for `target`.
+pub(crate) fn binary(layout: &Layout, target: &str, build: Build) -> PathBuf {
+    layout
+        .target
+        .join(target)
+        .join(build.profile())
+        .join("hane")
+}
+
+/// Builds the binaries `args` ask for: `--device` for the device build,
+/// then target triples (both when none).
+pub(crate) fn dist(args: &[OsString]) -> Result<(), String> {
+    let layout = Layout::new();
+    let (kind, args) = match args.first().and_then(|a| a.to_str()) {
+        Some("--device") => (Build::Device, &args[1..]),
+        _ => (Build::Full, args),
+    };
+    let targets = chosen(args)?;
+    let names: Vec<&str> = targets.iter().map(|(t, _)| *t).collect();
+    let tools = tools(&layout, &names)?;
     let mut built = Vec::new();
     for (target, machine) in targets {
-        println!("xtask: dist: building hane for {target} (the dist profile)");
-        let started = Instant::now();
-        let mut command = Command::new(&zigbuild);
-        command
-            .arg("zigbuild")
-            .args(["--profile", "dist", "--locked", "-p", "hane-cli"])
-            .args(["--bin", "hane", "--target", target])
-            .env("CARGO_ZIGBUILD_PYTHON_PATH", &python)
-            .current_dir(&layout.root);
-        scrub_run_env(&mut command);
-        run(&mut command, &format!("building hane for {target}"))?;
-        let seconds = started.elapsed().as_secs();
-        let binary = layout.target.join(target).join("dist/hane");
-        let bytes =
-            std::fs::read(&binary).map_err(|e| format!("cannot read {}: {e}", binary.display()))?;
-        check_static(&bytes, machine).map_err(|e| format!("{}: {e}", binary.display()))?;
-        let digest = sha256(&python, &binary)?;
-        built.push(format!(
-            "{target}  {}  {} bytes ({:.1} MiB)  sha256 {digest}  statically linked  built in {seconds} s",
-            binary.display(),
-            bytes.len(),
-            bytes.len() as f64 / f64::from(1 << 20),
-        ));
+        built.push(build(&layout, &tools, target, machine, kind)?);
     }
     for line in built {
         println!("xtask: dist: {line}");

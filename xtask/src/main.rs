@@ -7,6 +7,8 @@
 //!   workspace whose logic is plain Rust, so its unit tests run on the
 //!   host; the guest programs under `tests/guests` are run by the host
 //!   suites). `ARGS` go to each `cargo test`, e.g. `-- --nocapture`.
+//!   Meanwhile the aarch64 device binary builds at the lowest priority;
+//!   after the suites it is tested under qemu (see `device.rs`).
 //! - `cargo xtask provision` provisions only, then prints the environment
 //!   the tests read, for running one test by hand with plain `cargo test`.
 //! - `cargo xtask architecture` checks the dependency table of
@@ -15,9 +17,11 @@
 //!   other workspace crates, no more and no fewer. `cargo xtask test` runs
 //!   this check first, before provisioning, so a map that drifted from the
 //!   code fails the tests.
-//! - `cargo xtask dist [TARGET…]` builds static `hane` binaries for
-//!   `x86_64-unknown-linux-musl` and `aarch64-unknown-linux-musl` (see
-//!   `dist.rs`), installing zig and cargo-zigbuild first.
+//! - `cargo xtask dist [--device] [TARGET…]` builds static `hane`
+//!   binaries for `x86_64-unknown-linux-musl` and
+//!   `aarch64-unknown-linux-musl`, the full build or the device build,
+//!   each within its size budget (see `dist.rs`), installing zig and
+//!   cargo-zigbuild first.
 //!
 //! Provisioning is a list of steps. Each is idempotent, keeps what it made
 //! under `target/test-env/`, says what it installs, and is skipped when its
@@ -30,6 +34,7 @@
 //! | container runtimes | bubblewrap and runc from Debian's repository (`apt-get install`, with `apt-get update` first if that fails), when `bwrap` or `runc` is not on `PATH`; mmdebstrap the same way, which `hane image build` (and the image tests) run | `HANE_TEST_BWRAP`, `HANE_TEST_RUNC`; mmdebstrap on `PATH` |
 //! | PostgreSQL | Debian's `postgresql` package (`apt-get install`, as above) when no `/usr/lib/postgresql/*/bin/postgres` is there; each test process starts its own server from it (`initdb` and `postgres` on a private port and data directory, as the `postgres` user when run as root) and stops it when it ends | `HANE_TEST_POSTGRES` (the programs' folder) |
 //! | mdBook | mdBook from crates.io at the version `MDBOOK_VERSION` pins (`cargo install --locked --no-default-features`), at `target/test-env/mdbook/bin/mdbook`; the docs test builds the book with it | `HANE_TEST_MDBOOK` |
+//! | qemu | `qemu-aarch64-static` from Debian's `qemu-user-static` (`apt-get install`, as above) on a host that is not aarch64; the device tests run the aarch64 binary under it | `HANE_TEST_QEMU` |
 //! | coding CLIs | Codex CLI, Claude Code and opencode from the npm registry at the versions in `tests/clis/package.json`, exactly as `tests/clis/package-lock.json` pins them (`npm install` from that lock file, install scripts not run: each package ships its binary; `npm ci` refuses opencode's lock entries for other platforms), at `target/test-env/clis/node_modules` | `HANE_TEST_CLIS` |
 //!
 //! The guests' `wasm32-wasip2` target is not a step here: the build
@@ -37,6 +42,7 @@
 //! so that `cargo build` and `cargo run` get it too.
 
 mod architecture;
+mod device;
 mod dist;
 mod names;
 
@@ -89,7 +95,7 @@ fn main() -> ExitCode {
                 "usage: cargo xtask test [ARGS…]   check ARCHITECTURE.md's dependencies, provision what the tests need, then run every suite\n       \
                  cargo xtask provision         provision only, and print the environment the tests read\n       \
                  cargo xtask architecture      check ARCHITECTURE.md's dependency table against cargo metadata, and that no two public types share a name\n       \
-                 cargo xtask dist [TARGET…]    build static hane binaries for x86_64 and aarch64 Linux (musl), installing what the build needs"
+                 cargo xtask dist [--device] [TARGET…]  build static hane binaries (the full build, or the device build) for x86_64 and aarch64 Linux (musl), within their size budgets, installing what the build needs"
             );
             return ExitCode::from(2);
         }
@@ -145,7 +151,8 @@ fn provision() -> Result<TestEnv, String> {
     let clis = clis(&layout)?;
     let postgres = postgres()?;
     let mdbook = mdbook(&layout)?;
-    Ok(TestEnv {
+    let qemu = device::qemu()?;
+    let mut env = TestEnv {
         vars: vec![
             (PYTHON_ENV, python),
             (MODEL_ENV, model),
@@ -155,7 +162,11 @@ fn provision() -> Result<TestEnv, String> {
             (POSTGRES_ENV, postgres),
             (MDBOOK_ENV, mdbook),
         ],
-    })
+    };
+    if let Some(qemu) = qemu {
+        env.vars.push((device::QEMU_ENV, qemu));
+    }
+    Ok(env)
 }
 
 /// mdBook [`MDBOOK_VERSION`] at `target/test-env/mdbook/bin/mdbook`, built
@@ -517,9 +528,11 @@ fn sha256(python: &Path, file: &Path) -> Result<String, String> {
 }
 
 /// Runs every suite with the provisioned environment, stopping at the
-/// first that fails.
+/// first that fails; the device binary builds meanwhile, and is tested
+/// last.
 fn test(env: &TestEnv, args: &[OsString]) -> Result<(), String> {
     let layout = Layout::new();
+    let device = device::start(&layout)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let suites: [(&str, &[&str]); 2] = [
         ("the host workspace", &["test", "--workspace"]),
@@ -541,7 +554,7 @@ fn test(env: &TestEnv, args: &[OsString]) -> Result<(), String> {
         }
         run(&mut command, &format!("the tests of {name}"))?;
     }
-    Ok(())
+    device.test(&layout, env)
 }
 
 /// Removes what `cargo run` set for this process from `command`'s

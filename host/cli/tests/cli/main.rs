@@ -7,7 +7,8 @@
 //! `hane serve` starting a schedule's runs once per tick), `session`, `store`
 //! (opening, listings with damaged items, `hane store check`), `processes`
 //! (several on one store: a killed one's runs ended by the next, one
-//! day's budget), `worker`, and `docs` (the README's tour and the book's
+//! day's budget), `worker`, `device` (the aarch64 device binary under
+//! qemu, run by `cargo xtask test` once it has built one), and `docs` (the README's tour and the book's
 //! shell blocks run as written, the book built, its links).
 
 mod agents;
@@ -16,6 +17,7 @@ mod ask;
 mod chaos;
 mod chat;
 mod common;
+mod device;
 mod docs;
 mod eval;
 mod integrations;
