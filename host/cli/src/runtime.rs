@@ -293,6 +293,11 @@ fn note_created(registry: &Registry) {
 /// operations on.
 const WORKER_ENV: &str = "HANE_WORKER";
 
+/// Whether $HANE_WORKER names a worker (is set and not empty).
+pub(crate) fn worker_named() -> bool {
+    std::env::var_os(WORKER_ENV).is_some_and(|v| !v.is_empty())
+}
+
 /// The worker $HANE_WORKER names (an address as `hane worker --listen`
 /// takes), connected with the secret in $HANE_WORKER_SECRET and sending it
 /// `components` on demand; none when $HANE_WORKER is unset or empty.

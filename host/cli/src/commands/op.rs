@@ -410,6 +410,11 @@ async fn on_worker(
     ledger: Option<&Arc<Ledger>>,
 ) -> Result<Option<Ran>, Failure> {
     use hane_manager::OperationManager as _;
+    // Most runs have no worker: they skip hashing and copying the
+    // component here (the sandbox hashes it once).
+    if !crate::runtime::worker_named() {
+        return Ok(None);
+    }
     let components = hane_manager::Components::new();
     let digest = components.insert(source.bytes.clone());
     let Some(worker) = crate::runtime::worker_from_env(&components)
