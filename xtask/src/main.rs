@@ -79,8 +79,13 @@ fn main() -> ExitCode {
         Some("test") => architecture::check(&Layout::new().root)
             .and_then(|()| names::check(&Layout::new().root))
             .and_then(|()| names::check_roots(&Layout::new().root))
-            .and_then(|()| provision())
-            .and_then(|env| test(&env, &rest)),
+            // The device binary builds while the rest is provisioned
+            // (mostly downloads) and tested.
+            .and_then(|()| device::start(&Layout::new()))
+            .and_then(|device| {
+                let env = provision()?;
+                test(&env, &rest, device)
+            }),
         Some("architecture") => architecture::check(&Layout::new().root)
             .and_then(|()| names::check(&Layout::new().root))
             .and_then(|()| names::check_roots(&Layout::new().root)),
@@ -528,11 +533,9 @@ fn sha256(python: &Path, file: &Path) -> Result<String, String> {
 }
 
 /// Runs every suite with the provisioned environment, stopping at the
-/// first that fails; the device binary builds meanwhile, and is tested
-/// last.
-fn test(env: &TestEnv, args: &[OsString]) -> Result<(), String> {
+/// first that fails; `device`, building meanwhile, is tested last.
+fn test(env: &TestEnv, args: &[OsString], device: device::DeviceBuild) -> Result<(), String> {
     let layout = Layout::new();
-    let device = device::start(&layout)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let suites: [(&str, &[&str]); 2] = [
         ("the host workspace", &["test", "--workspace"]),
