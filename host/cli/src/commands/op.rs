@@ -214,8 +214,9 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     }
     let builtin = component.strip_prefix("builtin:").unwrap_or(component);
     if !path.exists() {
-        let builtins = crate::runtime::builtins();
-        if let Some(bytes) = builtins.builtin(builtin) {
+        // Straight from the binary: the runtime's component store would
+        // hash every built-in first.
+        if let Some(bytes) = hane_builtins::get(builtin) {
             return Ok(Source {
                 name: builtin.to_owned(),
                 bytes: bytes.to_vec(),
@@ -225,7 +226,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
         }
         return Err(Failure::usage(anyhow::anyhow!(
             "`{component}` is neither a file nor a built-in operation (built-in: {})",
-            builtins.builtin_names().join(", ")
+            hane_builtins::names().collect::<Vec<_>>().join(", ")
         )));
     }
     let bytes = read_capped(path, FileCap::COMPONENT).map_err(Failure::usage)?;
