@@ -36,6 +36,18 @@ struct Device {
 }
 
 impl Device {
+    /// The binary, under the emulator if there is one.
+    fn command(&self) -> Command {
+        match &self.qemu {
+            Some(qemu) => {
+                let mut command = Command::new(qemu);
+                command.arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        }
+    }
+
     fn from_env() -> Self {
         let binary = std::env::var_os("HANE_TEST_DEVICE")
             .filter(|v| !v.is_empty())
@@ -52,15 +64,7 @@ impl Device {
     /// `hane ARGS` on the device, reading compiled components from
     /// `cache` (only) and keeping its store in `store`.
     fn hane(&self, cache: &Path, store: &Path, engine: &str, args: &[&str]) -> Output {
-        let mut command = match &self.qemu {
-            Some(qemu) => {
-                let mut command = Command::new(qemu);
-                command.arg(&self.binary);
-                command
-            }
-            None => Command::new(&self.binary),
-        };
-        command
+        self.command()
             .args(args)
             .current_dir(repo())
             .env("HANE_CACHE_DIR", cache)
@@ -417,4 +421,31 @@ fn the_device_binary_contains_hostile_guests_as_this_host_does() {
             "{engine}: the device compiled a component"
         );
     }
+}
+
+#[test]
+#[ignore = "needs the device binary (HANE_TEST_DEVICE), which `cargo xtask test` builds"]
+fn the_device_binary_refuses_a_postgresql_store_naming_why() {
+    let device = Device::from_env();
+    let cache = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let out = device
+        .command()
+        .args(["runs", "list"])
+        .current_dir(repo())
+        .env("HANE_CACHE_DIR", cache.path())
+        .env("HANE_STORE", "postgres://hane:secret@127.0.0.1:9/hane")
+        .env("XDG_DATA_HOME", store.path())
+        .env("HANE_MAX_INSTANCES", "8")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "`postgres://hane:***@127.0.0.1:9/hane` is a PostgreSQL database, and this hane was built without PostgreSQL"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "{stderr}");
 }
