@@ -526,8 +526,8 @@ impl Sandbox {
     /// What the artifact at `path` (named as the cache names its files) is
     /// for, as far as its name tells: for this sandbox's engine, for this
     /// engine without inferred CPU features, or for another engine, version
-    /// or target. A build without a compiler cannot tell engines apart by
-    /// name: only whether it is named as an artifact.
+    /// or target. A build without a compiler has no fingerprint of its
+    /// own, so it answers [`ArtifactFit::Other`] for every named artifact.
     pub fn artifact_fits(&self, path: &Path) -> ArtifactFit {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let Some((_, fingerprint)) = name
@@ -590,10 +590,10 @@ impl Sandbox {
         match compiled {
             Ok(compiled) => compiled,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(LoadError::Compile {
-                name: name.to_owned(),
-                message: format!("the compilation was stopped: {e}"),
-            }),
+            Err(e) => Err(compile_error(
+                name,
+                wasmtime::format_err!("the compilation was stopped: {e}"),
+            )),
         }
     }
 
@@ -805,7 +805,8 @@ pub struct Precompiler {
 
 /// What a build without a compiler says when asked to compile ahead of
 /// time.
-const NO_COMPILER: &str = "this hane was built without a compiler (as the device build is): compile where hane is fully built";
+const NO_COMPILER: &str =
+    "this hane was built without the `compiler` feature: compile where hane has it";
 
 impl std::fmt::Debug for Precompiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
