@@ -262,49 +262,18 @@ fn zig(env_dir: &Path) -> Result<PathBuf, String> {
 
 /// cargo-zigbuild, built from crates.io once.
 fn cargo_zigbuild(env_dir: &Path) -> Result<PathBuf, String> {
-    let root = env_dir.join("cargo-zigbuild");
-    let program = root.join("bin/cargo-zigbuild");
-    let installed = || {
-        Command::new(&program)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(ZIGBUILD_VERSION))
-    };
-    if installed() {
-        println!(
-            "xtask: dist: cargo-zigbuild {ZIGBUILD_VERSION} is installed at {}",
-            program.display()
-        );
-        return Ok(program);
-    }
-    println!(
-        "xtask: dist: building cargo-zigbuild {ZIGBUILD_VERSION} from crates.io into {} (a few minutes, once)",
-        root.display()
-    );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .args([
-            "install",
-            "cargo-zigbuild",
-            "--version",
-            ZIGBUILD_VERSION,
-            "--locked",
-            "--root",
-        ])
-        .arg(&root)
-        .arg("--target-dir")
-        .arg(env_dir.join("cargo-zigbuild-build"));
-    scrub_run_env(&mut command);
-    run(&mut command, "building cargo-zigbuild")?;
-    if installed() {
-        Ok(program)
-    } else {
-        Err(format!(
-            "cargo installed cargo-zigbuild, but {} does not say it is {ZIGBUILD_VERSION}",
-            program.display()
-        ))
-    }
+    crate::cargo_install(
+        &crate::CargoInstall {
+            label: "dist: cargo-zigbuild",
+            krate: "cargo-zigbuild",
+            version: ZIGBUILD_VERSION,
+            flags: &[],
+            root: env_dir.join("cargo-zigbuild"),
+            build_dir: env_dir.join("cargo-zigbuild-build"),
+            why: "building cargo-zigbuild",
+        },
+        |stdout| stdout.contains(ZIGBUILD_VERSION),
+    )
 }
 
 /// Checks that `elf` is a 64-bit little-endian ELF executable for

@@ -179,45 +179,84 @@ fn provision() -> Result<TestEnv, String> {
 /// they do not serve it) when that version is not there. Returns the
 /// program.
 fn mdbook(layout: &Layout) -> Result<PathBuf, String> {
-    let root = layout.test_env.join("mdbook");
-    let program = root.join("bin/mdbook");
+    cargo_install(
+        &CargoInstall {
+            label: "mdBook",
+            krate: "mdbook",
+            version: MDBOOK_VERSION,
+            flags: &["--no-default-features"],
+            root: layout.test_env.join("mdbook"),
+            build_dir: layout.test_env.join("mdbook-build"),
+            why: "building mdBook (the docs test builds the book)",
+        },
+        |stdout| stdout.trim() == format!("mdbook v{MDBOOK_VERSION}"),
+    )
+}
+
+/// A program `cargo install` builds from crates.io.
+struct CargoInstall<'a> {
+    /// Its name in what is printed.
+    label: &'a str,
+    /// The crate, and the program's name.
+    krate: &'a str,
+    version: &'a str,
+    /// Flags besides `--version`, `--locked`, `--root` and `--target-dir`.
+    flags: &'a [&'a str],
+    /// Where it is installed: the program is `root/bin/KRATE`.
+    root: PathBuf,
+    /// Where it is built.
+    build_dir: PathBuf,
+    /// What the build is for, naming it in errors.
+    why: &'a str,
+}
+
+/// The program `install` names, built (`--locked`) unless the one at its
+/// root already prints, for `--version`, what `is_version` accepts.
+/// Returns the program.
+fn cargo_install(
+    install: &CargoInstall<'_>,
+    is_version: impl Fn(&str) -> bool,
+) -> Result<PathBuf, String> {
+    let CargoInstall {
+        label,
+        krate,
+        version,
+        ..
+    } = install;
+    let program = install.root.join("bin").join(krate);
     let installed = || {
         Command::new(&program)
             .arg("--version")
             .output()
-            .is_ok_and(|out| {
-                String::from_utf8_lossy(&out.stdout).trim() == format!("mdbook v{MDBOOK_VERSION}")
-            })
+            .is_ok_and(|out| is_version(&String::from_utf8_lossy(&out.stdout)))
     };
     if installed() {
         println!(
-            "xtask: mdBook: {MDBOOK_VERSION} is installed at {}",
+            "xtask: {label}: {version} is installed at {}",
             program.display()
         );
         return Ok(program);
     }
     println!(
-        "xtask: mdBook: building {MDBOOK_VERSION} from crates.io into {} (a few minutes, once)",
-        root.display()
+        "xtask: {label}: building {version} from crates.io into {} (a few minutes, once)",
+        install.root.display()
     );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .args(["install", "mdbook", "--version", MDBOOK_VERSION])
-        .args(["--locked", "--no-default-features", "--root"])
-        .arg(&root)
+        .args(["install", krate, "--version", version, "--locked"])
+        .args(install.flags)
+        .arg("--root")
+        .arg(&install.root)
         .arg("--target-dir")
-        .arg(layout.test_env.join("mdbook-build"));
+        .arg(&install.build_dir);
     scrub_run_env(&mut command);
-    run(
-        &mut command,
-        "building mdBook (the docs test builds the book)",
-    )?;
+    run(&mut command, install.why)?;
     if installed() {
         Ok(program)
     } else {
         Err(format!(
-            "cargo installed mdBook, but {} does not say it is {MDBOOK_VERSION}",
+            "cargo installed {label}, but {} does not say it is {version}",
             program.display()
         ))
     }
