@@ -9,6 +9,8 @@ use hane_sandbox::{
     Artifact, ArtifactFit, CallError, EngineKind, Grant, Precompiler, Sandbox, SandboxConfig,
 };
 
+use hane_test_support::file_names;
+
 use crate::harness::{cache_dir, program, sandbox};
 
 #[tokio::test]
@@ -171,16 +173,6 @@ async fn echo_on(sandbox: &Sandbox) {
     assert_eq!(call.result.unwrap(), r#"{"message":"hi","length":2}"#);
 }
 
-/// The files in `dir`, by name.
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The artifacts of `guest_echo` the tests use, each compiled once per
 /// process: for this host on cranelift (`None`), for Pulley (`pulley64`),
 /// for this host's triple with no CPU features assumed (`host`), and for
@@ -226,7 +218,7 @@ async fn precompiled_artifacts_load_without_compiling_on_both_engines() {
         let sandbox = sandbox_with_cache(engine, dir.path());
         echo_on(&sandbox).await;
         assert_eq!(sandbox.compilations(), 0, "{engine} {target:?} compiled");
-        assert_eq!(files(dir.path()), [name], "{engine} {target:?} wrote");
+        assert_eq!(file_names(dir.path()), [name], "{engine} {target:?} wrote");
     }
 }
 
@@ -243,7 +235,7 @@ async fn artifacts_for_another_target_or_engine_are_not_used() {
     echo_on(&sandbox).await;
     assert_eq!(sandbox.compilations(), 1);
     // Compiled for this host and engine, and cached beside the others.
-    assert_eq!(files(dir.path()).len(), 3);
+    assert_eq!(file_names(dir.path()).len(), 3);
 }
 
 #[test]
@@ -275,7 +267,7 @@ async fn an_unwritable_cache_compiles_in_memory() {
     let sandbox = sandbox_with_cache(EngineKind::Cranelift, &dir.path().join("file/cache"));
     echo_on(&sandbox).await;
     assert_eq!(sandbox.compilations(), 1);
-    assert_eq!(files(dir.path()), ["file"]);
+    assert_eq!(file_names(dir.path()), ["file"]);
 }
 
 #[tokio::test]

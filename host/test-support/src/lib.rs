@@ -74,6 +74,25 @@ pub fn replace_in(file: &Path, from: &str, to: &str) {
     std::fs::write(file, text.replace(from, to)).expect("write the changed file");
 }
 
+/// The names of the files in `dir`, sorted.
+///
+/// # Panics
+///
+/// `dir` cannot be read.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the directory")
+        .map(|e| {
+            e.expect("read the directory")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// The directory every test binary keeps compiled components in:
 /// `tmp/component-cache` in cargo's target directory (found from the
 /// running test binary, which cargo puts below it), else below the

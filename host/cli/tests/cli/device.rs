@@ -18,6 +18,8 @@ use std::process::{Command, Output};
 
 use hane_builtins::test_programs;
 
+use hane_test_support::file_names;
+
 use crate::common::{ok, text};
 
 /// The device's target triple.
@@ -61,11 +63,11 @@ impl Device {
         Self { binary, qemu }
     }
 
-    /// `hane ARGS` on the device, reading compiled components from
-    /// `cache` (only) and keeping its store in `store`.
-    fn hane(&self, cache: &Path, store: &Path, engine: &str, args: &[&str]) -> Output {
-        self.command()
-            .args(args)
+    /// `hane` on the device with `engine`, reading compiled components
+    /// from `cache` (only) and keeping its store in `store`.
+    fn command_in(&self, cache: &Path, store: &Path, engine: &str) -> Command {
+        let mut command = self.command();
+        command
             .current_dir(repo())
             .env("HANE_CACHE_DIR", cache)
             .env("HANE_ENGINE", engine)
@@ -77,7 +79,14 @@ impl Device {
             // lease's too, which then lapses). A device whose address space
             // is small sizes its pool the same way.
             .env("HANE_MAX_INSTANCES", "8")
-            .env_remove("RUST_LOG")
+            .env_remove("RUST_LOG");
+        command
+    }
+
+    /// `hane ARGS` on the device, as [`Device::command_in`].
+    fn hane(&self, cache: &Path, store: &Path, engine: &str, args: &[&str]) -> Output {
+        self.command_in(cache, store, engine)
+            .args(args)
             .output()
             .expect("run the device binary")
     }
@@ -101,14 +110,22 @@ fn precompile(cache: &Path, engine: &str, component: &str) {
     ok(&out);
 }
 
-/// The files in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+/// For `engine`: compiles `components` on this host for the device into a
+/// cache of their own, runs `body` with that cache and a store of its own,
+/// and checks that the device compiled nothing into the cache.
+fn precompiled(engine: &str, components: &[&str], body: impl FnOnce(&Path, &Path)) {
+    let cache = tempfile::tempdir().unwrap();
+    for component in components {
+        precompile(cache.path(), engine, component);
+    }
+    let before = file_names(cache.path());
+    let store = tempfile::tempdir().unwrap();
+    body(cache.path(), store.path());
+    assert_eq!(
+        file_names(cache.path()),
+        before,
+        "{engine}: the device compiled a component"
+    );
 }
 
 #[test]
@@ -116,28 +133,21 @@ fn listing(dir: &Path) -> Vec<String> {
 fn the_device_binary_runs_the_demo_with_both_engines() {
     let device = Device::from_env();
     for engine in ENGINES {
-        let cache = tempfile::tempdir().unwrap();
-        precompile(cache.path(), engine, "examples");
-        let before = listing(cache.path());
-        let store = tempfile::tempdir().unwrap();
-        let out = device.hane(cache.path(), store.path(), engine, &["demo"]);
-        let stdout = ok(&out);
-        for expected in [
-            "vehicle-check-scripted",
-            "vehicle-check-llm",
-            "inspection-reminder",
-            "rejected",
-        ] {
-            assert!(
-                stdout.contains(expected),
-                "{engine}: the demo's output lacks `{expected}`:\n{stdout}"
-            );
-        }
-        assert_eq!(
-            listing(cache.path()),
-            before,
-            "{engine}: the device compiled a component"
-        );
+        precompiled(engine, &["examples"], |cache, store| {
+            let out = device.hane(cache, store, engine, &["demo"]);
+            let stdout = ok(&out);
+            for expected in [
+                "vehicle-check-scripted",
+                "vehicle-check-llm",
+                "inspection-reminder",
+                "rejected",
+            ] {
+                assert!(
+                    stdout.contains(expected),
+                    "{engine}: the demo's output lacks `{expected}`:\n{stdout}"
+                );
+            }
+        });
     }
 }
 
@@ -247,36 +257,27 @@ fn the_device_binary_runs_every_built_in_operation_with_both_engines() {
     let covered: Vec<&str> = cases.iter().map(|(name, _, _)| *name).collect();
     assert_eq!(covered, names, "every built-in operation has a case here");
     for engine in ENGINES {
-        let cache = tempfile::tempdir().unwrap();
-        for name in &names {
-            precompile(cache.path(), engine, name);
-        }
-        let before = listing(cache.path());
-        let store = tempfile::tempdir().unwrap();
-        for (name, grants, input) in &cases {
-            let input = match *name {
-                "http.get" => format!(r#"{{"url": "{http}/x"}}"#),
-                _ => (*input).to_owned(),
-            };
-            let mut args = vec!["op", "run", name, "--json", "--input", &input];
-            args.extend(grants.iter().map(String::as_str));
-            let out = device.hane(cache.path(), store.path(), engine, &args);
-            let doc: serde_json::Value = serde_json::from_str(&ok(&out))
-                .unwrap_or_else(|e| panic!("{engine} {name}: not JSON ({e})"));
-            assert!(
-                doc["error"].is_null() && !doc["output"].is_null(),
-                "{engine} {name}: {doc:#}"
-            );
-            assert_eq!(doc["engine"], engine, "{engine} {name}: {doc:#}");
-            if *name == "http.get" {
-                assert_eq!(doc["output"]["status"], 200, "{doc:#}");
+        precompiled(engine, &names, |cache, store| {
+            for (name, grants, input) in &cases {
+                let input = match *name {
+                    "http.get" => format!(r#"{{"url": "{http}/x"}}"#),
+                    _ => (*input).to_owned(),
+                };
+                let mut args = vec!["op", "run", name, "--json", "--input", &input];
+                args.extend(grants.iter().map(String::as_str));
+                let out = device.hane(cache, store, engine, &args);
+                let doc: serde_json::Value = serde_json::from_str(&ok(&out))
+                    .unwrap_or_else(|e| panic!("{engine} {name}: not JSON ({e})"));
+                assert!(
+                    doc["error"].is_null() && !doc["output"].is_null(),
+                    "{engine} {name}: {doc:#}"
+                );
+                assert_eq!(doc["engine"], engine, "{engine} {name}: {doc:#}");
+                if *name == "http.get" {
+                    assert_eq!(doc["output"]["status"], 200, "{doc:#}");
+                }
             }
-        }
-        assert_eq!(
-            listing(cache.path()),
-            before,
-            "{engine}: the device compiled a component"
-        );
+        });
     }
 }
 
@@ -374,52 +375,44 @@ const HOSTILE: &[Hostile] = &[
 #[ignore = "needs the device binary (HANE_TEST_DEVICE), which `cargo xtask test` builds"]
 fn the_device_binary_contains_hostile_guests_as_this_host_does() {
     let device = Device::from_env();
+    let programs: Vec<&str> = HOSTILE.iter().map(|case| case.program).collect();
     for engine in ENGINES {
-        let cache = tempfile::tempdir().unwrap();
-        for case in HOSTILE {
-            precompile(cache.path(), engine, case.program);
-        }
-        let before = listing(cache.path());
-        let store = tempfile::tempdir().unwrap();
-        for case in HOSTILE {
-            let mut args = vec!["op", "run", case.program, "--input", case.input];
-            args.extend(case.flags);
-            let out = device.hane(cache.path(), store.path(), engine, &args);
-            let name = Path::new(case.program)
-                .file_name()
-                .unwrap()
-                .to_string_lossy();
-            let stderr = text(&out.stderr);
-            assert_eq!(
-                out.status.code(),
-                Some(case.code),
-                "{engine} {name}: {stderr}"
-            );
-            assert!(
-                stderr.contains(case.says),
-                "{engine} {name}: stderr lacks `{}`:\n{stderr}",
-                case.says
-            );
-            // This host stops it the same way.
-            let here = Command::new(env!("CARGO_BIN_EXE_hane"))
-                .args(&args)
-                .args(["--engine", engine])
-                .current_dir(repo())
-                .env("HANE_CACHE_DIR", hane_test_support::component_cache())
-                .output()
-                .unwrap();
-            assert_eq!(
-                here.status.code(),
-                Some(case.code),
-                "{engine} {name} on this host: {}",
-                text(&here.stderr)
-            );
-        }
-        assert_eq!(
-            listing(cache.path()),
-            before,
-            "{engine}: the device compiled a component"
-        );
+        precompiled(engine, &programs, |cache, store| {
+            for case in HOSTILE {
+                let mut args = vec!["op", "run", case.program, "--input", case.input];
+                args.extend(case.flags);
+                let out = device.hane(cache, store, engine, &args);
+                let name = Path::new(case.program)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy();
+                let stderr = text(&out.stderr);
+                assert_eq!(
+                    out.status.code(),
+                    Some(case.code),
+                    "{engine} {name}: {stderr}"
+                );
+                assert!(
+                    stderr.contains(case.says),
+                    "{engine} {name}: stderr lacks `{}`:\n{stderr}",
+                    case.says
+                );
+                // This host stops it the same way.
+                let here = Command::new(env!("CARGO_BIN_EXE_hane"))
+                    .args(&args)
+                    .args(["--engine", engine])
+                    .current_dir(repo())
+                    .env("HANE_CACHE_DIR", hane_test_support::component_cache())
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    here.status.code(),
+                    Some(case.code),
+                    "{engine} {name} on this host: {}",
+                    text(&here.stderr)
+                );
+            }
+        });
     }
 }
 
@@ -430,13 +423,9 @@ fn the_device_binary_refuses_a_postgresql_store_naming_why() {
     let cache = tempfile::tempdir().unwrap();
     let store = tempfile::tempdir().unwrap();
     let out = device
-        .command()
-        .args(["runs", "list"])
-        .current_dir(repo())
-        .env("HANE_CACHE_DIR", cache.path())
+        .command_in(cache.path(), store.path(), "cranelift")
         .env("HANE_STORE", "postgres://hane:secret@127.0.0.1:9/hane")
-        .env("XDG_DATA_HOME", store.path())
-        .env("HANE_MAX_INSTANCES", "8")
+        .args(["runs", "list"])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
