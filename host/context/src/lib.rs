@@ -6,7 +6,9 @@
 //!
 //! This crate is pure on purpose: it has no tokio, no HTTP client, no store
 //! and no clock among its dependencies, so the context builder cannot do
-//! I/O or wait, and the same history always gives the same input.
+//! I/O or wait, and the same history always gives the same input. (The
+//! one file the crate touches is the tokenizer tables' cache, which
+//! decides how soon a table is ready, never what it counts.)
 //!
 //! The [`context`] builder keeps what fits the window and reports the rest:
 //!
@@ -33,6 +35,8 @@
 //! ```
 
 pub mod context;
+#[cfg(feature = "exact-tokens")]
+mod tables;
 pub mod tokens;
 
 pub use context::{

@@ -21,10 +21,11 @@
 //! Counting uses `bpe-openai` (exact byte-pair encoding of the same
 //! tables, several times faster than tiktoken's own algorithm; a test
 //! checks both give the same counts); tiktoken-rs maps model names to
-//! their encodings. The tables are loaded once per process, on first use,
-//! and shared by every builder. They take 47 MB of the binary, so the
-//! `exact-tokens` feature (on by default, off in the device build) brings
-//! them; without it every model's tokens are estimated, and
+//! their encodings. A table is made ready once per process, on first use,
+//! and shared by every builder: built from the tokens the binary carries
+//! once per machine, and read from a cache on disk after that (`tables`).
+//! The `exact-tokens` feature (on by default, off in the device build)
+//! brings them; without it every model's tokens are estimated, and
 //! [`Tokenizer::for_model`] says so by answering [`Tokenizer::Estimate`].
 
 use serde::{Deserialize, Serialize};
@@ -91,8 +92,8 @@ impl Tokenizer {
     #[cfg(feature = "exact-tokens")]
     fn bpe(self) -> Option<&'static bpe_openai::Tokenizer> {
         match self {
-            Tokenizer::O200k => Some(bpe_openai::o200k_base()),
-            Tokenizer::Cl100k => Some(bpe_openai::cl100k_base()),
+            Tokenizer::O200k => Some(&crate::tables::O200K_BASE),
+            Tokenizer::Cl100k => Some(&crate::tables::CL100K_BASE),
             Tokenizer::Estimate => None,
         }
     }
