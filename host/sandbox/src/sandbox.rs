@@ -481,7 +481,7 @@ impl Sandbox {
         policy: &Policy,
     ) -> Result<LoadedOperation, LoadError> {
         let digest = component_digest(bytes);
-        let component = self.compile_blocking(name, &digest, bytes).await?;
+        let component = self.component(name, &digest, bytes).await?;
         LoadedOperation::new(self.clone(), component, digest, policy).await
     }
 
@@ -494,7 +494,7 @@ impl Sandbox {
     /// As [`Sandbox::load`], except for missing grants.
     pub async fn inspect(&self, name: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
         let digest = component_digest(bytes);
-        let component = self.compile_blocking(name, &digest, bytes).await?;
+        let component = self.component(name, &digest, bytes).await?;
         let (imports, pre) = crate::operation::prepare(self, &component)?;
         let descriptor = crate::operation::describe(self, &pre).await?;
         Ok(Inspection {
@@ -570,6 +570,23 @@ impl Sandbox {
         None
     }
 
+    /// The compiled component for `bytes`: from the cache on this thread
+    /// (mapping a compiled file takes well under a millisecond), else
+    /// [`Sandbox::compile_blocking`].
+    async fn component(
+        &self,
+        name: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<Component, LoadError> {
+        if !is_compiled_artifact(bytes)
+            && let Some(component) = self.cached(digest)
+        {
+            return Ok(component);
+        }
+        self.compile_blocking(name, digest, bytes).await
+    }
+
     /// [`Sandbox::compile`] on a blocking thread: compiling takes from
     /// milliseconds to minutes (a large guest, an emulated CPU), and the
     /// runtime's workers must go on meanwhile (renewing the process's
@@ -611,9 +628,43 @@ impl Sandbox {
         self.compiled(name, digest, bytes)
     }
 
+    /// The compiled component for `digest` from the disk cache, when it
+    /// has an artifact for this engine (its own, or one compiled for this
+    /// target with no CPU features inferred). A truncated or foreign file
+    /// of its own is removed, to be compiled again and replaced.
+    #[cfg(feature = "compiler")]
+    fn cached(&self, digest: &str) -> Option<Component> {
+        let engine = &self.inner.engine;
+        let dir = self.inner.config.cache_dir.as_ref()?;
+        let path = dir.join(artifact_name(digest, &self.inner.fingerprint));
+        if path.exists() {
+            match load_precompiled(engine, &path) {
+                Ok(component) => return Some(component),
+                Err(_) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let path = dir.join(artifact_name(digest, self.portable_fingerprint()?));
+        if !path.exists() {
+            return None;
+        }
+        load_precompiled(engine, &path)
+            .inspect_err(|e| {
+                tracing::warn!("ignoring the compiled component {}: {e:#}", path.display())
+            })
+            .ok()
+    }
+
+    /// Without a compiler, [`Sandbox::compiled`] looks for the artifact
+    /// (and says why none fits).
+    #[cfg(not(feature = "compiler"))]
+    fn cached(&self, _digest: &str) -> Option<Component> {
+        None
+    }
+
     /// The compiled component for `bytes`: from the disk cache when it has
-    /// an artifact for `digest` and this engine (its own, or one compiled
-    /// for this target with no CPU features inferred); else compiled and
+    /// an artifact for `digest` and this engine; else compiled and
     /// cached, or kept in memory when the cache cannot be written.
     #[cfg(feature = "compiler")]
     fn compiled(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
@@ -622,27 +673,10 @@ impl Sandbox {
             self.inner.compilations.fetch_add(1, Ordering::Relaxed);
             return Component::new(engine, bytes).map_err(|e| compile_error(name, e));
         };
+        if let Some(component) = self.cached(digest) {
+            return Ok(component);
+        }
         let path = dir.join(artifact_name(digest, &self.inner.fingerprint));
-        if path.exists() {
-            match load_precompiled(engine, &path) {
-                Ok(component) => return Ok(component),
-                // A truncated or foreign file is recompiled and replaced.
-                Err(_) => {
-                    let _ = std::fs::remove_file(&path);
-                }
-            }
-        }
-        if let Some(portable) = self.portable_fingerprint() {
-            let path = dir.join(artifact_name(digest, portable));
-            if path.exists() {
-                match load_precompiled(engine, &path) {
-                    Ok(component) => return Ok(component),
-                    Err(e) => {
-                        tracing::warn!("ignoring the compiled component {}: {e:#}", path.display())
-                    }
-                }
-            }
-        }
         self.inner.compilations.fetch_add(1, Ordering::Relaxed);
         let compiled = engine
             .precompile_component(bytes)

@@ -2,6 +2,7 @@
 
 mod scaffold;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -191,10 +192,11 @@ impl Failure {
     }
 }
 
-/// A component with the policy and limits its source carries.
+/// A component with the policy and limits its source carries. A
+/// built-in's bytes are the binary's own, not a copy.
 struct Source {
     name: String,
-    bytes: Vec<u8>,
+    bytes: Cow<'static, [u8]>,
     policy: Policy,
     limits: LimitsSpec,
 }
@@ -219,7 +221,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
         if let Some(bytes) = hane_builtins::get(builtin) {
             return Ok(Source {
                 name: builtin.to_owned(),
-                bytes: bytes.to_vec(),
+                bytes: Cow::Borrowed(bytes),
                 policy: Policy::default(),
                 limits: LimitsSpec::default(),
             });
@@ -238,7 +240,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     }
     Ok(Source {
         name: component.to_owned(),
-        bytes,
+        bytes: Cow::Owned(bytes),
         policy: Policy::default(),
         limits: LimitsSpec::default(),
     })
@@ -338,6 +340,7 @@ fn outbound_tool(tool: &str) -> Result<String, String> {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
+    hane_sandbox::Schema::warm_up();
     let input = read_input(&args.input)?;
     let mut source = resolve(&args.component)?;
     if let Some(file) = &args.policy {
@@ -417,7 +420,7 @@ async fn on_worker(
         return Ok(None);
     }
     let components = hane_manager::Components::new();
-    let digest = components.insert(source.bytes.clone());
+    let digest = components.insert(source.bytes.to_vec());
     let Some(worker) = crate::runtime::worker_from_env(&components)
         .await
         .map_err(Failure::usage)?
