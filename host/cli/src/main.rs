@@ -161,6 +161,11 @@ fn trace(verbose: u8) {
         .init();
 }
 
+// See the dependency's note in Cargo.toml.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     trace(cli.verbose);
