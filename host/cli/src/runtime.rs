@@ -36,7 +36,9 @@ Environment:
                             8 GiB of address space up front (a device whose address space is
                             smaller wants fewer) [default: 256]
   HANE_CACHE_DIR            Compiled components, such as `hane op compile` writes; may be
-                            read-only [default: $XDG_CACHE_HOME/hane/components]
+                            read-only [default: $XDG_CACHE_HOME/hane/components]. Tokenizer
+                            tables are cached in its `tokenizers` folder [default:
+                            $XDG_CACHE_HOME/hane/tokenizers]
 
 Delivery of approved outbound actions (an action whose channel is not configured fails, saying
 what to set; nothing is sent):
