@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest as _, Sha256};
+
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
@@ -31,9 +33,13 @@ fn main() {
     code.push_str("pub static BUILTINS: &[Builtin] = &[\n");
     for (file, path) in &ops {
         let name = file.replacen('_', ".", 1);
+        // The digest of the very file `include_bytes!` embeds, so that no
+        // process has to hash the built-ins (4.8 MB) to know them.
+        let bytes = std::fs::read(path).expect("read a built component");
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
         writeln!(
             code,
-            "    Builtin {{ name: {name:?}, bytes: include_bytes!({:?}) }},",
+            "    Builtin {{ name: {name:?}, bytes: include_bytes!({:?}), digest: {digest:?} }},",
             path.display()
         )
         .unwrap();

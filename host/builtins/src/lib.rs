@@ -25,6 +25,8 @@ pub struct Builtin {
     pub name: &'static str,
     /// The component.
     pub bytes: &'static [u8],
+    /// The component's `sha256:` digest, computed when hane was built.
+    pub digest: &'static str,
 }
 
 include!(concat!(env!("OUT_DIR"), "/components.rs"));
@@ -34,13 +36,38 @@ pub fn get(name: &str) -> Option<&'static [u8]> {
     BUILTINS.iter().find(|b| b.name == name).map(|b| b.bytes)
 }
 
+/// The built-in operation `name`, with its digest.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
 /// Every built-in operation as its name and component bytes, the form
 /// `hane_manager::Components::with_builtins` takes.
 pub fn all() -> impl Iterator<Item = (&'static str, &'static [u8])> {
     BUILTINS.iter().map(|b| (b.name, b.bytes))
 }
 
+/// Every built-in operation as its name, component bytes and digest, the
+/// form `hane_manager::Components::with_digested_builtins` takes.
+pub fn digested() -> impl Iterator<Item = (&'static str, &'static [u8], &'static str)> {
+    BUILTINS.iter().map(|b| (b.name, b.bytes, b.digest))
+}
+
 /// The names of all built-in operations.
 pub fn names() -> impl Iterator<Item = &'static str> {
     BUILTINS.iter().map(|b| b.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest as _, Sha256};
+
+    #[test]
+    fn every_digest_is_its_components() {
+        for builtin in super::BUILTINS {
+            let digest = format!("sha256:{}", hex::encode(Sha256::digest(builtin.bytes)));
+            assert_eq!(builtin.digest, digest, "{}", builtin.name);
+        }
+        assert!(super::BUILTINS.len() >= 9);
+    }
 }

@@ -58,6 +58,26 @@ impl Components {
         components
     }
 
+    /// A registry holding `builtins`, each a name, the component's bytes
+    /// and its digest as computed when hane was built
+    /// (`hane_builtins::digested`): nothing is hashed. A digest is taken
+    /// as given, so only digests computed from the same bytes belong here.
+    pub fn with_digested_builtins(
+        builtins: impl IntoIterator<Item = (&'static str, &'static [u8], &'static str)>,
+    ) -> Self {
+        let components = Self::new();
+        {
+            let mut held = components.write();
+            for (name, bytes, digest) in builtins {
+                held.by_digest
+                    .entry(digest.to_owned())
+                    .or_insert_with(|| Bytes::from_static(bytes));
+                held.builtins.insert(name, digest.to_owned());
+            }
+        }
+        components
+    }
+
     /// Adds a component and returns its digest. Adding the same bytes again
     /// changes nothing.
     pub fn insert(&self, bytes: impl Into<Bytes>) -> String {
@@ -143,5 +163,17 @@ mod tests {
         assert_eq!(clone.insert(b"other".to_vec()), digest);
         assert_eq!(components.len(), 3);
         assert!(components.get("sha256:00").is_none());
+    }
+
+    #[test]
+    fn the_built_ins_digests_from_the_build_are_the_ones_hashing_gives() {
+        let hashed = Components::with_builtins(hane_builtins::all());
+        let digested = Components::with_digested_builtins(hane_builtins::digested());
+        assert_eq!(hashed.builtin_names(), digested.builtin_names());
+        assert_eq!(hashed.len(), digested.len());
+        for (name, bytes, digest) in hane_builtins::digested() {
+            assert_eq!(digested.get(digest).as_deref(), Some(bytes), "{name}");
+            assert!(hashed.contains(digest), "{name}");
+        }
     }
 }

@@ -480,9 +480,27 @@ impl Sandbox {
         bytes: &[u8],
         policy: &Policy,
     ) -> Result<LoadedOperation, LoadError> {
-        let digest = component_digest(bytes);
-        let component = self.component(name, &digest, bytes).await?;
-        LoadedOperation::new(self.clone(), component, digest, policy).await
+        self.load_with_digest(name, bytes, &component_digest(bytes), policy)
+            .await
+    }
+
+    /// [`Sandbox::load`] of a component whose digest is known already (a
+    /// built-in's, computed when hane was built), so it is not hashed
+    /// again. `digest` must be [`component_digest`] of `bytes`: compiled
+    /// components are cached under it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::load`].
+    pub async fn load_with_digest(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: &str,
+        policy: &Policy,
+    ) -> Result<LoadedOperation, LoadError> {
+        let component = self.component(name, digest, bytes).await?;
+        LoadedOperation::new(self.clone(), component, digest.to_owned(), policy).await
     }
 
     /// Describes a component without a policy: its descriptor, digest and

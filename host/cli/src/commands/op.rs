@@ -193,10 +193,12 @@ impl Failure {
 }
 
 /// A component with the policy and limits its source carries. A
-/// built-in's bytes are the binary's own, not a copy.
+/// built-in's bytes are the binary's own, not a copy, and its digest was
+/// computed when hane was built.
 struct Source {
     name: String,
     bytes: Cow<'static, [u8]>,
+    digest: Option<&'static str>,
     policy: Policy,
     limits: LimitsSpec,
 }
@@ -218,10 +220,11 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     if !path.exists() {
         // Straight from the binary: the runtime's component store would
         // hash every built-in first.
-        if let Some(bytes) = hane_builtins::get(builtin) {
+        if let Some(found) = hane_builtins::builtin(builtin) {
             return Ok(Source {
                 name: builtin.to_owned(),
-                bytes: Cow::Borrowed(bytes),
+                bytes: Cow::Borrowed(found.bytes),
+                digest: Some(found.digest),
                 policy: Policy::default(),
                 limits: LimitsSpec::default(),
             });
@@ -241,6 +244,7 @@ fn resolve(component: &str) -> Result<Source, Failure> {
     Ok(Source {
         name: component.to_owned(),
         bytes: Cow::Owned(bytes),
+        digest: None,
         policy: Policy::default(),
         limits: LimitsSpec::default(),
     })
@@ -396,10 +400,19 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         sandbox.set_ledger(ledger);
     }
     let call = rt.block_on(async {
-        let op = sandbox
-            .load(&source.name, &source.bytes, &source.policy)
-            .await
-            .map_err(|e| Failure::new(load_error_code(&e), e))?;
+        let op = match source.digest {
+            Some(digest) => {
+                sandbox
+                    .load_with_digest(&source.name, &source.bytes, digest, &source.policy)
+                    .await
+            }
+            None => {
+                sandbox
+                    .load(&source.name, &source.bytes, &source.policy)
+                    .await
+            }
+        }
+        .map_err(|e| Failure::new(load_error_code(&e), e))?;
         Ok::<Call, Failure>(op.call(&input, &limits).await)
     })?;
     report(Ran::from(call).on(sandbox.engine()), args.json)
