@@ -545,7 +545,8 @@ impl Sandbox {
     /// for, as far as its name tells: for this sandbox's engine, for this
     /// engine without inferred CPU features, or for another engine, version
     /// or target. A build without a compiler has no fingerprint of its
-    /// own, so it answers [`ArtifactFit::Other`] for every named artifact.
+    /// own to compare, so it answers [`ArtifactFit::Unknown`] for every
+    /// named artifact.
     pub fn artifact_fits(&self, path: &Path) -> ArtifactFit {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let Some((_, fingerprint)) = name
@@ -554,7 +555,10 @@ impl Sandbox {
         else {
             return ArtifactFit::Unnamed;
         };
-        if fingerprint == self.inner.fingerprint || self.portable_fingerprint() == Some(fingerprint)
+        if self.inner.fingerprint.is_empty() {
+            ArtifactFit::Unknown
+        } else if fingerprint == self.inner.fingerprint
+            || self.portable_fingerprint() == Some(fingerprint)
         {
             ArtifactFit::ThisEngine
         } else {
@@ -782,6 +786,9 @@ pub enum ArtifactFit {
     ThisEngine,
     /// Named for another engine, version, target or configuration.
     Other,
+    /// Named as an artifact, but this build (without a compiler) cannot
+    /// tell for which engine: only loading it says.
+    Unknown,
     /// Not named `DIGEST-FINGERPRINT.cwasm`.
     Unnamed,
 }

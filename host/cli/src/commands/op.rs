@@ -268,7 +268,7 @@ fn artifact_fit(path: &Path) -> String {
     let engine = here.engine();
     match here.artifact_fits(path) {
         ArtifactFit::ThisEngine => format!(" (compiled for this host's {engine} engine)"),
-        ArtifactFit::Unnamed => String::new(),
+        ArtifactFit::Unnamed | ArtifactFit::Unknown => String::new(),
         ArtifactFit::Other => {
             let other = EngineKind::ALL.into_iter().find(|&e| {
                 e != engine
