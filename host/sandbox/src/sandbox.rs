@@ -685,9 +685,9 @@ impl Sandbox {
         None
     }
 
-    /// The compiled component for `bytes`: from the disk cache when it has
-    /// an artifact for `digest` and this engine; else compiled and
-    /// cached, or kept in memory when the cache cannot be written.
+    /// The compiled component for `bytes`, which [`Sandbox::cached`] did
+    /// not find: compiled and cached, or kept in memory when the cache
+    /// cannot be written.
     #[cfg(feature = "compiler")]
     fn compiled(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, LoadError> {
         let engine = &self.inner.engine;
@@ -695,9 +695,6 @@ impl Sandbox {
             self.inner.compilations.fetch_add(1, Ordering::Relaxed);
             return Component::new(engine, bytes).map_err(|e| compile_error(name, e));
         };
-        if let Some(component) = self.cached(digest) {
-            return Ok(component);
-        }
         let path = dir.join(artifact_name(digest, &self.inner.fingerprint));
         self.inner.compilations.fetch_add(1, Ordering::Relaxed);
         let compiled = engine
