@@ -7,7 +7,7 @@
 //! | build | features | profile | budget |
 //! |---|---|---|---|
 //! | full (default) | all (`hane-cli`'s defaults) | `dist` | [`FULL_BUDGET`] |
-//! | device (`--device`) | the compiler only: no PostgreSQL, no container runtimes or CLI drivers, token counts estimated, traps without guest function names | `device`: `dist` optimized for size (`z`), fat LTO in one codegen unit, `panic = "abort"` | [`DEVICE_BUDGET`] |
+//! | device (`--device`) | the compiler only, for its own architecture and Pulley: no PostgreSQL, no container runtimes or CLI drivers, token counts estimated, traps without guest function names | `device`: `dist` (fat LTO in one codegen unit) optimized for size (`z`), `panic = "abort"` | [`DEVICE_BUDGET`] |
 //!
 //! The C parts (SQLite, ring) need a C compiler for each target; zig is
 //! one for all of them. Everything the build needs is installed by this

@@ -905,8 +905,8 @@ impl Precompiler {
     /// # Errors
     ///
     /// The target is unknown, its back end is not built in (cranelift's
-    /// x86-64 and aarch64 ones and Pulley are), or its engine cannot be
-    /// created.
+    /// x86-64 and aarch64 ones and Pulley are; without `cross-compile`,
+    /// only the host's and Pulley), or its engine cannot be created.
     pub fn new(config: &SandboxConfig, target: Option<&str>) -> Result<Self, UnsupportedTarget> {
         let mut config = config.clone();
         if target.is_some_and(|t| t.starts_with("pulley")) {
@@ -942,8 +942,13 @@ impl Precompiler {
         };
         start().map_err(|e| UnsupportedTarget {
             target: target.unwrap_or(HOST_TARGET).to_owned(),
-            message: if cfg!(feature = "compiler") {
+            message: if cfg!(feature = "cross-compile") {
                 format!("{e:#} (built in: x86_64 and aarch64 targets, and pulley32 and pulley64)")
+            } else if cfg!(feature = "compiler") {
+                format!(
+                    "{e:#} (this hane was built without `cross-compile`: it compiles for its own architecture, {}, and for pulley32 and pulley64)",
+                    std::env::consts::ARCH
+                )
             } else {
                 format!("{e:#}")
             },
