@@ -52,6 +52,7 @@ mod error;
 mod files;
 mod imports;
 mod operation;
+mod precompile;
 pub mod records;
 mod sandbox;
 mod schema;
@@ -62,10 +63,10 @@ pub use error::{
 };
 pub use imports::{Grant, Import};
 pub use operation::{Call, CancelToken, Descriptor, LoadedOperation};
+pub use precompile::{Artifact, Precompiler, UnsupportedTarget};
 pub use sandbox::{
-    Artifact, ArtifactFit, ENGINE_ENV, EngineKind, Inspection, Precompiler, Sandbox, SandboxConfig,
-    StartError, UnknownEngine, UnsupportedTarget, component_digest, default_cache_dir,
-    is_compiled_artifact,
+    ArtifactFit, ENGINE_ENV, EngineKind, Inspection, Sandbox, SandboxConfig, StartError,
+    UnknownEngine, component_digest, default_cache_dir, is_compiled_artifact,
 };
 pub use schema::{Schema, SchemaError};
 pub use state::LogRecord;

@@ -101,7 +101,7 @@ impl std::str::FromStr for EngineKind {
 }
 
 /// Pulley's target for this host: its pointer width and byte order.
-fn pulley_host_target() -> &'static str {
+pub(crate) fn pulley_host_target() -> &'static str {
     match (
         cfg!(target_pointer_width = "64"),
         cfg!(target_endian = "big"),
@@ -114,7 +114,7 @@ fn pulley_host_target() -> &'static str {
 }
 
 /// The triple this sandbox was built for, such as `x86_64-unknown-linux-gnu`.
-const HOST_TARGET: &str = env!("HANE_SANDBOX_TARGET");
+pub(crate) const HOST_TARGET: &str = env!("HANE_SANDBOX_TARGET");
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -763,7 +763,7 @@ impl Sandbox {
 }
 
 /// A compilation's error for the component `name`.
-fn compile_error(name: &str, e: wasmtime::Error) -> LoadError {
+pub(crate) fn compile_error(name: &str, e: wasmtime::Error) -> LoadError {
     LoadError::Compile {
         name: name.to_owned(),
         message: format!("{e:#}"),
@@ -792,7 +792,7 @@ pub enum ArtifactFit {
 
 /// The cache's file name of the component with `digest` (`sha256:` and
 /// hex) compiled by an engine with `fingerprint`.
-fn artifact_name(digest: &str, fingerprint: &str) -> String {
+pub(crate) fn artifact_name(digest: &str, fingerprint: &str) -> String {
     let hex_digest = digest.trim_start_matches("sha256:");
     format!("{hex_digest}-{fingerprint}.cwasm")
 }
@@ -832,7 +832,7 @@ fn warn_unwritable(dir: &Path, e: &std::io::Error) {
 /// The short fingerprint of what `engine` compiles for and how, which
 /// names its artifacts.
 #[cfg(feature = "compiler")]
-fn fingerprint(engine: &Engine) -> String {
+pub(crate) fn fingerprint(engine: &Engine) -> String {
     let mut h = Sha256Hasher(Sha256::new());
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
     hex::encode(&h.0.finalize()[..8])
@@ -841,157 +841,8 @@ fn fingerprint(engine: &Engine) -> String {
 /// Without a compiler wasmtime gives no fingerprint: artifacts are found
 /// by their component's digest alone (see [`Sandbox::compiled`]).
 #[cfg(not(feature = "compiler"))]
-fn fingerprint(_engine: &Engine) -> String {
+pub(crate) fn fingerprint(_engine: &Engine) -> String {
     String::new()
-}
-
-/// Compiles components ahead of time, for a sandbox with the same
-/// [`SandboxConfig`] on another (or this) target. Its artifacts are named as
-/// the cache names its files, so a directory of them serves as a cache.
-pub struct Precompiler {
-    #[cfg_attr(
-        not(feature = "compiler"),
-        expect(dead_code, reason = "never made without a compiler")
-    )]
-    engine: Engine,
-    fingerprint: String,
-    target: String,
-    kind: EngineKind,
-}
-
-/// What a build without a compiler says when asked to compile ahead of
-/// time.
-const NO_COMPILER: &str =
-    "this hane was built without the `compiler` feature: compile where hane has it";
-
-impl std::fmt::Debug for Precompiler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Precompiler")
-            .field("engine", &self.kind)
-            .field("target", &self.target)
-            .field("fingerprint", &self.fingerprint)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A [`Precompiler`] cannot compile for the target asked for.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("cannot compile for `{target}`: {message}")]
-pub struct UnsupportedTarget {
-    target: String,
-    message: String,
-}
-
-/// One component compiled by a [`Precompiler`].
-#[derive(Debug, Clone)]
-pub struct Artifact {
-    /// `sha256:` digest of the component's bytes.
-    pub digest: String,
-    /// `DIGEST-FINGERPRINT.cwasm`, the name a cache looks for.
-    pub file_name: String,
-    /// The compiled component.
-    pub bytes: Vec<u8>,
-}
-
-impl Precompiler {
-    /// A compiler for sandboxes configured as `config` (its engine, fuel
-    /// and pooling settings) running on `target`: `None` for this host, as
-    /// its own sandboxes compile (with this CPU's features), or a triple
-    /// such as `aarch64-unknown-linux-musl`, compiled with no CPU features
-    /// assumed, which a sandbox on that target loads. A Pulley target
-    /// (`pulley64`) or [`EngineKind::Pulley`] compiles for Pulley; Pulley
-    /// artifacts run on every host of the same pointer width and byte order.
-    ///
-    /// # Errors
-    ///
-    /// The target is unknown, its back end is not built in (cranelift's
-    /// x86-64 and aarch64 ones and Pulley are; without `cross-compile`,
-    /// only the host's and Pulley), or its engine cannot be created.
-    pub fn new(config: &SandboxConfig, target: Option<&str>) -> Result<Self, UnsupportedTarget> {
-        let mut config = config.clone();
-        if target.is_some_and(|t| t.starts_with("pulley")) {
-            config.engine = EngineKind::Pulley;
-        }
-        let start = || -> wasmtime::Result<Self> {
-            if cfg!(not(feature = "compiler")) {
-                wasmtime::bail!("{NO_COMPILER}");
-            }
-            // Pulley's settings name its host target; cranelift infers the
-            // host's CPU features unless a target is named.
-            let mut wasm = compile_settings(&config, true)?;
-            let target = match (config.engine, target) {
-                (EngineKind::Pulley, Some(t)) if t.starts_with("pulley") => Some(t),
-                (EngineKind::Pulley, _) => None,
-                (EngineKind::Cranelift, t) => t,
-            };
-            if let Some(t) = target {
-                wasm.target(t)?;
-            }
-            let engine = Engine::new(&wasm)?;
-            let target = match (target, config.engine) {
-                (Some(t), _) => t,
-                (None, EngineKind::Pulley) => pulley_host_target(),
-                (None, EngineKind::Cranelift) => HOST_TARGET,
-            };
-            Ok(Self {
-                fingerprint: fingerprint(&engine),
-                engine,
-                target: target.to_owned(),
-                kind: config.engine,
-            })
-        };
-        start().map_err(|e| UnsupportedTarget {
-            target: target.unwrap_or(HOST_TARGET).to_owned(),
-            message: if cfg!(feature = "cross-compile") {
-                format!("{e:#} (built in: x86_64 and aarch64 targets, and pulley32 and pulley64)")
-            } else if cfg!(feature = "compiler") {
-                format!(
-                    "{e:#} (this hane was built without `cross-compile`: it compiles for its own architecture, {}, and for pulley32 and pulley64)",
-                    std::env::consts::ARCH
-                )
-            } else {
-                format!("{e:#}")
-            },
-        })
-    }
-
-    /// The engine it compiles for.
-    pub fn engine(&self) -> EngineKind {
-        self.kind
-    }
-
-    /// The target it compiles for, such as `x86_64-unknown-linux-gnu` or
-    /// `pulley64`.
-    pub fn target(&self) -> &str {
-        &self.target
-    }
-
-    /// Compiles the component `bytes`; `name` is used in errors.
-    ///
-    /// # Errors
-    ///
-    /// The bytes are not a component wasmtime can compile.
-    pub fn precompile(&self, name: &str, bytes: &[u8]) -> Result<Artifact, LoadError> {
-        let digest = component_digest(bytes);
-        let compiled = self
-            .compile_component(bytes)
-            .map_err(|e| compile_error(name, e))?;
-        Ok(Artifact {
-            file_name: artifact_name(&digest, &self.fingerprint),
-            digest,
-            bytes: compiled,
-        })
-    }
-
-    #[cfg(feature = "compiler")]
-    fn compile_component(&self, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
-        self.engine.precompile_component(bytes)
-    }
-
-    #[cfg(not(feature = "compiler"))]
-    fn compile_component(&self, _bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
-        wasmtime::bail!("{NO_COMPILER}")
-    }
 }
 
 /// Whether the kernel has the `PAGEMAP_SCAN` ioctl (Linux 6.7 and later).
@@ -1079,7 +930,7 @@ impl Hasher for Sha256Hasher {
 /// What the engine's compilation depends on besides its allocator:
 /// features, fuel, epochs, the target (Pulley's), and (`pooled` false) the
 /// bounds of memories allocated per instance.
-fn compile_settings(config: &SandboxConfig, pooled: bool) -> wasmtime::Result<Config> {
+pub(crate) fn compile_settings(config: &SandboxConfig, pooled: bool) -> wasmtime::Result<Config> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .consume_fuel(config.fuel)
