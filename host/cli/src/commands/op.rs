@@ -400,19 +400,14 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         sandbox.set_ledger(ledger);
     }
     let call = rt.block_on(async {
-        let op = match source.digest {
-            Some(digest) => {
-                sandbox
-                    .load_with_digest(&source.name, &source.bytes, digest, &source.policy)
-                    .await
-            }
-            None => {
-                sandbox
-                    .load(&source.name, &source.bytes, &source.policy)
-                    .await
-            }
-        }
-        .map_err(|e| Failure::new(load_error_code(&e), e))?;
+        let digest = source.digest.map_or_else(
+            || hane_sandbox::component_digest(&source.bytes),
+            str::to_owned,
+        );
+        let op = sandbox
+            .load_with_digest(&source.name, &source.bytes, &digest, &source.policy)
+            .await
+            .map_err(|e| Failure::new(load_error_code(&e), e))?;
         Ok::<Call, Failure>(op.call(&input, &limits).await)
     })?;
     report(Ran::from(call).on(sandbox.engine()), args.json)
