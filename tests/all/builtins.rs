@@ -131,6 +131,44 @@ async fn documents_read_pages_reads_form_feed_pages_and_line_ranges() {
     );
 }
 
+/// A FIFO in a granted folder would hold a thread of the blocking pool
+/// for good (opening it waits for a writer), past the call's time limit:
+/// it is refused as a denial, at once.
+#[tokio::test]
+async fn a_fifo_in_a_granted_folder_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("notes.md"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let policy = Policy {
+        files: vec![
+            format!("{}:/documents", dir.path().display())
+                .parse()
+                .unwrap(),
+        ],
+        ..Policy::default()
+    };
+    let op = builtin("documents.read_pages", &policy).await;
+    let started = std::time::Instant::now();
+    let call = op
+        .call(
+            &json!({"path": "/documents/notes.md"}).to_string(),
+            &Limits::default(),
+        )
+        .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    match call.result {
+        Err(CallError::Denied { denial, .. }) => assert_eq!(
+            denial,
+            "filesystem: opening `notes.md` was refused: it is a FIFO or a socket, not a regular file or folder"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(call.receipt.outcome, hane_core::Outcome::Denied);
+}
+
 #[tokio::test]
 async fn image_view_reports_dimensions_and_a_bounded_thumbnail() {
     let policy = Policy {

@@ -72,6 +72,20 @@ impl types::Host for Guarded<'_> {
     }
 }
 
+/// What a file of type `kind` is, for the refusal, when it is one that is
+/// never opened: anything but a regular file, a folder or a link.
+fn special_file(kind: types::DescriptorType) -> Option<&'static str> {
+    use types::DescriptorType as T;
+    match kind {
+        // wasmtime-wasi tells devices apart, and FIFOs and sockets from
+        // neither (the only other kinds there are).
+        T::Fifo | T::Socket | T::Unknown => Some("a FIFO or a socket"),
+        T::CharacterDevice => Some("a character device"),
+        T::BlockDevice => Some("a block device"),
+        T::Directory | T::RegularFile | T::SymbolicLink => None,
+    }
+}
+
 impl HostDescriptor for Guarded<'_> {
     async fn advise(
         &mut self,
@@ -202,6 +216,24 @@ impl HostDescriptor for Guarded<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
+        // Opening a FIFO waits for a writer, and reading a device or a
+        // FIFO can wait forever: on the calling thread that would hold it,
+        // on the blocking pool a thread for good, and at exit the process.
+        // Only regular files and folders are opened (a folder's open never
+        // waits, so it needs no look first).
+        if !oflags.contains(types::OpenFlags::DIRECTORY)
+            && let Ok(stat) = self
+                .inner
+                .stat_at(Resource::new_borrow(fd.rep()), path_flags, path.clone())
+                .await
+            && let Some(kind) = special_file(stat.type_)
+        {
+            self.incidents.deny(
+                format!("filesystem: opening `{path}` was refused: it is {kind}, not a regular file or folder"),
+                false,
+            );
+            return Err(ErrorCode::Access.into());
+        }
         self.path = Some(path.clone());
         self.inner
             .open_at(fd, path_flags, path, oflags, flags)

@@ -471,7 +471,12 @@ fn new_store(
         stderr: MemoryOutputPipe::new(STDIO_CAPTURE_BYTES.min(limits.log_bytes.as_usize())),
     };
 
-    let wasi = wasi_ctx(&stdio, policy, &incidents)?;
+    let wasi = wasi_ctx(
+        &stdio,
+        policy,
+        &incidents,
+        sandbox.inner.config.files_on_calling_thread,
+    )?;
 
     // One snapshot of the ledger for the whole call.
     let records = RecordsCtxBuilder::new()
@@ -528,13 +533,16 @@ fn new_store(
 
 /// The WASI context of one call: its stdio captured in `stdio`, the
 /// policy's environment variables and directories, and sockets whose every
-/// address is refused and recorded in `incidents`.
+/// address is refused and recorded in `incidents`; file operations on the
+/// calling thread when `files_on_calling_thread`.
 fn wasi_ctx(
     stdio: &Stdio,
     policy: &Policy,
     incidents: &Arc<Incidents>,
+    files_on_calling_thread: bool,
 ) -> Result<WasiCtx, CallError> {
     let mut wasi = WasiCtxBuilder::new();
+    wasi.allow_blocking_current_thread(files_on_calling_thread);
     wasi.stdout(stdio.stdout.clone())
         .stderr(stdio.stderr.clone())
         // TCP and UDP sockets can be created, but every address is

@@ -33,6 +33,8 @@ pub struct SandboxConfig {
     pub(crate) default_limits: Limits,
     pub(crate) keep_resident: ByteSize,
     pub(crate) engine: EngineKind,
+    pub(crate) pooled: bool,
+    pub(crate) files_on_calling_thread: bool,
 }
 
 /// Which of wasmtime's code generators runs guests.
@@ -127,6 +129,8 @@ impl Default for SandboxConfig {
             default_limits: Limits::default(),
             keep_resident: ByteSize::mebibytes(1),
             engine: EngineKind::default(),
+            pooled: true,
+            files_on_calling_thread: false,
         }
     }
 }
@@ -206,6 +210,29 @@ impl SandboxConfig {
     /// Compiled components are cached per engine.
     pub fn engine(&mut self, engine: EngineKind) -> &mut Self {
         self.engine = engine;
+        self
+    }
+
+    /// Whether instances come from a pool reserved when the sandbox starts
+    /// (the default: each call then skips mapping its memories), or are
+    /// allocated when they start. A process that runs a call or two
+    /// (`hane op run`) saves reserving and sizing the pool. Compiled
+    /// components are the same either way.
+    pub fn pooled(&mut self, pooled: bool) -> &mut Self {
+        self.pooled = pooled;
+        self
+    }
+
+    /// Whether a guest's file operations run on the thread running its
+    /// call rather than on tokio's blocking pool. A hop to the pool and
+    /// back costs tens of microseconds per operation, but on the calling
+    /// thread an operation holds that thread until it ends, and the time
+    /// limit acts between operations, not during one: for a process that
+    /// runs one call at a time on a thread of its own (`hane op run`).
+    /// Default: off. Files that can block a reader forever (FIFOs,
+    /// sockets, devices) are refused either way.
+    pub fn files_on_calling_thread(&mut self, enable: bool) -> &mut Self {
+        self.files_on_calling_thread = enable;
         self
     }
 
@@ -958,7 +985,9 @@ fn engine_config(
     pooled: bool,
 ) -> wasmtime::Result<Config> {
     let mut wasm = compile_settings(config, pooled)?;
-    if !pooled {
+    // Memories allocated per instance with the pool's reservations and
+    // guards compile to the same code as pooled ones.
+    if !pooled || !config.pooled {
         wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
         return Ok(wasm);
     }

@@ -252,7 +252,12 @@ fn resolve(component: &str) -> Result<Source, Failure> {
 
 fn sandbox(engine: Option<EngineKind>) -> Result<Sandbox, Failure> {
     let mut config = crate::runtime::sandbox_config();
-    config.max_instances(4);
+    // One call (or a description) per process: no pool to reserve, and
+    // file operations on the thread that runs the call.
+    config
+        .max_instances(4)
+        .pooled(false)
+        .files_on_calling_thread(true);
     if let Some(engine) = engine {
         config.engine(engine);
     }
@@ -410,7 +415,11 @@ fn run(args: RunArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::new(load_error_code(&e), e))?;
         Ok::<Call, Failure>(op.call(&input, &limits).await)
     })?;
-    report(Ran::from(call).on(sandbox.engine()), args.json)
+    let reported = report(Ran::from(call).on(sandbox.engine()), args.json);
+    // Nothing is left to wait for: a blocking thread still in a file
+    // operation the call gave up on must not hold the process at exit.
+    rt.shutdown_background();
+    reported
 }
 
 /// The call run on the worker `$HANE_WORKER` names, which is sent the

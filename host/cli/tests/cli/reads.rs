@@ -156,6 +156,35 @@ fn stdin_is_read_only_when_asked_and_only_up_to_the_cap() {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+/// `hane op run` opens a guest's files on the thread that runs the call:
+/// a FIFO in a granted folder is refused, never waited on.
+#[test]
+fn a_guest_opening_a_fifo_is_refused_and_hane_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    mkfifo(&dir.path().join("notes.md"));
+    let message = failed(
+        &bounded(
+            &[
+                "op",
+                "run",
+                "documents.read_pages",
+                "--input",
+                r#"{"path":"notes.md"}"#,
+                "--allow-dir",
+                &dir.path().display().to_string(),
+            ],
+            Stdio::null(),
+        ),
+        5,
+    );
+    assert!(
+        message.contains(
+            "filesystem: opening `notes.md` was refused: it is a FIFO or a socket, not a regular file or folder"
+        ),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_fifo_is_refused_without_waiting_for_a_writer() {
     let dir = tempfile::tempdir().unwrap();
