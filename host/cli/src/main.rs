@@ -167,6 +167,13 @@ fn trace(verbose: u8) {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // `hane op run` needs the JSON Schema meta-schema's validator, which
+    // takes longer to build than all the rest of its start-up: begun before
+    // the arguments are parsed, on a thread of its own.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "op") && args.next().is_some_and(|a| a == "run") {
+        hane_sandbox::Schema::warm_up();
+    }
     let cli = Cli::parse();
     trace(cli.verbose);
     if let Err(e) = hane_sandbox::EngineKind::from_env() {

@@ -4,7 +4,9 @@
 //! and capabilities are: the call then fails `denied`, and its receipt
 //! counts it. A path under no granted folder at all (`/etc/passwd` when
 //! only `/documents` is granted) never reaches the host: the guest's own
-//! WASI library answers that nothing is there.
+//! WASI library answers that nothing is there. Only regular files and
+//! folders are opened: a FIFO, a socket or a device under a granted folder
+//! is refused the same way, since reading one can wait forever.
 
 use std::sync::Arc;
 

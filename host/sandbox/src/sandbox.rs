@@ -378,11 +378,15 @@ impl Sandbox {
             Err(e) => return Err(e),
         };
         if !pooled && let Some(limit) = limit {
+            let reserving = if config.pooled {
+                format!("a pool of {} instances reserves", config.max_instances)
+            } else {
+                format!("the memories of {} instances reserve", config.max_instances)
+            };
             warn_on_demand(&format!(
-                "the address-space limit of {} cannot hold the {} a pool of {} instances reserves; memories are allocated per instance instead",
+                "the address-space limit of {} cannot hold the {} {reserving}; memories are allocated per instance instead",
                 ByteSize(limit),
                 ByteSize(reserved),
-                config.max_instances
             ));
         }
 

@@ -349,6 +349,7 @@ fn outbound_tool(tool: &str) -> Result<String, String> {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
+    // Begun in `main` already, unless options came before `op run`.
     hane_sandbox::Schema::warm_up();
     let input = read_input(&args.input)?;
     let mut source = resolve(&args.component)?;
