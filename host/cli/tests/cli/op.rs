@@ -620,7 +620,13 @@ fn operations_and_runs_work_under_a_small_address_space() {
                 "--json",
             ],
         );
-        assert_eq!(code(&out), 0, "under {limit}: {}", stderr(&out));
+        assert_eq!(
+            code(&out),
+            0,
+            "under {limit}: {}{}",
+            stderr(&out),
+            String::from_utf8_lossy(&out.stdout)
+        );
         assert_eq!(stdout_json(&out)["status"], "succeeded");
     }
     // The demo, whole, under the smaller limit.
