@@ -166,7 +166,31 @@ fn trace(verbose: u8) {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Under an address-space limit (`RLIMIT_AS`), holds glibc's allocator to
+/// two arenas. Each arena reserves 64 MiB of address space, and glibc
+/// makes up to eight per core for threads that allocate at once: enough,
+/// now and then, to take `hane run` past a 1 GiB limit (a component's
+/// memory then cannot be mapped). Must run before any other thread starts.
+#[cfg(target_env = "gnu")]
+#[expect(
+    unsafe_code,
+    reason = "getrlimit and mallopt are C calls with no safe wrapper among the dependencies"
+)]
+fn fewer_arenas_under_an_address_space_limit() {
+    // SAFETY: an all-zero rlimit is valid; getrlimit fills it in.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `limit` is a valid, writable rlimit.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+    if got == 0 && limit.rlim_cur != libc::RLIM_INFINITY {
+        // SAFETY: called while this is the only thread; M_ARENA_MAX takes
+        // any positive count.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(target_env = "gnu")]
+    fewer_arenas_under_an_address_space_limit();
     // `hane op run` needs the JSON Schema meta-schema's validator, which
     // takes longer to build than all the rest of its start-up: begun before
     // the arguments are parsed, on a thread of its own.
